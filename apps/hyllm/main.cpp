@@ -1,0 +1,54 @@
+// hyllm: one binary, subcommands registered in apps/hyllm/cmd_*.cpp.
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+
+#include "command.h"
+#include "util/log.h"
+#include "util/status.h"
+#include "util/version.h"
+
+namespace hyllm::app {
+
+std::vector<CommandEntry>& command_registry() {
+  static std::vector<CommandEntry> registry;
+  return registry;
+}
+
+}  // namespace hyllm::app
+
+int main(int argc, char** argv) {
+  using namespace hyllm;
+  CLI::App app{"hyllm: an inference engine and OpenAI-compatible server for hybrid linear-attention LLMs"};
+  app.name("hyllm");
+  app.set_version_flag("--version", std::string("hyllm ") + kVersion);
+  app.require_subcommand(0, 1);
+
+  auto& commands = app::command_registry();
+  std::sort(commands.begin(), commands.end(),
+            [](const auto& a, const auto& b) { return std::string_view(a.name) < b.name; });
+  int exit_code = 0;
+  for (const auto& c : commands) {
+    CLI::App* sub = app.add_subcommand(c.name, c.description);
+    c.setup(*sub, exit_code);
+  }
+
+  init_logging();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  if (app.get_subcommands().empty()) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  }
+  return exit_code;
+}

@@ -1,0 +1,38 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace hyllm {
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  Device device() const override { return Device::cpu(); }
+  std::string name() const override { return "cpu"; }
+
+  void* allocate(size_t nbytes) override {
+    void* p = std::aligned_alloc(256, (nbytes + 255) / 256 * 256);
+    if (p == nullptr) fail(ErrorCode::kOutOfMemory, "host allocation of {} bytes failed", nbytes);
+    return p;
+  }
+  void deallocate(void* ptr) override { std::free(ptr); }
+  void copy_to_device(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
+  void copy_to_host(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
+  void copy_on_device(void* dst, const void* src, size_t n) override { std::memmove(dst, src, n); }
+  void fill_zero(void* dst, size_t n) override { std::memset(dst, 0, n); }
+  void synchronize() override {}
+  MemoryInfo memory_info() const override {
+    long pages = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return {static_cast<size_t>(pages) * static_cast<size_t>(page),
+            static_cast<size_t>(avail) * static_cast<size_t>(page)};
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace hyllm

@@ -1,0 +1,76 @@
+// Host code (compiled by the C++ compiler): fmt and spdlog do not build under nvcc,
+// so kernels live in .cu files behind plain launch functions and this file owns
+// the runtime objects.
+#include <cuda_runtime.h>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+
+namespace hyllm {
+namespace {
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int index) : index_(index) {
+    HYLLM_CUDA_CHECK(cudaSetDevice(index));
+    HYLLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    cudaDeviceProp prop{};
+    HYLLM_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+    name_ = std::string("cuda:") + std::to_string(index) + " (" + prop.name + ")";
+  }
+  ~CudaBackend() override {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+
+  Device device() const override { return Device::cuda(index_); }
+  std::string name() const override { return name_; }
+
+  void* allocate(size_t nbytes) override {
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&p, nbytes == 0 ? 256 : nbytes);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      fail(ErrorCode::kOutOfMemory, "cudaMalloc of {} bytes failed: {}", nbytes, cudaGetErrorString(err));
+    }
+    return p;
+  }
+  void deallocate(void* ptr) override { cudaFree(ptr); }
+  void copy_to_device(void* dst, const void* src, size_t n) override {
+    HYLLM_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream_));
+  }
+  void copy_to_host(void* dst, const void* src, size_t n) override {
+    HYLLM_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream_));
+    HYLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void copy_on_device(void* dst, const void* src, size_t n) override {
+    HYLLM_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream_));
+  }
+  void fill_zero(void* dst, size_t n) override { HYLLM_CUDA_CHECK(cudaMemsetAsync(dst, 0, n, stream_)); }
+  void synchronize() override { HYLLM_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  MemoryInfo memory_info() const override {
+    size_t free_b = 0, total_b = 0;
+    HYLLM_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    return {total_b, free_b};
+  }
+
+ private:
+  int index_;
+  cudaStream_t stream_ = nullptr;
+  std::string name_;
+};
+
+}  // namespace
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int device_index) { return std::make_unique<CudaBackend>(device_index); }
+
+}  // namespace hyllm

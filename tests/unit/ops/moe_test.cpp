@@ -131,5 +131,63 @@ TEST(MoeExperts, LayoutsAgreeAndMatchReference) {
   EXPECT_LT(normalized_error(out_noshared.values(), want), 4e-3);
 }
 
+TEST(MoeExperts, Fp8BlockFusedEqualsPerExpertSlices) {
+  auto be = make_cpu_backend();
+  const uint32_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  Rng rng(seed);
+  const int64_t T = 5, H = 256, I = 128, E = 3, k = 2;
+  HostTensor x = bf16_tensor({T, H});
+  x.fill_normal(rng);
+  HostTensor gu(DType::kF8E4M3, {E, 2 * I, H}), dn(DType::kF8E4M3, {E, H, I});
+  gu.fill_normal(rng, 50.0);
+  dn.fill_normal(rng, 50.0);
+  HostTensor gus = f32_tensor({E, 2, 2}), dns = f32_tensor({E, 2, 1});
+  gus.fill_uniform(rng, 1e-4, 1e-3);
+  dns.fill_uniform(rng, 1e-4, 1e-3);
+  HostTensor ids(DType::kI32, {T, k}), tw = f32_tensor({T, k});
+  for (int64_t t = 0; t < T; ++t) {
+    ids.set(t * k, static_cast<double>(t % E));
+    ids.set(t * k + 1, static_cast<double>((t + 1) % E));
+    tw.set(t * k, 0.7);
+    tw.set(t * k + 1, 0.3);
+  }
+  MoeExpertWeights fused;
+  fused.gate_up = LinearWeight::fp8_block(gu.view(), gus.view());
+  fused.down = LinearWeight::fp8_block(dn.view(), dns.view());
+  // Per-expert views into the same memory: gate rows [0, I), up rows [I, 2I).
+  MoeExpertWeights per;
+  auto sub = [](const HostTensor& t, int64_t offset_elems, Shape s) {
+    const size_t es = dtype_size(t.dtype());
+    return TensorView(static_cast<char*>(t.view().data()) + offset_elems * es, t.dtype(), s);
+  };
+  for (int64_t e = 0; e < E; ++e) {
+    per.expert_gate.push_back(LinearWeight::fp8_block(sub(gu, e * 2 * I * H, {I, H}), sub(gus, e * 4, {1, 2})));
+    per.expert_up.push_back(
+        LinearWeight::fp8_block(sub(gu, e * 2 * I * H + I * H, {I, H}), sub(gus, e * 4 + 2, {1, 2})));
+    per.expert_down.push_back(LinearWeight::fp8_block(sub(dn, e * H * I, {H, I}), sub(dns, e * 2, {2, 1})));
+  }
+  HostTensor a = bf16_tensor({T, H}), b = bf16_tensor({T, H});
+  a.poison();
+  b.poison();
+  moe_experts(*be, {x.view(), ids.view(), tw.view(), fused, {}, {}, a.view()});
+  moe_experts(*be, {x.view(), ids.view(), tw.view(), per, {}, {}, b.view()});
+  const auto av = a.values();
+  for (double v : av) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_EQ(av, b.values());
+}
+
+TEST(EmptyBatch, OpsWithNoTokensAreNoOps) {
+  auto be = make_cpu_backend();
+  HostTensor x = bf16_tensor({0, 16}), w = bf16_tensor({8, 16}), out = bf16_tensor({0, 8});
+  linear(*be, {x.view(), LinearWeight::bf16(w.view()), out.view()});
+  HostTensor nw = bf16_tensor({16}), nout = bf16_tensor({0, 16});
+  rms_norm(*be, {x.view(), nw.view(), nout.view(), {}, {}, 1e-6f, true});
+  HostTensor q = bf16_tensor({0, 2 * 8}), kc = bf16_tensor({2, 4, 1, 8}), vc = bf16_tensor({2, 4, 1, 8});
+  HostTensor bt(DType::kI32, {1, 2}), qsl = i32_tensor({0, 0}), lens = i32_tensor({0}), o = bf16_tensor({0, 16});
+  paged_attention(*be, {q.view(), {kc.view(), vc.view()}, bt.view(), qsl.view(), lens.view(), {}, o.view(), 2, 1,
+                        8, 0.0f, 0, 0});
+}
+
 }  // namespace
 }  // namespace hyllm::test

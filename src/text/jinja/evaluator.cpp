@@ -209,13 +209,13 @@ Evaluator::Flow Evaluator::exec(const Stmt& s, const ScopePtr& scope) {
 Evaluator::Flow Evaluator::exec_for(const ForStmt& s, const ScopePtr& scope) {
   Value iterable = eval(*s.iterable, scope);
   ValueList all = iterate(iterable);
-  auto loop_scope = std::make_shared<Scope>(scope);
   if (s.filter) {
     ValueList kept;
     for (auto& item : all) {
       count_iterations(1);
-      exec_set(s.target, item, loop_scope);
-      if (eval(*s.filter, loop_scope).truthy()) kept.push_back(std::move(item));
+      auto filter_scope = std::make_shared<Scope>(scope);
+      exec_set(s.target, item, filter_scope);
+      if (eval(*s.filter, filter_scope).truthy()) kept.push_back(std::move(item));
     }
     all = std::move(kept);
   }
@@ -223,9 +223,12 @@ Evaluator::Flow Evaluator::exec_for(const ForStmt& s, const ScopePtr& scope) {
   auto items = std::make_shared<const ValueList>(std::move(all));
   for (size_t i = 0; i < items->size(); ++i) {
     count_iterations(1);
-    exec_set(s.target, (*items)[i], loop_scope);
-    loop_scope->set("loop", Value::object(std::make_shared<LoopObject>(items, i)));
-    Flow f = exec_body(s.body, loop_scope);
+    // As in jinja2, each iteration starts from the enclosing scope: a `set`
+    // in the body is visible for the rest of that iteration only.
+    auto iteration = std::make_shared<Scope>(scope);
+    exec_set(s.target, (*items)[i], iteration);
+    iteration->set("loop", Value::object(std::make_shared<LoopObject>(items, i)));
+    Flow f = exec_body(s.body, iteration);
     if (f == Flow::kBreak) break;
   }
   return Flow::kNormal;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -35,7 +36,10 @@ using ScopePtr = std::shared_ptr<Scope>;
 
 class Evaluator {
  public:
-  explicit Evaluator(const RenderLimits& limits) : limits_(limits) {}
+  // fixed_time: the instant (Unix seconds, formatted in UTC) strftime_now
+  // reports instead of the local clock.
+  explicit Evaluator(const RenderLimits& limits, std::optional<int64_t> fixed_time = std::nullopt)
+      : limits_(limits), fixed_time_(fixed_time) {}
 
   // Renders `body` with `root` as the outermost scope.
   std::string render(const Body& body, const ScopePtr& root);
@@ -49,6 +53,7 @@ class Evaluator {
   void charge_bytes(size_t n);
   void count_iterations(int64_t n);
   const RenderLimits& limits() const { return limits_; }
+  const std::optional<int64_t>& fixed_time() const { return fixed_time_; }
 
  private:
   enum class Flow { kNormal, kBreak, kContinue };
@@ -77,6 +82,7 @@ class Evaluator {
   CallArgs eval_args(const ArgList& args, const ScopePtr& scope);
 
   RenderLimits limits_;
+  std::optional<int64_t> fixed_time_;
   int64_t steps_ = 0;
   int64_t iterations_ = 0;
   int depth_ = 0;

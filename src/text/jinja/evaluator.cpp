@@ -78,6 +78,20 @@ void attach_pos(TemplateError& e, SourcePos pos) {
 
 }  // namespace
 
+Evaluator::~Evaluator() {
+  // Flat teardown: every namespace and scope stays referenced from these
+  // vectors while its entries go, so nothing is destroyed recursively.
+  for (auto& ns : namespaces_) ns->clear();
+  for (auto& scope : macro_scopes_) scope->clear();
+}
+
+Value Evaluator::new_namespace(Dict entries) {
+  charge(static_cast<int64_t>(entries.size()) + 1);
+  auto ns = std::make_shared<Dict>(std::move(entries));
+  namespaces_.push_back(ns);
+  return Value::make_namespace(std::move(ns));
+}
+
 // ---- budget ----
 
 void Evaluator::charge(int64_t steps) {
@@ -163,6 +177,7 @@ Evaluator::Flow Evaluator::exec(const Stmt& s, const ScopePtr& scope) {
       }
       case StmtKind::kMacro: {
         const auto& st = static_cast<const MacroStmt&>(s);
+        macro_scopes_.push_back(scope);
         scope->set(st.name, make_macro(st.name, st.params, st.body, scope, Value::undefined()));
         return Flow::kNormal;
       }

@@ -94,7 +94,7 @@ Value find_global(std::string_view name) {
   if (name == "dict")
     return Value::callable("dict", [](Evaluator&, CallArgs& a) { return Value::dict(build_dict(a, "dict")); });
   if (name == "namespace")
-    return Value::callable("namespace", [](Evaluator&, CallArgs& a) { return Value::make_namespace(build_dict(a, "namespace")); });
+    return Value::callable("namespace", [](Evaluator& ev, CallArgs& a) { return ev.new_namespace(build_dict(a, "namespace")); });
   if (name == "raise_exception") return Value::callable("raise_exception", raise_exception_fn);
   if (name == "strftime_now") return Value::callable("strftime_now", strftime_now_fn);
   if (name == "joiner")

@@ -5,6 +5,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
 
 namespace hyllm {
 namespace {
@@ -17,8 +18,10 @@ class CudaBackend final : public Backend {
     cudaDeviceProp prop{};
     HYLLM_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
     name_ = std::string("cuda:") + std::to_string(index) + " (" + prop.name + ")";
+    kernels_ = std::make_unique<CudaKernels>(stream_, index);
   }
   ~CudaBackend() override {
+    kernels_.reset();
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
   }
@@ -53,11 +56,13 @@ class CudaBackend final : public Backend {
     HYLLM_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     return {total_b, free_b};
   }
+  Kernels& kernels() override { return *kernels_; }
 
  private:
   int index_;
   cudaStream_t stream_ = nullptr;
   std::string name_;
+  std::unique_ptr<CudaKernels> kernels_;
 };
 
 }  // namespace

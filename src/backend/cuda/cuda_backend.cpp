@@ -6,6 +6,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/launch/fill.h"
 
 namespace hyllm {
 namespace {
@@ -77,5 +78,14 @@ int cuda_device_count() {
 }
 
 std::unique_ptr<Backend> make_cuda_backend(int device_index) { return std::make_unique<CudaBackend>(device_index); }
+
+void cuda_fill_uniform(Backend& be, void* dst, DType dtype, size_t n, uint64_t seed, float mean, float scale) {
+  HYLLM_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "cuda_fill_uniform: dtype {} is not f32/bf16",
+              dtype_name(dtype));
+  auto* k = dynamic_cast<CudaKernels*>(&be.kernels());
+  HYLLM_CHECK(k != nullptr, "cuda_fill_uniform needs the cuda backend, got {}", be.name());
+  cuda::launch_fill_uniform(dst, dtype == DType::kF32, n, seed, mean, scale, k->stream());
+  HYLLM_CUDA_CHECK(cudaGetLastError());
+}
 
 }  // namespace hyllm

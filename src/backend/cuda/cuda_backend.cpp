@@ -79,6 +79,43 @@ int cuda_device_count() {
 
 std::unique_ptr<Backend> make_cuda_backend(int device_index) { return std::make_unique<CudaBackend>(device_index); }
 
+namespace {
+class CudaGraphImpl final : public CudaGraph {
+ public:
+  CudaGraphImpl(cudaStream_t stream, cudaGraph_t graph) : stream_(stream), graph_(graph) {
+    HYLLM_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+  }
+  ~CudaGraphImpl() override {
+    cudaGraphExecDestroy(exec_);
+    cudaGraphDestroy(graph_);
+  }
+  void replay() override { HYLLM_CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
+
+ private:
+  cudaStream_t stream_;
+  cudaGraph_t graph_;
+  cudaGraphExec_t exec_ = nullptr;
+};
+}  // namespace
+
+std::unique_ptr<CudaGraph> cuda_capture_graph(Backend& be, const std::function<void()>& body) {
+  auto* k = dynamic_cast<CudaKernels*>(&be.kernels());
+  HYLLM_CHECK(k != nullptr, "cuda_capture_graph needs the cuda backend, got {}", be.name());
+  cudaStream_t stream = k->stream();
+  HYLLM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    body();
+  } catch (...) {
+    cudaGraph_t broken = nullptr;
+    cudaStreamEndCapture(stream, &broken);
+    if (broken) cudaGraphDestroy(broken);
+    throw;
+  }
+  cudaGraph_t graph = nullptr;
+  HYLLM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  return std::make_unique<CudaGraphImpl>(stream, graph);
+}
+
 void cuda_fill_uniform(Backend& be, void* dst, DType dtype, size_t n, uint64_t seed, float mean, float scale) {
   HYLLM_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "cuda_fill_uniform: dtype {} is not f32/bf16",
               dtype_name(dtype));

@@ -1,6 +1,7 @@
 #include "synthetic_model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "backend/cuda/cuda_backend.h"
@@ -183,37 +184,47 @@ void SyntheticModel::mixer_attention(const Layer& l, const TensorView& x, const 
   const int64_t Wq = Hq * 2 * D, Wkv = Hkv * D, W = Wq + 2 * Wkv;
   TensorView proj = view2(big_, T, W);
   linear(be_, {x, LinearWeight::bf16(l.qkv_w), proj});
+  tick("gemm attention qkv");
   TensorView q = view2(q_, T, Hq * D), gate = view2(gate_, T, Hq * D), o = view2(attn_, T, Hq * D);
   AttentionPrepArgs prep{ColSlice(proj, 0, Wq), ColSlice(proj, Wq, Wkv), ColSlice(proj, Wq + Wkv, Wkv), l.q_norm,
                          l.k_norm, view1(positions_, T), view1(slots_, T), q, gate, KvCacheView{l.k_cache, l.v_cache},
                          Hq, Hkv, D, cfg_.rotary_dim, static_cast<float>(cfg_.rope_theta), 1e-6f};
   attention_prep(be_, prep);
+  tick("attention_prep");
   PagedAttentionArgs pa{q, KvCacheView{l.k_cache, l.v_cache}, view2(block_tables_, S_, max_blocks_per_seq_),
                         view1(qsl_, S_ + 1), view1(seq_lens_, S_), gate, o, Hq, Hkv, D};
   pa.max_query_len = max_q_;
   pa.max_seq_len = max_len_;
   paged_attention(be_, pa);
+  tick("paged_attention");
   linear(be_, {o, LinearWeight::bf16(l.o_w), out});
+  tick("gemm attention o");
 }
 
 void SyntheticModel::mixer_gdn(const Layer& l, const TensorView& x, const TensorView& out) {
   const int64_t T = T_, conv = cfg_.linear_conv_dim(), vd = cfg_.linear_value_dim(), Hv = cfg_.linear_num_value_heads;
   TensorView proj = view2(big_, T, conv + vd);
   linear(be_, {x, LinearWeight::bf16(l.qkvz_w), proj});
+  tick("gemm gdn in (qkvz)");
   TensorView ba = view2(gate_, T, 2 * Hv);
   linear(be_, {x, LinearWeight::bf16(l.ba_w), ba});
+  tick("gemm gdn in (ba)");
   TensorView conv_out = view2(big2_, T, conv);
   gdn_conv(be_, {ColSlice(proj, 0, conv), l.conv_w, l.conv_state, view1(qsl_, S_ + 1), view1(state_idx_, S_),
                  view1(has_init_, S_), conv_out});
+  tick("gdn_conv");
   TensorView o = view2(attn_, T, vd);
   GatedDeltaRuleArgs g{conv_out, ColSlice(ba, Hv, Hv), ColSlice(ba, 0, Hv), l.A_log, l.dt_bias, l.ssm_state,
                        view1(qsl_, S_ + 1), view1(state_idx_, S_), view1(has_init_, S_), o,
                        cfg_.linear_num_key_heads, Hv, cfg_.linear_key_head_dim, cfg_.linear_value_head_dim,
                        max_q_ > 1 ? DeltaRuleAlgorithm::kChunked : DeltaRuleAlgorithm::kRecurrent, max_q_};
   gated_delta_rule(be_, g);
+  tick("gated_delta_rule");
   TensorView normed = view2(q_, T, vd);
   gated_rms_norm(be_, {o, ColSlice(proj, conv, vd), l.gnorm, normed, Hv, cfg_.linear_value_head_dim, 1e-6f});
+  tick("gated_rms_norm");
   linear(be_, {normed, LinearWeight::bf16(l.out_w), out});
+  tick("gemm gdn out");
 }
 
 void SyntheticModel::ffn(const Layer& l, const TensorView& x, const TensorView& out) {
@@ -222,32 +233,54 @@ void SyntheticModel::ffn(const Layer& l, const TensorView& x, const TensorView& 
     const int64_t I = cfg_.intermediate_size;
     TensorView gu = view2(big_, T, 2 * I), hid = view2(big2_, T, I);
     linear(be_, {x, LinearWeight::bf16(l.gate_up_w), gu});
+    tick("gemm mlp gate_up");
     swiglu(be_, {gu, hid});
+    tick("swiglu");
     linear(be_, {hid, LinearWeight::bf16(l.down_w), out});
+    tick("gemm mlp down");
     return;
   }
   const int64_t E = cfg_.num_experts, k = cfg_.num_experts_per_tok, Is = cfg_.shared_expert_intermediate_size;
   TensorView logits = view2(router_logits_, T, E), ids = view2(topk_ids_, T, k), w = view2(topk_w_, T, k);
   linear(be_, {x, LinearWeight::bf16(l.router_w), logits});
+  tick("gemm router");
   moe_route(be_, {logits, ids, w, k});
+  tick("moe_route");
   TensorView gu = view2(big_, T, 2 * Is), hid = view2(big2_, T, Is), sh = rows(shared_out_, T),
              sg = rows(shared_gate_, T);
   linear(be_, {x, LinearWeight::bf16(l.shared_gate_up), gu});
   swiglu(be_, {gu, hid});
   linear(be_, {hid, LinearWeight::bf16(l.shared_down), sh});
   linear(be_, {x, LinearWeight::bf16(l.shared_gate_w), sg});
+  tick("shared expert (gemms, swiglu)");
   MoeExpertsArgs m{x, ids, w, {}, sh, sg, out};
   m.experts.gate_up = LinearWeight::bf16(l.experts_gate_up);
   m.experts.down = LinearWeight::bf16(l.experts_down);
   moe_experts(be_, m);
+  tick("moe_experts");
 }
 
-void SyntheticModel::forward() {
+void SyntheticModel::tick(const char* name) {
+  if (profile_ == nullptr) return;
+  be_.synchronize();
+  const double t = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  (*profile_)[name] += t - last_tick_;
+  last_tick_ = t;
+}
+
+void SyntheticModel::forward(std::map<std::string, double>* profile) {
+  profile_ = profile;
+  if (profile_ != nullptr) {
+    be_.synchronize();
+    last_tick_ = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
   const int64_t T = T_, H = cfg_.hidden_size;
   TensorView res = rows(res_, T), xn = rows(xn_, T), mo = rows(mo_, T);
   embedding(be_, {view1(ids_, T), embed_, res});
+  tick("embedding / gather_rows");
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   rms_norm(be_, {res, layers_[0].in_norm, xn, {}, {}, eps, true});
+  tick("rms_norm (+residual)");
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& l = layers_[i];
     if (l.attention) {
@@ -256,15 +289,20 @@ void SyntheticModel::forward() {
       mixer_gdn(l, xn, mo);
     }
     rms_norm(be_, {mo, l.post_norm, xn, res, res, eps, true});
+    tick("rms_norm (+residual)");
     ffn(l, xn, mo);
     if (i + 1 < layers_.size()) rms_norm(be_, {mo, layers_[i + 1].in_norm, xn, res, res, eps, true});
+    tick("rms_norm (+residual)");
   }
   // Only each sequence's last token reaches the final norm and the lm_head.
   TensorView last = view1(last_rows_, S_);
   gather_rows(be_, {mo, last, rows(last_mo_, S_)});
   gather_rows(be_, {res, last, rows(last_res_, S_)});
+  tick("embedding / gather_rows");
   rms_norm(be_, {rows(last_mo_, S_), final_norm_, rows(last_xn_, S_), rows(last_res_, S_), {}, eps, true});
+  tick("rms_norm (+residual)");
   linear(be_, {rows(last_xn_, S_), LinearWeight::bf16(lm_head_), view2(logits_, S_, cfg_.vocab_size)});
+  tick("gemm lm_head");
   (void)H;
 }
 

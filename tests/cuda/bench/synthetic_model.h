@@ -6,6 +6,8 @@
 // runs them (q|gate|k|v, GDN qkv|z and b|a, MLP gate|up).
 
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -26,8 +28,9 @@ class SyntheticModel {
   // Uploads the step's metadata (positions, slots, tables, ...); not timed.
   void plan(const StepShape& step);
   // One forward over the planned step: embedding .. logits of each sequence's
-  // last token, and the greedy token per sequence on the device.
-  void forward();
+  // last token. With `profile`, the stream is synchronised after every op and
+  // the wall time of each op kind is added to it (seconds).
+  void forward(std::map<std::string, double>* profile = nullptr);
 
   // Bytes of linear weights (and lm_head) the step reads, for the floors.
   int64_t linear_weight_bytes() const { return linear_bytes_; }
@@ -64,6 +67,7 @@ class SyntheticModel {
   void mixer_attention(const Layer& l, const TensorView& x, const TensorView& out);
   void mixer_gdn(const Layer& l, const TensorView& x, const TensorView& out);
   void ffn(const Layer& l, const TensorView& x, const TensorView& out);
+  void tick(const char* name);
 
   Backend& be_;
   ModelConfig cfg_;
@@ -78,6 +82,8 @@ class SyntheticModel {
   TensorView res_, xn_, mo_, big_, big2_, q_, gate_, attn_, router_logits_, topk_ids_, topk_w_, shared_out_,
       shared_gate_, moe_tmp_, last_res_, last_mo_, last_xn_, logits_, tokens_out_;
   int64_t T_ = 0, S_ = 0, max_q_ = 0, max_len_ = 0;
+  std::map<std::string, double>* profile_ = nullptr;
+  double last_tick_ = 0.0;
 };
 
 }  // namespace hyllm::bench

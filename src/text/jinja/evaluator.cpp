@@ -178,12 +178,12 @@ Evaluator::Flow Evaluator::exec(const Stmt& s, const ScopePtr& scope) {
       case StmtKind::kMacro: {
         const auto& st = static_cast<const MacroStmt&>(s);
         macro_scopes_.push_back(scope);
-        scope->set(st.name, make_macro(st.name, st.params, st.body, scope, Value::undefined()));
+        scope->set(st.name, make_macro(st.name, st.params, st.body, scope));
         return Flow::kNormal;
       }
       case StmtKind::kCallBlock: {
         const auto& st = static_cast<const CallBlockStmt&>(s);
-        Value caller = make_macro("caller", st.params, st.body, scope, Value::undefined());
+        Value caller = make_macro("caller", st.params, st.body, scope);
         Value callee = eval(*st.call->callee, scope);
         CallArgs args = eval_args(st.call->args, scope);
         args.keyword.emplace_back("caller", std::move(caller));
@@ -276,7 +276,7 @@ Value Evaluator::apply_filter_chain(const std::vector<std::unique_ptr<FilterExpr
 }
 
 Value Evaluator::make_macro(const std::string& name, const std::vector<MacroParam>& params, const Body& body,
-                            const ScopePtr& closure, Value caller) {
+                            const ScopePtr& closure) {
   const auto* params_ptr = &params;
   const auto* body_ptr = &body;
   return Value::callable(name, [name, params_ptr, body_ptr, closure](Evaluator& ev, CallArgs& args) -> Value {

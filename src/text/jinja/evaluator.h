@@ -78,7 +78,7 @@ class Evaluator {
   Value apply_filter_chain(const std::vector<std::unique_ptr<FilterExpr>>& filters, Value v,
                            const ScopePtr& scope);
   Value make_macro(const std::string& name, const std::vector<MacroParam>& params, const Body& body,
-                   const ScopePtr& closure, Value caller);
+                   const ScopePtr& closure);
   void emit(const std::string& text);
   void emit_value(const Value& v);
 

@@ -359,7 +359,7 @@ std::unique_ptr<FilterExpr> ExpressionParser::parse_filter(ExprPtr operand) {
   DepthGuard guard(*this);
   SourcePos p = cur().pos;
   std::string name = expect_name();
-  while (skip_op(".")) name += "." + expect_name();
+  while (skip_op(".")) name.append(".").append(expect_name());
   auto f = std::make_unique<FilterExpr>(p, std::move(operand), std::move(name));
   if (is_op("(")) parse_args(f->args);
   return f;
@@ -370,7 +370,7 @@ ExprPtr ExpressionParser::parse_test(ExprPtr operand) {
   SourcePos p = advance().pos;  // is
   bool negated = skip_name("not");
   std::string name = expect_name();
-  while (skip_op(".")) name += "." + expect_name();
+  while (skip_op(".")) name.append(".").append(expect_name());
   auto t = std::make_unique<TestExpr>(p, std::move(operand), std::move(name), negated);
   if (is_op("(")) {
     parse_args(t->args);

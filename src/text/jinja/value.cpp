@@ -219,18 +219,28 @@ int compare_values(const Value& a, const Value& b) {
   render_fail("'<' not supported between instances of '{}' and '{}'", a.type_name(), b.type_name());
 }
 
+namespace {
+// A one-letter kind tag followed by text (built by append: GCC 12 warns
+// spuriously about `"x" + std::string`).
+std::string tagged(char tag, std::string_view text) {
+  std::string k(1, tag);
+  k.append(text);
+  return k;
+}
+}  // namespace
+
 std::string hash_key(const Value& v) {
   switch (v.kind()) {
-    case ValueKind::kString: return "s" + v.str();
+    case ValueKind::kString: return tagged('s', v.str());
     case ValueKind::kBool: return v.as_bool() ? "i1" : "i0";
-    case ValueKind::kInt: return "i" + std::to_string(v.as_int());
+    case ValueKind::kInt: return tagged('i', std::to_string(v.as_int()));
     case ValueKind::kFloat: {
       double f = v.as_float();
       if (std::isfinite(f) && f == std::floor(f) && std::fabs(f) < 9.2e18)
-        return "i" + std::to_string(static_cast<int64_t>(f));
+        return tagged('i', std::to_string(static_cast<int64_t>(f)));
       uint64_t bits;
       std::memcpy(&bits, &f, sizeof bits);
-      return "f" + std::to_string(bits);
+      return tagged('f', std::to_string(bits));
     }
     case ValueKind::kNone: return "n";
     case ValueKind::kList:

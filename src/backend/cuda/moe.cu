@@ -95,7 +95,9 @@ __global__ void permute_kernel(MoePermuteParams p) {
       if (counts[e] > 0 && active < max_active) p.active[active++] = e;
     }
     p.offsets[p.experts] = run;
-    p.active[active] = -1;
+    // Every grid slot past the last active expert reads -1 (the grid has
+    // max_active blocks in y).
+    for (int i = active; i <= max_active; ++i) p.active[i] = -1;
   }
   __syncthreads();
   for (int i = threadIdx.x; i < n; i += blockDim.x) {

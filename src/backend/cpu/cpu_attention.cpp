@@ -1,8 +1,6 @@
 // Gated full attention: q/gate split, q/k norm, partial NeoX RoPE and the
 // paged KV write; then causal GQA attention over the paged cache with the
 // sigmoid output gate.
-#include <cblas.h>
-
 #include <algorithm>
 #include <limits>
 #include <vector>
@@ -122,57 +120,52 @@ void CpuKernels::paged_attention(const PagedAttentionArgs& a) {
       for (int64_t q0 = 0; q0 < ql; q0 += kQTile) items.push_back({s, h, q0, std::min(ql, q0 + kQTile)});
     }
   }
-  cpu::blas_single_threaded();
   const uint16_t* kc = a.cache.k.data_as<const uint16_t>();
   const uint16_t* vc = a.cache.v.data_as<const uint16_t>();
   const uint16_t* q = a.q.data_as<const uint16_t>();
   const uint16_t* gate = a.gate.empty() ? nullptr : a.gate.data_as<const uint16_t>();
   uint16_t* out = a.out.data_as<uint16_t>();
+  // Batch invariance: each query row sees its visible keys in position order;
+  // its scores use the fixed-order dot of cpu_gemm.h and its output sums
+  // p * v over positions in order, so neither the query tile nor the other
+  // rows of the step change its result.
   cpu::parallel(static_cast<int64_t>(items.size()), 1, [&](int64_t i0, int64_t i1) {
-    std::vector<float> kf, vf, qf, scores, of;
+    std::vector<const uint16_t*> krows;
+    std::vector<float> vf, qf(static_cast<size_t>(D)), scores, of(static_cast<size_t>(D));
     for (int64_t it = i0; it < i1; ++it) {
       const Item& w = items[it];
       const int64_t ql = qsl[w.seq + 1] - qsl[w.seq], L = lens[w.seq], ctx = L - ql;
-      const int64_t nq = w.q1 - w.q0, Lk = ctx + w.q1;  // keys the tile's last token sees
-      kf.resize(static_cast<size_t>(Lk * D));
+      const int64_t Lk = ctx + w.q1;  // keys the tile's last token sees
+      krows.resize(static_cast<size_t>(Lk));
       vf.resize(static_cast<size_t>(Lk * D));
+      scores.resize(static_cast<size_t>(Lk));
       for (int64_t p = 0; p < Lk; ++p) {
         const int64_t slot = int64_t{tables[w.seq * max_blocks + p / bs]} * bs + p % bs;
-        cpu::bf16_to_f32_row(kc + (slot * Hkv + w.kv_head) * D, kf.data() + p * D, D);
+        krows[p] = kc + (slot * Hkv + w.kv_head) * D;
         cpu::bf16_to_f32_row(vc + (slot * Hkv + w.kv_head) * D, vf.data() + p * D, D);
       }
-      qf.resize(static_cast<size_t>(nq * D));
-      scores.resize(static_cast<size_t>(nq * Lk));
-      of.resize(static_cast<size_t>(nq * D));
       for (int64_t g = 0; g < group; ++g) {
         const int64_t h = w.kv_head * group + g;
-        for (int64_t j = 0; j < nq; ++j) {
-          cpu::bf16_to_f32_row(q + ((qsl[w.seq] + w.q0 + j) * Hq + h) * D, qf.data() + j * D, D);
-        }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(nq), static_cast<blasint>(Lk),
-                    static_cast<blasint>(D), scale, qf.data(), static_cast<blasint>(D), kf.data(),
-                    static_cast<blasint>(D), 0.0f, scores.data(), static_cast<blasint>(Lk));
-        for (int64_t j = 0; j < nq; ++j) {
-          float* sr = scores.data() + j * Lk;
-          const int64_t visible = ctx + w.q0 + j + 1;
+        for (int64_t j = w.q0; j < w.q1; ++j) {
+          const int64_t base = ((qsl[w.seq] + j) * Hq + h) * D;
+          const int64_t visible = ctx + j + 1;
+          cpu::bf16_to_f32_row(q + base, qf.data(), D);
+          cpu::dot_rows_bf16(qf.data(), krows.data(), visible, D, scores.data());
           float mx = -std::numeric_limits<float>::infinity();
-          for (int64_t p = 0; p < visible; ++p) mx = std::max(mx, sr[p]);
+          for (int64_t p = 0; p < visible; ++p) {
+            scores[p] *= scale;
+            mx = std::max(mx, scores[p]);
+          }
           float sum = 0.0f;
           for (int64_t p = 0; p < visible; ++p) {
-            sr[p] = std::exp(sr[p] - mx);
-            sum += sr[p];
+            scores[p] = std::exp(scores[p] - mx);
+            sum += scores[p];
           }
           const float inv = 1.0f / sum;
-          for (int64_t p = 0; p < visible; ++p) sr[p] *= inv;
-          for (int64_t p = visible; p < Lk; ++p) sr[p] = 0.0f;
-        }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(nq), static_cast<blasint>(D),
-                    static_cast<blasint>(Lk), 1.0f, scores.data(), static_cast<blasint>(Lk), vf.data(),
-                    static_cast<blasint>(D), 0.0f, of.data(), static_cast<blasint>(D));
-        for (int64_t j = 0; j < nq; ++j) {
-          const int64_t base = ((qsl[w.seq] + w.q0 + j) * Hq + h) * D;
+          std::fill(of.begin(), of.end(), 0.0f);
+          for (int64_t p = 0; p < visible; ++p) cpu::axpy(scores[p] * inv, vf.data() + p * D, of.data(), D);
           for (int64_t d = 0; d < D; ++d) {
-            const float o = cpu::bf(cpu::to_bf(of[j * D + d]));  // the bf16 attention output
+            const float o = cpu::bf(cpu::to_bf(of[d]));  // the bf16 attention output
             out[base + d] = gate ? cpu::to_bf(o * cpu::sigmoid(cpu::bf(gate[base + d]))) : cpu::to_bf(o);
           }
         }

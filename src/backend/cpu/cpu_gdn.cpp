@@ -1,7 +1,14 @@
 // The gated delta rule: L2 norm and gating per token, then per (sequence,
-// value head) either the token-by-token recurrence or the chunked WY form.
-// State per head is Sv = S^T, [Dv][Dk] (ops.h).
-#include <cblas.h>
+// value head) the token-by-token recurrence. State per head is Sv = S^T,
+// [Dv][Dk] (ops.h).
+//
+// The CPU backend runs the recurrence for both algorithms: the chunked WY
+// form rounds differently from the recurrence and its rounding depends on
+// where the chunks start, so a token's output would depend on how the
+// scheduler split its sequence into steps (prefill chunk, decode step,
+// recompute after preemption). The recurrence gives every token the same
+// arithmetic wherever it arrives (batch invariance, cpu_kernels.h).
+#include <immintrin.h>
 
 #include <algorithm>
 #include <vector>
@@ -12,8 +19,6 @@
 
 namespace hyllm {
 namespace {
-
-constexpr int64_t kChunk = 64;
 
 // Per-token inputs in fp32: normalised q (scaled) and k per key head, v per
 // value head, g and beta per value head.
@@ -66,14 +71,67 @@ DeltaInputs prepare(const GatedDeltaRuleArgs& a) {
   return in;
 }
 
-inline float dot(const float* x, const float* y, int64_t n) {
-  float s = 0.0f;
-  for (int64_t i = 0; i < n; ++i) s += x[i] * y[i];
-  return s;
+__attribute__((target("avx2,fma"))) inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+// One token's update of one state row (Dk floats) and its output element:
+//   row *= decay;  u = beta (v_j - row . k);  row += u k;  return row . q
+// Dots accumulate in 8 lanes over i in steps of 8, then a fixed horizontal
+// sum, then the Dk % 8 tail in order.
+__attribute__((target("avx2,fma"))) float update_row_avx2(float* row, const float* k, const float* q, int64_t Dk,
+                                                          float decay, float beta, float vj) {
+  const int64_t D8 = Dk / 8 * 8;
+  const __m256 dv = _mm256_set1_ps(decay);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < D8; i += 8) {
+    const __m256 r = _mm256_mul_ps(_mm256_loadu_ps(row + i), dv);
+    _mm256_storeu_ps(row + i, r);
+    acc = _mm256_fmadd_ps(r, _mm256_loadu_ps(k + i), acc);
+  }
+  float kv = hsum8(acc);
+  for (int64_t i = D8; i < Dk; ++i) {
+    row[i] *= decay;
+    kv = std::fma(row[i], k[i], kv);
+  }
+  const float u = beta * (vj - kv);
+  const __m256 uv = _mm256_set1_ps(u);
+  acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < D8; i += 8) {
+    const __m256 r = _mm256_fmadd_ps(uv, _mm256_loadu_ps(k + i), _mm256_loadu_ps(row + i));
+    _mm256_storeu_ps(row + i, r);
+    acc = _mm256_fmadd_ps(r, _mm256_loadu_ps(q + i), acc);
+  }
+  float o = hsum8(acc);
+  for (int64_t i = D8; i < Dk; ++i) {
+    row[i] = std::fma(u, k[i], row[i]);
+    o = std::fma(row[i], q[i], o);
+  }
+  return o;
+}
+
+float update_row_generic(float* row, const float* k, const float* q, int64_t Dk, float decay, float beta,
+                         float vj) {
+  float kv = 0.0f;
+  for (int64_t i = 0; i < Dk; ++i) {
+    row[i] *= decay;
+    kv = std::fma(row[i], k[i], kv);
+  }
+  const float u = beta * (vj - kv);
+  float o = 0.0f;
+  for (int64_t i = 0; i < Dk; ++i) {
+    row[i] = std::fma(u, k[i], row[i]);
+    o = std::fma(row[i], q[i], o);
+  }
+  return o;
 }
 
 // Tokens [t0, t0 + n) of one value head, one at a time.
 void recurrent(const DeltaInputs& in, int64_t vh, int64_t t0, int64_t n, float* Sv, uint16_t* out) {
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const int64_t Dk = in.Dk, Dv = in.Dv, kh = vh / (in.Hv / in.Hk);
   for (int64_t t = t0; t < t0 + n; ++t) {
     const float* q = in.qt(t, kh);
@@ -83,107 +141,10 @@ void recurrent(const DeltaInputs& in, int64_t vh, int64_t t0, int64_t n, float* 
     uint16_t* o = out + (t * in.Hv + vh) * Dv;
     for (int64_t j = 0; j < Dv; ++j) {
       float* row = Sv + j * Dk;
-      for (int64_t i = 0; i < Dk; ++i) row[i] *= decay;
-      const float u = beta * (v[j] - dot(row, k, Dk));
-      for (int64_t i = 0; i < Dk; ++i) row[i] += u * k[i];
-      o[j] = cpu::to_bf(dot(row, q, Dk));
+      const float oj = avx2 ? update_row_avx2(row, k, q, Dk, decay, beta, v[j])
+                            : update_row_generic(row, k, q, Dk, decay, beta, v[j]);
+      o[j] = cpu::to_bf(oj);
     }
-  }
-}
-
-// Scratch of one chunked task.
-struct ChunkScratch {
-  std::vector<float> K, Q, V, gamma, beta, A, Tm, Wb, Wm, U, M, O;
-  explicit ChunkScratch(int64_t Dk, int64_t Dv) {
-    for (auto* m : {&K, &Q, &Wb, &Wm}) m->resize(static_cast<size_t>(kChunk * Dk));
-    for (auto* m : {&V, &U, &O}) m->resize(static_cast<size_t>(kChunk * Dv));
-    for (auto* m : {&A, &Tm, &M}) m->resize(static_cast<size_t>(kChunk * kChunk));
-    gamma.resize(kChunk);
-    beta.resize(kChunk);
-  }
-};
-
-void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* A, int64_t lda,
-           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, A,
-              static_cast<blasint>(lda), B, static_cast<blasint>(ldb), beta, C, static_cast<blasint>(ldc));
-}
-
-// Tokens [t0, t0 + n) of one value head in chunks of 64 (QWEN35.md 4.2):
-//   A[r,s] = beta_r (k_r . k_s) e^(gamma_r - gamma_s) (s < r);  T = (I + A)^-1
-//   W = T diag(beta e^gamma) K;  U = T diag(beta) V;  V' = U - W S
-//   O = diag(e^gamma) Q S + tril(Q K^T * e^(gamma_r - gamma_s)) V'
-//   S' = e^gamma_last S + (diag(e^(gamma_last - gamma)) K)^T V'
-// with S = Sv^T.
-void chunked(const DeltaInputs& in, int64_t vh, int64_t t0, int64_t n, float* Sv, uint16_t* out,
-             ChunkScratch& c) {
-  const int64_t Dk = in.Dk, Dv = in.Dv, kh = vh / (in.Hv / in.Hk);
-  for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
-    const int64_t L = std::min(kChunk, n - c0);
-    float cum = 0.0f;
-    for (int64_t r = 0; r < L; ++r) {
-      const int64_t t = t0 + c0 + r;
-      std::copy(in.kt(t, kh), in.kt(t, kh) + Dk, c.K.data() + r * Dk);
-      std::copy(in.qt(t, kh), in.qt(t, kh) + Dk, c.Q.data() + r * Dk);
-      std::copy(in.vt(t, vh), in.vt(t, vh) + Dv, c.V.data() + r * Dv);
-      cum += in.g[t * in.Hv + vh];
-      c.gamma[r] = cum;
-      c.beta[r] = in.beta[t * in.Hv + vh];
-    }
-    // A = strictly lower part of diag(beta) (K K^T) * decay.
-    sgemm(false, true, L, L, Dk, 1.0f, c.K.data(), Dk, c.K.data(), Dk, 0.0f, c.A.data(), L);
-    for (int64_t r = 0; r < L; ++r) {
-      for (int64_t s = 0; s < L; ++s) {
-        float& x = c.A[r * L + s];
-        x = s < r ? c.beta[r] * x * std::exp(c.gamma[r] - c.gamma[s]) : 0.0f;
-      }
-    }
-    // T = (I + A)^-1 by forward substitution: T[r] = e_r - sum_{s<r} A[r,s] T[s].
-    std::fill(c.Tm.begin(), c.Tm.begin() + L * L, 0.0f);
-    for (int64_t r = 0; r < L; ++r) {
-      float* tr = c.Tm.data() + r * L;
-      tr[r] = 1.0f;
-      for (int64_t s = 0; s < r; ++s) {
-        const float ars = c.A[r * L + s];
-        if (ars == 0.0f) continue;
-        const float* ts = c.Tm.data() + s * L;
-        for (int64_t j = 0; j <= s; ++j) tr[j] -= ars * ts[j];
-      }
-    }
-    // W = T diag(beta e^gamma) K and U = T diag(beta) V (scale rows in place first).
-    for (int64_t r = 0; r < L; ++r) {
-      const float bk = c.beta[r] * std::exp(c.gamma[r]);
-      for (int64_t i = 0; i < Dk; ++i) c.Wb[r * Dk + i] = bk * c.K[r * Dk + i];
-      for (int64_t j = 0; j < Dv; ++j) c.U[r * Dv + j] = c.beta[r] * c.V[r * Dv + j];
-    }
-    sgemm(false, false, L, Dk, L, 1.0f, c.Tm.data(), L, c.Wb.data(), Dk, 0.0f, c.Wm.data(), Dk);
-    sgemm(false, false, L, Dv, L, 1.0f, c.Tm.data(), L, c.U.data(), Dv, 0.0f, c.V.data(), Dv);
-    // V' = U - W S, kept in c.V.
-    sgemm(false, true, L, Dv, Dk, -1.0f, c.Wm.data(), Dk, Sv, Dk, 1.0f, c.V.data(), Dv);
-    // O = diag(e^gamma) Q S + M V' with M = tril(Q K^T * decay).
-    sgemm(false, true, L, L, Dk, 1.0f, c.Q.data(), Dk, c.K.data(), Dk, 0.0f, c.M.data(), L);
-    for (int64_t r = 0; r < L; ++r) {
-      for (int64_t s = 0; s < L; ++s) {
-        float& x = c.M[r * L + s];
-        x = s <= r ? x * std::exp(c.gamma[r] - c.gamma[s]) : 0.0f;
-      }
-      const float e = std::exp(c.gamma[r]);
-      for (int64_t i = 0; i < Dk; ++i) c.Q[r * Dk + i] *= e;
-    }
-    sgemm(false, true, L, Dv, Dk, 1.0f, c.Q.data(), Dk, Sv, Dk, 0.0f, c.O.data(), Dv);
-    sgemm(false, false, L, Dv, L, 1.0f, c.M.data(), L, c.V.data(), Dv, 1.0f, c.O.data(), Dv);
-    for (int64_t r = 0; r < L; ++r) {
-      uint16_t* o = out + ((t0 + c0 + r) * in.Hv + vh) * Dv;
-      for (int64_t j = 0; j < Dv; ++j) o[j] = cpu::to_bf(c.O[r * Dv + j]);
-    }
-    // Sv = e^gamma_last Sv + V'^T diag(e^(gamma_last - gamma)) K.
-    const float last = c.gamma[L - 1];
-    for (int64_t r = 0; r < L; ++r) {
-      const float e = std::exp(last - c.gamma[r]);
-      for (int64_t i = 0; i < Dk; ++i) c.K[r * Dk + i] *= e;
-    }
-    sgemm(true, false, Dv, Dk, L, 1.0f, c.V.data(), Dv, c.K.data(), Dk, std::exp(last), Sv, Dk);
   }
 }
 
@@ -199,21 +160,13 @@ void CpuKernels::gated_delta_rule(const GatedDeltaRuleArgs& a) {
   const int32_t* init = a.has_initial_state.data_as<const int32_t>();
   float* state = a.state.data_as<float>();
   uint16_t* out = a.out.data_as<uint16_t>();
-  cpu::blas_single_threaded();
-  const bool use_chunks = a.algorithm == DeltaRuleAlgorithm::kChunked;
   cpu::parallel(S * Hv, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<ChunkScratch> scratch;
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t s = i / Hv, h = i % Hv, t0 = qsl[s], n = qsl[s + 1] - t0;
       if (n == 0) continue;
       float* Sv = state + (int64_t{idx[s]} * Hv + h) * Dv * Dk;
       if (init[s] == 0) std::fill(Sv, Sv + Dv * Dk, 0.0f);
-      if (use_chunks) {
-        if (scratch.empty()) scratch.emplace_back(Dk, Dv);
-        chunked(in, h, t0, n, Sv, out, scratch.front());
-      } else {
-        recurrent(in, h, t0, n, Sv, out);
-      }
+      recurrent(in, h, t0, n, Sv, out);  // a.algorithm is a GPU choice (see the top of this file)
     }
   });
 }

@@ -8,9 +8,10 @@
 namespace hyllm::cpu {
 
 // y[m, n] = sum_k x[m, k] * W[n, k] (row-major; y has row stride ldy).
-// fp32 accumulation. Small M runs a vectorised bf16 GEMV that reads every
-// weight once; larger M converts tiles of W to f32 and calls OpenBLAS sgemm.
-// Parallel over n on the global pool: do not call from inside a pool task.
+// fp32 accumulation in a fixed order per element (see dot_rows_bf16): row m
+// of y is bit-identical whatever M is. Weights are converted on the fly and
+// read from memory once per call. Parallel over n on the global pool: do not
+// call from inside a pool task.
 void gemm_bf16_weight(const float* x, int64_t M, int64_t K, const uint16_t* W, int64_t N, float* y,
                       int64_t ldy);
 
@@ -22,11 +23,17 @@ void gemm_bf16_weight(const float* x, int64_t M, int64_t K, const uint16_t* W, i
 void gemm_fp8_exact(const double* xq, int64_t M, int64_t K, const uint8_t* Wq, int64_t N, int64_t kb_size,
                     double* y);
 
+// y[i] = fma(a, x[i], y[i]) for n elements (one rounding per element).
+void axpy(float a, const float* x, float* y, int64_t n);
+
 // Makes OpenBLAS single-threaded (once per process): the kernels parallelise
 // over their own work items and call BLAS from inside pool tasks.
 void blas_single_threaded();
 
-// Rows at or below which gemm_bf16_weight uses the GEMV kernel.
-int64_t gemv_max_rows();
+// out[j] = sum_k x[k] * rows[j][k] for count bf16 rows of K elements, with
+// exactly the per-element arithmetic of gemm_bf16_weight: one 8-lane fp32
+// accumulator over k in steps of 8, a fixed horizontal sum, then the K % 8
+// tail in order. Single-threaded (callable from pool tasks).
+void dot_rows_bf16(const float* x, const uint16_t* const* rows, int64_t count, int64_t K, float* out);
 
 }  // namespace hyllm::cpu

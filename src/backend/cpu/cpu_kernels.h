@@ -2,6 +2,17 @@
 // The CPU reference kernels: the Kernels table of the CPU backend. Each op
 // family lives in its own file (cpu_<family>.cpp); all run on the global
 // thread pool and compute in fp32 (fp64 where exactness needs it).
+//
+// CPU kernels are batch-invariant: the result for a token (a row of an
+// activation) is bit-identical whatever other rows or sequences share the
+// step, whatever the step's row count, and whether the token arrives in a
+// prefill chunk, a decode step or a recompute after preemption. Every
+// reduction runs in an order fixed by the row's own data and sizes: linear
+// uses one fixed-order dot per output element (cpu_gemm.h) for every M,
+// attention takes each query row over its visible keys in position order, the
+// gated delta rule always runs the token-by-token recurrence (cpu_gdn.cpp),
+// MoE adds a token's experts in expert order, norms and the conv work per
+// row. The engine's greedy outputs therefore do not depend on batching.
 
 #include "backend/kernels.h"
 

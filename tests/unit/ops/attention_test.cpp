@@ -265,5 +265,43 @@ TEST(PagedAttention, MatchesDoubleReferenceAndIgnoresPagingAndBatching) {
   }
 }
 
+// Batch invariance (cpu_kernels.h): a token's output is the same bits whether
+// it is one row of a long prefill (past the 32-row query tile) or a decode
+// step over the same cached context.
+TEST(PagedAttention, PrefillRowEqualsItsDecodeStep) {
+  auto be = make_cpu_backend();
+  const uint32_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  Rng rng(seed);
+  constexpr int64_t T = 40;
+  Projections all(rng, T);
+  HostTensor gate = bf16_tensor({T, Hq * D});
+  gate.fill_normal(rng, 2.0);
+  // Token 0 is cached context, tokens 1.. arrive in one prefill chunk.
+  auto rows_of = [&](int64_t row0, int64_t n) {
+    Projections p(rng, n);
+    const int64_t W = all.qkv.view().dim(1);
+    for (int64_t i = 0; i < p.qkv.numel(); ++i) p.qkv.set(i, all.qkv.v[row0 * W + i]);
+    for (int64_t d = 0; d < D; ++d) {
+      p.qn.set(d, all.qn.v[d]);
+      p.kn.set(d, all.kn.v[d]);
+    }
+    return p;
+  };
+  auto gate_of = [&](int64_t row0, int64_t n) {
+    HostTensor g = bf16_tensor({n, Hq * D});
+    for (int64_t i = 0; i < g.numel(); ++i) g.set(i, gate.v[row0 * Hq * D + i]);
+    return g;
+  };
+  Batch prefill({1}, {T - 1});
+  const auto whole =
+      run_attention(*be, prefill, rows_of(0, 1), rows_of(1, T - 1), gate_of(1, T - 1), prefill.tables(false, rng));
+  for (int64_t j = 1; j < T; j += 3) {
+    Batch step({j}, {1});
+    const auto one = run_attention(*be, step, rows_of(0, j), rows_of(j, 1), gate_of(j, 1), step.tables(true, rng));
+    for (int64_t i = 0; i < Hq * D; ++i) ASSERT_EQ(one[i], whole[(j - 1) * Hq * D + i]) << "token " << j;
+  }
+}
+
 }  // namespace
 }  // namespace hyllm::test

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libcpp-httplib-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcli11-dev
+  libcpp-httplib-dev libssl-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcli11-dev
   libfmt-dev libspdlog-dev libxxhash-dev libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   nodejs npm curl

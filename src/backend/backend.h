@@ -12,6 +12,8 @@
 
 namespace hyllm {
 
+class Kernels;  // backend/kernels.h: the op implementations
+
 struct MemoryInfo {
   size_t total_bytes = 0;
   size_t free_bytes = 0;
@@ -37,6 +39,10 @@ class Backend {
   // Waits until all queued work is done.
   virtual void synchronize() = 0;
   virtual MemoryInfo memory_info() const = 0;
+
+  // The backend's op implementations (ops.h validates, then calls these).
+  // The default table reports kUnsupported for every op.
+  virtual Kernels& kernels();
 };
 
 // Owning device memory, freed through the backend that made it.

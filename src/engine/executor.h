@@ -1,14 +1,26 @@
 #pragma once
 // The boundary between the engine (what to compute) and a model runner (how).
 // The engine plans a step as a list of sequence chunks; the executor runs the
-// model over all of them at once (flat tokens, no padding) and samples.
+// model over all of them at once (flat tokens, no padding) and samples each
+// row marked `sample` with engine/sampler.h (or a device sampler with the
+// same semantics).
+//
+// Call order: cache_layout() and cache_memory_budget() once, then
+// allocate_cache() once, then execute() once per step, all on the engine
+// thread.
 //
 // Invariants the engine guarantees for every SeqWork:
-//  - token_ids are the sequence's tokens at positions [start_pos, start_pos + n);
-//  - block_table covers positions [0, start_pos + n) of the attention KV cache;
+//  - token_ids are the sequence's tokens at positions [start_pos, start_pos + n), n >= 1;
+//  - block_table covers positions [0, start_pos + n) of the attention KV cache
+//    (position p lives in block block_table[p / block_size], offset p % block_size),
+//    and the blocks the chunk writes are owned by this sequence alone;
 //  - state_slot holds the GDN state after position start_pos - 1; start_pos == 0
 //    means the executor must reset the slot (zero conv and recurrent state);
-//  - a sequence appears at most once per step.
+//  - a sequence appears at most once per step; a seq_id is never reused.
+//
+// StepInput's copies run before the forward, in the order listed: they are
+// how n > 1 choices fork from one computed prompt (state slot copies) and how
+// a shared partially filled KV block is made private (copy on write).
 
 #include <cstdint>
 #include <span>
@@ -19,13 +31,19 @@
 
 namespace hyllm {
 
-// What one unit of cache costs, so the engine can size its pools.
+// What the cache costs per unit, so the engine can size its pools.
 struct CacheLayout {
-  int block_size = 16;                // tokens per KV block
-  size_t bytes_per_block = 0;         // all attention layers, K and V
+  size_t kv_bytes_per_token = 0;      // all attention layers, K and V
   size_t bytes_per_state_slot = 0;    // all GDN layers, conv + recurrent state
   int num_attention_layers = 0;
   int num_gdn_layers = 0;
+};
+
+// What the engine decided; the executor allocates exactly this.
+struct CacheAllocation {
+  int block_size = 16;       // tokens per KV block
+  int num_blocks = 0;        // block ids 0..num_blocks-1
+  int num_state_slots = 0;   // slot ids 0..num_state_slots-1
 };
 
 struct SeqWork {
@@ -37,20 +55,26 @@ struct SeqWork {
   bool sample = false;                   // sample after the last token of this chunk
   // Set when sample is true.
   const SamplingParams* sampling = nullptr;
-  std::span<const int32_t> prompt_ids;   // context for repetition penalty
+  std::span<const int32_t> prompt_ids;   // context for the repetition penalty
   std::span<const int32_t> output_ids;   // context for the penalties
-  uint64_t seed = 0;                     // request seed (or one drawn by the engine)
-  uint64_t sample_index = 0;             // tokens this sequence sampled before: RNG counter
+  std::span<const int32_t> banned_token_ids;  // masked to -inf (EOS and stop ids before min_tokens)
+  uint64_t seed = 0;                     // per choice: request seed (+ choice index), or drawn by the engine
+  uint64_t sample_index = 0;             // tokens this choice sampled before: the RNG counter
 };
 
 struct StepInput {
   std::vector<SeqWork> seqs;
+  std::vector<std::pair<int32_t, int32_t>> kv_block_copies;   // (src, dst) block ids, before the forward
+  std::vector<std::pair<int32_t, int32_t>> state_slot_copies; // (src, dst) slot ids, before the forward
+  // Sequences that finished or were preempted since the previous step: drop
+  // anything kept per seq_id (a preempted sequence comes back with a new seq_id).
+  std::vector<int64_t> finished_seq_ids;
 };
 
 struct SampledToken {
   int32_t token = -1;
-  float logprob = 0.0f;                                  // of the sampled token
-  std::vector<std::pair<int32_t, float>> top_logprobs;   // when sampling->logprobs > 0
+  float logprob = 0.0f;                                  // of the sampled token, raw distribution
+  std::vector<std::pair<int32_t, float>> top_logprobs;   // when sampling->logprobs > 0, best first
 };
 
 struct StepOutput {
@@ -65,17 +89,15 @@ class ModelExecutor {
   virtual CacheLayout cache_layout() const = 0;
   virtual int vocab_size() const = 0;
   // Bytes the cache may use (device memory left after weights and activations
-  // under --gpu-memory-utilization, or the CPU budget); the engine decides how
-  // to split it into blocks and slots.
+  // under gpu_memory_utilization, or the CPU budget); the engine decides how
+  // to split it into blocks and slots (EngineConfig::kv_cache_memory_bytes
+  // replaces it when set).
   virtual size_t cache_memory_budget() const = 0;
-  // Called once before the first step.
-  virtual void allocate_cache(int num_blocks, int num_state_slots) = 0;
+  // Called once before the first step. Throws kUnsupported for a block size
+  // the attention kernels cannot use, kOutOfMemory when allocation fails.
+  virtual void allocate_cache(const CacheAllocation& allocation) = 0;
 
   virtual StepOutput execute(const StepInput& input) = 0;
-
-  // Used when n > 1 sequences fork from one computed prompt.
-  virtual void copy_state_slot(int32_t src, int32_t dst) = 0;
-  virtual void copy_kv_block(int32_t src, int32_t dst) = 0;
 };
 
 }  // namespace hyllm

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/cpu/cpu_kernels.h"
+
 namespace hyllm {
 namespace {
 
@@ -29,6 +31,10 @@ class CpuBackend final : public Backend {
     return {static_cast<size_t>(pages) * static_cast<size_t>(page),
             static_cast<size_t>(avail) * static_cast<size_t>(page)};
   }
+  Kernels& kernels() override { return kernels_; }
+
+ private:
+  CpuKernels kernels_;
 };
 
 }  // namespace

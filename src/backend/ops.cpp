@@ -1,0 +1,160 @@
+// Validation and dispatch of the dense ops (linear, embedding, rows, norms,
+// MLP, MoE). Attention and GDN ops are in ops_mixers.cpp.
+#include "backend/ops.h"
+
+#include "backend/backend.h"
+#include "backend/kernels.h"
+#include "backend/ops_check.h"
+
+namespace hyllm {
+
+using ops_detail::kAny;
+using ops_detail::OpCheck;
+
+const char* weight_format_name(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kBf16: return "bf16";
+    case WeightFormat::kFp8Block: return "fp8-block";
+    case WeightFormat::kFp8Tensor: return "fp8-tensor";
+  }
+  return "unknown";
+}
+
+int64_t MoeExpertWeights::num_experts() const {
+  if (fused()) return gate_up.weight.rank() == 3 ? gate_up.weight.dim(0) : 0;
+  return static_cast<int64_t>(expert_gate.size());
+}
+
+void linear(Backend& be, const LinearArgs& a) {
+  OpCheck c(be.device(), "linear");
+  c.tensor("x", a.x, {DType::kBF16}, {kAny, kAny});
+  const int64_t M = a.x.dim(0), K = a.x.dim(1);
+  c.weight("w", a.w, kAny, K);
+  c.tensor("out", a.out, {DType::kBF16, DType::kF32}, {M, a.w.out_features()});
+  be.kernels().linear(a);
+}
+
+void embedding(Backend& be, const EmbeddingArgs& a) {
+  OpCheck c(be.device(), "embedding");
+  c.tensor("ids", a.ids, {DType::kI32}, {kAny});
+  c.tensor("table", a.table, {DType::kBF16}, {kAny, kAny});
+  c.tensor("out", a.out, {DType::kBF16}, {a.ids.dim(0), a.table.dim(1)});
+  be.kernels().embedding(a);
+}
+
+void gather_rows(Backend& be, const GatherRowsArgs& a) {
+  OpCheck c(be.device(), "gather_rows");
+  c.require(a.src.rank() == 2, "src has shape {}, expected [T, W]", a.src.shape().str());
+  c.tensor("src", a.src, {a.src.dtype()}, {kAny, kAny});
+  c.tensor("indices", a.indices, {DType::kI32}, {kAny});
+  c.tensor("out", a.out, {a.src.dtype()}, {a.indices.dim(0), a.src.dim(1)});
+  be.kernels().gather_rows(a);
+}
+
+void rms_norm(Backend& be, const RmsNormArgs& a) {
+  OpCheck c(be.device(), "rms_norm");
+  c.tensor("x", a.x, {DType::kBF16}, {kAny, kAny});
+  const int64_t T = a.x.dim(0), H = a.x.dim(1);
+  c.tensor("weight", a.weight, {DType::kBF16, DType::kF32}, {H});
+  c.tensor("out", a.out, {DType::kBF16}, {T, H});
+  bool rin = c.optional("residual_in", a.residual_in, {DType::kBF16}, {T, H});
+  bool rout = c.optional("residual_out", a.residual_out, {DType::kBF16}, {T, H});
+  c.require(!(rin && a.out.data() == a.residual_in.data()) && !(rout && a.out.data() == a.residual_out.data()),
+            "out must not alias the residual");
+  c.require(a.eps > 0.0f, "eps must be positive, got {}", a.eps);
+  be.kernels().rms_norm(a);
+}
+
+void gated_rms_norm(Backend& be, const GatedRmsNormArgs& a) {
+  OpCheck c(be.device(), "gated_rms_norm");
+  c.require(a.num_heads > 0 && a.head_dim > 0, "num_heads {} and head_dim {} must be positive", a.num_heads,
+            a.head_dim);
+  const int64_t W = a.num_heads * a.head_dim;
+  c.tensor("x", a.x, {DType::kBF16}, {kAny, W});
+  const int64_t T = a.x.dim(0);
+  c.cols("z", a.z, {DType::kBF16}, T, W);
+  c.tensor("weight", a.weight, {DType::kBF16, DType::kF32}, {a.head_dim});
+  c.tensor("out", a.out, {DType::kBF16}, {T, W});
+  c.require(a.eps > 0.0f, "eps must be positive, got {}", a.eps);
+  be.kernels().gated_rms_norm(a);
+}
+
+void swiglu(Backend& be, const SwigluArgs& a) {
+  OpCheck c(be.device(), "swiglu");
+  c.tensor("out", a.out, {DType::kBF16}, {kAny, kAny});
+  c.cols("x", a.x, {DType::kBF16}, a.out.dim(0), 2 * a.out.dim(1));
+  be.kernels().swiglu(a);
+}
+
+void moe_route(Backend& be, const MoeRouteArgs& a) {
+  OpCheck c(be.device(), "moe_route");
+  c.tensor("logits", a.logits, {DType::kBF16, DType::kF32}, {kAny, kAny});
+  const int64_t T = a.logits.dim(0), E = a.logits.dim(1);
+  c.require(a.top_k >= 1 && a.top_k <= E, "top_k {} must be in [1, {}]", a.top_k, E);
+  c.tensor("topk_ids", a.topk_ids, {DType::kI32}, {T, a.top_k});
+  c.tensor("topk_weights", a.topk_weights, {DType::kF32}, {T, a.top_k});
+  be.kernels().moe_route(a);
+}
+
+namespace {
+// Checks one expert's (or all experts') weights and returns the intermediate size I.
+int64_t check_experts(const OpCheck& c, const MoeExpertWeights& w, int64_t H) {
+  const int64_t E = w.num_experts();
+  c.require(E > 0, "experts: no expert weights");
+  if (w.fused()) {
+    c.require(w.expert_gate.empty() && w.expert_up.empty() && w.expert_down.empty(),
+              "experts: give either the fused or the per-expert layout, not both");
+    c.require(w.gate_up.weight.rank() == 3 && w.down.weight.rank() == 3,
+              "experts: fused weights must be [E, 2I, H] and [E, H, I], got {} and {}",
+              w.gate_up.weight.shape().str(), w.down.weight.shape().str());
+    c.require(w.gate_up.format == w.down.format, "experts: gate_up and down formats differ");
+    const int64_t I2 = w.gate_up.weight.dim(1);
+    c.require(I2 % 2 == 0, "experts: gate_up has an odd row count {}", I2);
+    const int64_t I = I2 / 2;
+    c.require(w.gate_up.weight.dim(0) == E && w.gate_up.weight.dim(2) == H && w.down.weight.dim(0) == E &&
+                  w.down.weight.dim(1) == H && w.down.weight.dim(2) == I,
+              "experts: fused weights {} and {} do not fit E={}, H={}", w.gate_up.weight.shape().str(),
+              w.down.weight.shape().str(), E, H);
+    // Check one expert's slice the way the kernels will see it.
+    for (const LinearWeight* lw : {&w.gate_up, &w.down}) {
+      const int64_t N = lw->weight.dim(1), K = lw->weight.dim(2);
+      const DType wd = lw->format == WeightFormat::kBf16 ? DType::kBF16 : DType::kF8E4M3;
+      c.tensor("experts.weight", lw->weight, {wd}, {E, N, K});
+      if (lw->format == WeightFormat::kFp8Block) {
+        c.tensor("experts.weight_scale", lw->weight_scale, {DType::kF32},
+                 {E, (N + kFp8BlockSize - 1) / kFp8BlockSize, (K + kFp8BlockSize - 1) / kFp8BlockSize});
+      } else if (lw->format == WeightFormat::kFp8Tensor) {
+        c.tensor("experts.weight_scale", lw->weight_scale, {DType::kF32}, {E});
+        c.tensor("experts.input_scale", lw->input_scale, {DType::kF32}, {E});
+      }
+    }
+    return I;
+  }
+  c.require(static_cast<int64_t>(w.expert_up.size()) == E && static_cast<int64_t>(w.expert_down.size()) == E,
+            "experts: {} gate, {} up and {} down weights", E, w.expert_up.size(), w.expert_down.size());
+  const int64_t I = w.expert_gate[0].out_features();
+  for (int64_t e = 0; e < E; ++e) {
+    c.weight("experts.gate", w.expert_gate[e], I, H);
+    c.weight("experts.up", w.expert_up[e], I, H);
+    c.weight("experts.down", w.expert_down[e], H, I);
+  }
+  return I;
+}
+}  // namespace
+
+void moe_experts(Backend& be, const MoeExpertsArgs& a) {
+  OpCheck c(be.device(), "moe_experts");
+  c.tensor("x", a.x, {DType::kBF16}, {kAny, kAny});
+  const int64_t T = a.x.dim(0), H = a.x.dim(1);
+  c.tensor("topk_ids", a.topk_ids, {DType::kI32}, {T, kAny});
+  const int64_t k = a.topk_ids.dim(1);
+  c.tensor("topk_weights", a.topk_weights, {DType::kF32}, {T, k});
+  check_experts(c, a.experts, H);
+  bool shared = c.optional("shared", a.shared, {DType::kBF16}, {T, H});
+  bool gate = c.optional("shared_gate", a.shared_gate, {DType::kBF16, DType::kF32}, {T, 1});
+  c.require(!gate || shared, "shared_gate without shared");
+  c.tensor("out", a.out, {DType::kBF16}, {T, H});
+  be.kernels().moe_experts(a);
+}
+
+}  // namespace hyllm

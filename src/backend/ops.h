@@ -1,0 +1,361 @@
+#pragma once
+// The op vocabulary: every computation a model performs, as free functions
+// taking the Backend and an argument struct of tensor views and scalars. Each
+// function validates shapes, dtypes and devices (hyllm::Error kInvalidArgument
+// naming the op and the field) and then dispatches to the backend's Kernels.
+//
+// Rules every op follows, so that a GPU backend can run them asynchronously on
+// its stream and capture a whole decode step in a graph:
+//  - No host read of device data: per-token and per-sequence metadata
+//    (positions, slot mappings, block tables, sequence offsets, state slots)
+//    are device tensors; host scalars are only sizes and hyper-parameters.
+//  - Flat tokens: T tokens of S sequences are concatenated without padding;
+//    sequence s owns tokens [query_start_loc[s], query_start_loc[s+1]).
+//    A capture with fixed capacity may pad with sequences of zero tokens and
+//    with tokens whose slot mapping is negative.
+//  - Activations are 2-D row-major [T, width]; head counts and head sizes are
+//    scalars of the arg struct, heads are contiguous blocks of a row.
+//  - Outputs never alias inputs unless a field says "in place".
+//  - Arithmetic is fp32 inside an op; a bf16 output is rounded once (round to
+//    nearest even) at the end unless a field documents another rounding. This
+//    is what HF transformers computes in fp32 from bf16 inputs, rounded at the
+//    module boundary; each op states where it rounds in between.
+//
+// Index tensors are int32. Scratch memory is the backend's business.
+
+#include <cstdint>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace hyllm {
+
+class Backend;
+
+// Columns [offset, offset + width) of a 2-D row-major tensor [rows, total]:
+// lets an op read one part of a merged projection output (q|k|v, qkv|z, b|a)
+// without a copy. The row stride is tensor.dim(1). A TensorView converts to
+// the slice of all its columns.
+struct ColSlice {
+  TensorView tensor;
+  int64_t offset = 0;
+  int64_t width = 0;
+
+  ColSlice() = default;
+  ColSlice(const TensorView& t)  // NOLINT(google-explicit-constructor): whole tensor
+      : tensor(t), offset(0), width(t.rank() == 2 ? t.dim(1) : 0) {}
+  ColSlice(const TensorView& t, int64_t col_offset, int64_t col_width)
+      : tensor(t), offset(col_offset), width(col_width) {}
+
+  bool empty() const { return tensor.empty(); }
+  int64_t rows() const { return tensor.rank() == 2 ? tensor.dim(0) : 0; }
+  int64_t stride() const { return tensor.rank() == 2 ? tensor.dim(1) : 0; }
+};
+
+// ---------------------------------------------------------------------------
+// Linear weights: y = x W^T, W stored [N, K] (out, in) as in nn.Linear.
+
+enum class WeightFormat : uint8_t {
+  kBf16,       // weight bf16 [N, K]
+  kFp8Block,   // Qwen "fp8" method: weight e4m3 [N, K], weight_scale f32
+               // [ceil(N/128), ceil(K/128)] (the checkpoint's weight_scale_inv;
+               // dequantisation MULTIPLIES: W[n,k] = Wq[n,k] * s[n/128, k/128]);
+               // activations quantised dynamically per token per 128 columns.
+  kFp8Tensor,  // ModelOpt "FP8": weight e4m3 [N, K], weight_scale f32 [1],
+               // input_scale f32 [1] (static activation scale).
+};
+const char* weight_format_name(WeightFormat f);
+
+inline constexpr int64_t kFp8BlockSize = 128;
+inline constexpr float kFp8E4M3Max = 448.0f;
+// Floor of the dynamic activation amax so an all-zero group gets a finite scale
+// (vLLM per_token_group_quant_fp8's eps).
+inline constexpr float kFp8GroupAmaxFloor = 1e-10f;
+
+struct LinearWeight {
+  WeightFormat format = WeightFormat::kBf16;
+  TensorView weight;        // [N, K]
+  TensorView weight_scale;  // fp8 formats only (see WeightFormat)
+  TensorView input_scale;   // kFp8Tensor only: f32 [1]
+
+  static LinearWeight bf16(const TensorView& w) { return {WeightFormat::kBf16, w, {}, {}}; }
+  static LinearWeight fp8_block(const TensorView& w, const TensorView& scale_inv) {
+    return {WeightFormat::kFp8Block, w, scale_inv, {}};
+  }
+  static LinearWeight fp8_tensor(const TensorView& w, const TensorView& weight_scale,
+                                 const TensorView& input_scale) {
+    return {WeightFormat::kFp8Tensor, w, weight_scale, input_scale};
+  }
+
+  bool empty() const { return weight.empty(); }
+  int64_t out_features() const { return weight.rank() >= 2 ? weight.dim(-2) : 0; }
+  int64_t in_features() const { return weight.rank() >= 2 ? weight.dim(-1) : 0; }
+};
+
+// out[m, n] = sum_k x[m, k] * W[n, k], accumulated in fp32 (exactly, for fp8).
+//
+// kBf16: bf16 x bf16 products, fp32 accumulation (order unspecified).
+// kFp8Block: per row m and column block j (128 columns of x):
+//   sx[m,j] = max(amax_k |x[m,k]|, 1e-10) / 448 (fp32),
+//   xq[m,k] = e4m3(x[m,k] / sx[m,j]) (round to nearest even, saturating),
+//   P[m,n,j] = float( exact sum over the block of xq * Wq )   (one rounding),
+//   acc = 0; for j ascending: acc += (P[m,n,j] * sx[m,j]) * sw[n/128, j]  (fp32).
+// kFp8Tensor: xq[m,k] = e4m3(clamp(x[m,k] / input_scale, -448, 448));
+//   acc = float( exact sum_k xq * Wq ) * (input_scale * weight_scale)  (fp32).
+// "exact sum" is the sum an exact FP8 tensor-core GEMM accumulates; K must be
+// at most 65536 for kFp8Tensor (the CPU reference is exact below that).
+// out: bf16 (rounded once) or f32 (unrounded, e.g. for logits).
+struct LinearArgs {
+  TensorView x;  // [M, K] bf16
+  LinearWeight w;
+  TensorView out;  // [M, N] bf16 or f32
+};
+void linear(Backend& be, const LinearArgs& a);
+
+// ---------------------------------------------------------------------------
+// Embedding and row movement.
+
+// out[t, :] = table[ids[t], :] (no scaling). ids must lie in [0, V); the CPU
+// backend reports kInvalidArgument otherwise, a GPU backend writes zeros.
+struct EmbeddingArgs {
+  TensorView ids;    // [T] i32
+  TensorView table;  // [V, H] bf16
+  TensorView out;    // [T, H] bf16
+};
+void embedding(Backend& be, const EmbeddingArgs& a);
+
+// out[r, :] = src[indices[r], :]; any dtype (the same for src and out). Used to
+// pick the rows that are sampled before the final norm and the logits.
+struct GatherRowsArgs {
+  TensorView src;      // [T, W]
+  TensorView indices;  // [R] i32, each in [0, T)
+  TensorView out;      // [R, W]
+};
+void gather_rows(Backend& be, const GatherRowsArgs& a);
+
+// ---------------------------------------------------------------------------
+// Norms.
+
+// RMSNorm over the last dimension, optionally fused with the residual add.
+//   s = residual_in present ? bf16(float(x) + float(residual_in)) : x
+//   residual_out (if present) = s                 (bf16; the HF residual stream)
+//   out = bf16( s * rsqrt(mean(s^2) + eps) * (plus_one ? 1 + w : w) )  (fp32)
+// The sum is rounded to bf16 before it is normalised, as HF's bf16 residual
+// add and vLLM's fused_add_rms_norm do. residual_in and residual_out may be the
+// same tensor (in place); out must not alias either.
+struct RmsNormArgs {
+  TensorView x;             // [T, H] bf16
+  TensorView weight;        // [H] bf16 or f32
+  TensorView out;           // [T, H] bf16
+  TensorView residual_in;   // optional [T, H] bf16
+  TensorView residual_out;  // optional [T, H] bf16
+  float eps = 1e-6f;
+  bool plus_one = true;  // Qwen3.5 RMSNorm1p: scale by (1 + w)
+};
+void rms_norm(Backend& be, const RmsNormArgs& a);
+
+// The GDN output norm, per value head of width head_dim (plain w, gate SiLU):
+//   n = bf16( x * rsqrt(mean(x^2) + eps) )      (HF rounds the normalised x)
+//   out = bf16( n * w * silu(z) )               (fp32, z and w read as fp32)
+struct GatedRmsNormArgs {
+  TensorView x;       // [T, num_heads * head_dim] bf16 (the delta-rule output)
+  ColSlice z;         // [T, num_heads * head_dim] bf16 (in_proj_z output)
+  TensorView weight;  // [head_dim] bf16 or f32
+  TensorView out;     // [T, num_heads * head_dim] bf16
+  int64_t num_heads = 0;
+  int64_t head_dim = 0;
+  float eps = 1e-6f;
+};
+void gated_rms_norm(Backend& be, const GatedRmsNormArgs& a);
+
+// ---------------------------------------------------------------------------
+// Gated full attention.
+
+// Paged KV cache of one attention layer, vLLM's flash layout:
+// k, v: [num_blocks, block_size, num_kv_heads, head_dim] bf16; token slot
+// s = block * block_size + offset.
+struct KvCacheView {
+  TensorView k;
+  TensorView v;
+  int64_t num_blocks() const { return k.rank() == 4 ? k.dim(0) : 0; }
+  int64_t block_size() const { return k.rank() == 4 ? k.dim(1) : 0; }
+};
+
+// Everything between the q/k/v projections and the attention itself:
+//  1. per head h the q_proj row holds [q_h (head_dim) | gate_h (head_dim)];
+//     gate_out[t, h*D:(h+1)*D] = gate_h (copied, bf16);
+//  2. q_h and every k head: RMSNorm1p over head_dim with q_norm / k_norm
+//     (fp32, eps), rounded to bf16;
+//  3. NeoX RoPE on dims [0, rotary_dim) of each normed q/k head, pairs
+//     (i, i + rotary_dim/2), angle = float(positions[t]) * inv_freq_i with
+//     inv_freq_i = 1 / rope_theta^(2i / rotary_dim) (fp32); dims
+//     [rotary_dim, head_dim) pass through unchanged; rounded to bf16 into q_out;
+//  4. the rotated k and the raw v are written to the cache at
+//     slot_mapping[t]; tokens with a negative slot are not written.
+// Text-only mRoPE is plain positions, so one position per token suffices.
+struct AttentionPrepArgs {
+  ColSlice q_gate;         // [T, num_q_heads * 2 * head_dim] bf16
+  ColSlice k;              // [T, num_kv_heads * head_dim] bf16
+  ColSlice v;              // [T, num_kv_heads * head_dim] bf16
+  TensorView q_norm;       // [head_dim] bf16 or f32, (1 + w) form
+  TensorView k_norm;       // [head_dim] bf16 or f32, (1 + w) form
+  TensorView positions;    // [T] i32
+  TensorView slot_mapping; // [T] i32, < num_blocks * block_size
+  TensorView q_out;        // [T, num_q_heads * head_dim] bf16
+  TensorView gate_out;     // [T, num_q_heads * head_dim] bf16
+  KvCacheView cache;
+  int64_t num_q_heads = 0;
+  int64_t num_kv_heads = 0;  // divides num_q_heads
+  int64_t head_dim = 0;
+  int64_t rotary_dim = 0;    // even, <= head_dim
+  float rope_theta = 10000.0f;
+  float eps = 1e-6f;
+};
+void attention_prep(Backend& be, const AttentionPrepArgs& a);
+
+// Causal GQA attention of the new tokens of S sequences over their cached
+// context (which already holds the new tokens' k/v: run attention_prep first).
+// Sequence s has q_len = query_start_loc[s+1] - query_start_loc[s] new tokens
+// and seq_lens[s] >= q_len tokens in all; its j-th new token sits at position
+// seq_lens[s] - q_len + j and attends to positions [0, that position]. Token
+// position p lives at slot block_tables[s][p / block_size] * block_size +
+// p % block_size. Query head h reads kv head h / (num_q_heads / num_kv_heads).
+//   scores = (q . k) * scale (fp32); p = softmax(scores) (fp32);
+//   o = bf16( sum p * v )       (the bf16 attention output, as HF's)
+//   out = gate present ? bf16( o * sigmoid(gate) ) : o     (fp32 product)
+struct PagedAttentionArgs {
+  TensorView q;                // [T, num_q_heads * head_dim] bf16
+  KvCacheView cache;
+  TensorView block_tables;     // [S, max_blocks_per_seq] i32
+  TensorView query_start_loc;  // [S + 1] i32, non-decreasing, [0] = 0, [S] = T
+  TensorView seq_lens;         // [S] i32
+  TensorView gate;             // optional [T, num_q_heads * head_dim] bf16
+  TensorView out;              // [T, num_q_heads * head_dim] bf16
+  int64_t num_q_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  float scale = 0.0f;          // 0 means 1/sqrt(head_dim)
+  // Host-side upper bounds for launch sizing; 0 = unknown. Not validated
+  // against the device data.
+  int64_t max_query_len = 0;
+  int64_t max_seq_len = 0;
+};
+void paged_attention(Backend& be, const PagedAttentionArgs& a);
+
+// ---------------------------------------------------------------------------
+// Gated DeltaNet. State lives in slots; sequence s uses slot state_indices[s].
+// A sequence whose has_initial_state[s] is 0 starts from zeros (conv and
+// recurrent state), so a slot's stale content is never read.
+
+// Causal depthwise conv1d over C channels, kernel width K, with state:
+//   out[t, c] = bf16( silu( sum_{j<K} w[c, j] * x_{t-K+1+j}[c] ) )   (fp32)
+// where tap K-1 is the current token and earlier inputs of the same sequence
+// come from this call, then from conv_state (or zeros when the sequence
+// starts). conv_state[slot] holds the last K-1 raw (pre-conv) input rows of the
+// sequence, oldest first, and is updated in place (bf16, exact copies).
+struct GdnConvArgs {
+  ColSlice x;                    // [T, C] bf16 (the q|k|v part of in_proj_qkv)
+  TensorView weight;             // [C, K] or [C, 1, K] bf16
+  TensorView conv_state;         // [num_slots, K - 1, C] bf16, in place
+  TensorView query_start_loc;    // [S + 1] i32
+  TensorView state_indices;      // [S] i32
+  TensorView has_initial_state;  // [S] i32 (0 or 1)
+  TensorView out;                // [T, C] bf16
+};
+void gdn_conv(Backend& be, const GdnConvArgs& a);
+
+enum class DeltaRuleAlgorithm : uint8_t {
+  kChunked,    // WY form, chunks of 64 tokens (prefill); any q_len
+  kRecurrent,  // token by token (decode); any q_len
+};
+
+// The gated delta rule with in-kernel L2 norm and gating, per sequence.
+// qkv row = [q heads (num_k_heads * k_dim) | k heads (same) | v heads
+// (num_v_heads * v_dim)], each head contiguous (the conv output). In fp32:
+//   q^ = q * rsqrt(sum q^2 + 1e-6) / sqrt(k_dim);  k^ = k * rsqrt(sum k^2 + 1e-6)
+//   beta = sigmoid(b);  g = -exp(A_log) * softplus(a + dt_bias)
+//   (softplus(x) = x for x > 20); value head j uses k/q head j / (Hv / Hk).
+// Per value head, state S (k_dim x v_dim, fp32):
+//   S = exp(g) S;  u = beta (v - S^T k^);  S = S + k^ u^T;  o = S^T q^.
+// out = bf16(o). The chunked form computes the same recurrence in chunks of
+// 64 tokens (QWEN35.md 4.2) and matches it to fp32 rounding.
+//
+// State layout: state[slot][head][v][k] (v-major, k contiguous; vLLM's
+// current layout): a decode kernel owns rows of v and streams k contiguously.
+// Read at the start of each sequence (unless it starts), written at its end.
+struct GatedDeltaRuleArgs {
+  TensorView qkv;                // [T, 2 * Hk * Dk + Hv * Dv] bf16
+  ColSlice a;                    // [T, Hv] bf16 (in_proj_a output)
+  ColSlice b;                    // [T, Hv] bf16 (in_proj_b output)
+  TensorView A_log;              // [Hv] f32 or bf16
+  TensorView dt_bias;            // [Hv] f32 or bf16
+  TensorView state;              // [num_slots, Hv, Dv, Dk] f32, in place
+  TensorView query_start_loc;    // [S + 1] i32
+  TensorView state_indices;      // [S] i32
+  TensorView has_initial_state;  // [S] i32 (0 or 1)
+  TensorView out;                // [T, Hv * Dv] bf16
+  int64_t num_k_heads = 0;       // Hk
+  int64_t num_v_heads = 0;       // Hv, a multiple of Hk
+  int64_t k_dim = 0;             // Dk
+  int64_t v_dim = 0;             // Dv
+  DeltaRuleAlgorithm algorithm = DeltaRuleAlgorithm::kChunked;
+  int64_t max_query_len = 0;     // host hint, 0 = unknown
+};
+void gated_delta_rule(Backend& be, const GatedDeltaRuleArgs& a);
+
+// ---------------------------------------------------------------------------
+// MLP and MoE.
+
+// out = bf16( silu(gate) * up ) in fp32, from a fused [gate | up] projection.
+struct SwigluArgs {
+  ColSlice x;      // [T, 2 * I] bf16: columns [0, I) gate, [I, 2I) up
+  TensorView out;  // [T, I] bf16
+};
+void swiglu(Backend& be, const SwigluArgs& a);
+
+// Router: p = softmax(logits) over all E experts (fp32); the top_k largest p
+// (ties: lower expert id first), in descending order, renormalised to sum 1.
+struct MoeRouteArgs {
+  TensorView logits;        // [T, E] bf16 or f32 (router linear output)
+  TensorView topk_ids;      // [T, top_k] i32
+  TensorView topk_weights;  // [T, top_k] f32
+  int64_t top_k = 0;
+};
+void moe_route(Backend& be, const MoeRouteArgs& a);
+
+// Expert weights of one MoE layer, in one of the two checkpoint layouts:
+//  - fused (the BF16 repos): gate_up.weight [E, 2I, H] with rows [gate | up],
+//    down.weight [E, H, I]; fp8 scales gain the leading E dimension too
+//    (block: [E, ceil(2I/128), ceil(H/128)]; tensor: [E] each);
+//  - per expert (the FP8 repos): expert_gate[e], expert_up[e] [I, H],
+//    expert_down[e] [H, I], each a LinearWeight of any format.
+struct MoeExpertWeights {
+  LinearWeight gate_up;  // fused layout
+  LinearWeight down;     // fused layout
+  std::vector<LinearWeight> expert_gate;
+  std::vector<LinearWeight> expert_up;
+  std::vector<LinearWeight> expert_down;
+
+  bool fused() const { return !gate_up.empty(); }
+  int64_t num_experts() const;
+};
+
+// out[t] = bf16( sum_i topk_weights[t,i] * E_{ids[t,i]}(x[t])
+//                + (shared present ? sigmoid(shared_gate[t]) * shared[t] : 0) )
+// with E_e(x) = down_e( swiglu( gate_up_e(x) ) ). Each expert's projections are
+// linear ops (bf16 outputs, rounded as there, swiglu likewise); the weighted
+// sum is fp32 and rounded once. shared is the shared expert's output and
+// shared_gate the logit of shared_expert_gate (both computed by the caller
+// with linear/swiglu); without shared_gate the shared output is added as is.
+struct MoeExpertsArgs {
+  TensorView x;             // [T, H] bf16
+  TensorView topk_ids;      // [T, top_k] i32, each in [0, E)
+  TensorView topk_weights;  // [T, top_k] f32
+  MoeExpertWeights experts;
+  TensorView shared;        // optional [T, H] bf16
+  TensorView shared_gate;   // optional [T, 1] bf16 or f32 (with shared)
+  TensorView out;           // [T, H] bf16
+};
+void moe_experts(Backend& be, const MoeExpertsArgs& a);
+
+}  // namespace hyllm

@@ -1,0 +1,42 @@
+#include "engine/engine_config.h"
+
+#include "util/status.h"
+
+namespace hyllm {
+
+void EngineConfig::validate() const {
+  if (max_num_seqs < 1) fail(ErrorCode::kInvalidArgument, "--max-num-seqs must be >= 1, got {}", max_num_seqs);
+  if (max_model_len < 1) fail(ErrorCode::kInvalidArgument, "--max-model-len must be >= 1, got {}", max_model_len);
+  if (max_num_batched_tokens < max_num_seqs) {
+    fail(ErrorCode::kInvalidArgument,
+         "max_num_batched_tokens ({}) must be greater than or equal to max_num_seqs ({}).",
+         max_num_batched_tokens, max_num_seqs);
+  }
+  if (block_size < 1 || block_size > 4096) {
+    fail(ErrorCode::kInvalidArgument, "--block-size must be in [1, 4096], got {}", block_size);
+  }
+  if (!(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0)) {
+    fail(ErrorCode::kInvalidArgument, "--gpu-memory-utilization must be in (0, 1], got {}",
+         gpu_memory_utilization);
+  }
+  if (kv_cache_memory_bytes && *kv_cache_memory_bytes == 0) {
+    fail(ErrorCode::kInvalidArgument, "--kv-cache-memory must be positive");
+  }
+  if (kv_cache_dtype != "auto") {
+    if (kv_cache_dtype == "fp8" || kv_cache_dtype == "fp8_e4m3" || kv_cache_dtype == "fp8_e5m2") {
+      fail(ErrorCode::kUnsupported,
+           "--kv-cache-dtype {} is not supported yet: hyllm stores the KV cache in the model dtype; "
+           "use --kv-cache-dtype auto", kv_cache_dtype);
+    }
+    fail(ErrorCode::kInvalidArgument,
+         "unknown --kv-cache-dtype '{}': expected auto, fp8, fp8_e4m3 or fp8_e5m2", kv_cache_dtype);
+  }
+  if (enable_prefix_caching) {
+    fail(ErrorCode::kUnsupported,
+         "prefix caching is not implemented yet in hyllm: pass --no-enable-prefix-caching");
+  }
+  if (max_logprobs < 0) fail(ErrorCode::kInvalidArgument, "--max-logprobs must be >= 0, got {}", max_logprobs);
+  if (log_stats_interval_s < 0) fail(ErrorCode::kInvalidArgument, "log interval must be >= 0");
+}
+
+}  // namespace hyllm

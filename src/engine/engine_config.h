@@ -1,0 +1,40 @@
+#pragma once
+// Engine configuration: the scheduler and cache settings of `vllm serve`, with
+// the same names and meanings. Parsed once by the app from the CLI; the model
+// runner is built from the same values (gpu_memory_utilization,
+// max_num_batched_tokens and max_num_seqs size its activation buffers).
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hyllm {
+
+struct EngineConfig {
+  // Scheduler.
+  int max_num_seqs = 256;              // --max-num-seqs: running sequences (all choices)
+  int max_num_batched_tokens = 2048;   // --max-num-batched-tokens: token budget per step
+  int max_model_len = 4096;            // --max-model-len: prompt + output cap
+  int block_size = 16;                 // --block-size: tokens per paged-KV block
+
+  // Cache.
+  std::optional<size_t> kv_cache_memory_bytes;  // --kv-cache-memory: overrides the executor's budget
+  double gpu_memory_utilization = 0.9;          // applied by the executor when it sizes its budget
+  std::string kv_cache_dtype = "auto";          // only "auto" now; fp8 is refused with a message
+  bool enable_prefix_caching = false;           // not implemented: true is refused with a message
+
+  // Sampling.
+  uint64_t seed = 0;                    // --seed: draws the seeds of requests that give none
+  std::vector<int32_t> eos_token_ids;   // from generation_config.json (else config.json)
+  int max_logprobs = 20;                // --max-logprobs: cap on SamplingParams::logprobs
+
+  // Logging: the periodic "Avg prompt throughput ..." line; 0 turns it off.
+  double log_stats_interval_s = 10.0;
+
+  // Throws Error(kInvalidArgument / kUnsupported) with a message naming the flag.
+  void validate() const;
+};
+
+}  // namespace hyllm

@@ -93,37 +93,52 @@ void apply_temperature_and_masks(std::span<float> logits, const SamplingParams& 
   }
   const bool use_top_k = p.top_k > 0 && static_cast<size_t>(p.top_k) < vocab;
   if (!use_top_k && p.top_p >= 1.0f) return;
-  order.resize(vocab);
-  std::iota(order.begin(), order.end(), 0);
-  // Descending by logit, ids ascending on ties: a total order, so the result is reproducible.
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    const float va = logits[static_cast<size_t>(a)], vb = logits[static_cast<size_t>(b)];
-    return va > vb || (va == vb && a < b);
-  });
-  auto logit_at = [&](size_t rank) { return logits[static_cast<size_t>(order[rank])]; };
-  size_t kept = vocab;
-  while (kept > 1 && logit_at(kept - 1) == kNegInf) --kept;
-  if (use_top_k && static_cast<size_t>(p.top_k) < kept) {
-    const float kth = logit_at(static_cast<size_t>(p.top_k - 1));
-    size_t k = static_cast<size_t>(p.top_k);
-    while (k < kept && logit_at(k) >= kth) ++k;  // ties with the k-th stay
-    kept = k;
+
+  // Candidates are the unmasked ids. Selection instead of a full sort keeps a
+  // row of a 250k vocabulary cheap; the ranking is total (logit descending,
+  // id ascending), so the result does not depend on the algorithm.
+  auto logit = [&](int32_t id) { return logits[static_cast<size_t>(id)]; };
+  auto better = [&](int32_t a, int32_t b) { return logit(a) > logit(b) || (logit(a) == logit(b) && a < b); };
+  auto mask_from = [&](size_t first) {
+    for (size_t i = first; i < order.size(); ++i) logits[static_cast<size_t>(order[i])] = kNegInf;
+    order.resize(first);
+  };
+  order.clear();
+  for (size_t i = 0; i < vocab; ++i) {
+    if (logits[i] != kNegInf) order.push_back(static_cast<int32_t>(i));
   }
-  if (p.top_p < 1.0f) {
-    // Softmax over the kept tokens; drop from the least likely end while the
-    // dropped mass (ascending cumulative sum) stays <= 1 - top_p.
+  if (use_top_k && static_cast<size_t>(p.top_k) < order.size()) {
+    const auto kth_it = order.begin() + (p.top_k - 1);
+    std::nth_element(order.begin(), kth_it, order.end(), better);
+    const float kth = logit(*kth_it);
+    // Ties with the k-th logit stay.
+    const auto end = std::partition(order.begin(), order.end(), [&](int32_t id) { return logit(id) >= kth; });
+    mask_from(static_cast<size_t>(end - order.begin()));
+  }
+  if (p.top_p < 1.0f && order.size() > 1) {
+    // Drop the least likely tokens while their total probability stays
+    // <= 1 - top_p: keep the shortest most-likely prefix whose tail is that
+    // small. The prefix is sorted in growing pieces; the nucleus is usually small.
     double z = 0.0;
-    for (size_t i = 0; i < kept; ++i) z += std::exp(static_cast<double>(logit_at(i) - max_logit));
-    double dropped = 0.0;
-    const double limit = 1.0 - static_cast<double>(p.top_p);
-    while (kept > 1) {
-      const double pr = std::exp(static_cast<double>(logit_at(kept - 1) - max_logit)) / z;
-      if (dropped + pr > limit) break;
-      dropped += pr;
-      --kept;
+    for (int32_t id : order) z += std::exp(static_cast<double>(logit(id) - max_logit));
+    const double limit = (1.0 - static_cast<double>(p.top_p)) * z;
+    size_t sorted = 0, keep = order.size();
+    double prefix = 0.0;
+    for (size_t piece = 64; keep == order.size() && sorted < order.size(); piece *= 4) {
+      const size_t upto = std::min(order.size(), sorted + piece);
+      std::partial_sort(order.begin() + static_cast<std::ptrdiff_t>(sorted),
+                        order.begin() + static_cast<std::ptrdiff_t>(upto), order.end(), better);
+      for (size_t i = sorted; i < upto; ++i) {
+        prefix += std::exp(static_cast<double>(logit(order[i]) - max_logit));
+        if (z - prefix <= limit) {
+          keep = i + 1;
+          break;
+        }
+      }
+      sorted = upto;
     }
+    mask_from(keep);
   }
-  for (size_t i = kept; i < vocab; ++i) logits[static_cast<size_t>(order[i])] = kNegInf;
 }
 
 SampledToken Sampler::sample(std::span<const float> logits, const SeqWork& work) {
@@ -150,17 +165,21 @@ SampledToken Sampler::sample(std::span<const float> logits, const SeqWork& work)
     const float max_logit = *std::max_element(work_logits_.begin(), work_logits_.end());
     HYLLM_CHECK(max_logit > kNegInf, "every token is masked (seq {})", work.seq_id);
     // 6. Inverse CDF in id order with one counter-based uniform.
+    weights_.resize(vocab);
     double z = 0.0;
-    for (float v : work_logits_) z += v == kNegInf ? 0.0 : std::exp(static_cast<double>(v - max_logit));
+    for (size_t i = 0; i < vocab; ++i) {
+      const float v = work_logits_[i];
+      weights_[i] = v == kNegInf ? 0.0 : std::exp(static_cast<double>(v - max_logit));
+      z += weights_[i];
+    }
     const double target = sampler_uniform(work.seed, work.sample_index) * z;
     double acc = 0.0;
     int32_t chosen = -1;
     int32_t last_kept = -1;
     for (size_t i = 0; i < vocab; ++i) {
-      const float v = work_logits_[i];
-      if (v == kNegInf) continue;
+      if (weights_[i] == 0.0) continue;
       last_kept = static_cast<int32_t>(i);
-      acc += std::exp(static_cast<double>(v - max_logit));
+      acc += weights_[i];
       if (acc > target) {
         chosen = static_cast<int32_t>(i);
         break;

@@ -45,6 +45,7 @@ class Sampler {
   std::vector<float> work_logits_;
   std::vector<int32_t> order_;
   std::vector<double> probs_;
+  std::vector<double> weights_;
 };
 
 }  // namespace hyllm

@@ -114,4 +114,4 @@ BENCHMARK(BM_PagedAttention)->Args({511, 1})->Args({0, 256})->Unit(benchmark::kM
 }  // namespace
 }  // namespace hyllm
 
-BENCHMARK_MAIN();
+

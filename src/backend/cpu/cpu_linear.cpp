@@ -26,12 +26,25 @@ double quantize_e4m3(float v) {
   return f8e4m3_to_f32(f32_to_f8e4m3(v));
 }
 
+// Row tiles bound the f32 scratch; each tile re-converts the weight tiles,
+// which costs little next to the tile's products.
 void linear_bf16(const LinearWeight& w, const uint16_t* x, int64_t M, void* out, DType out_dtype) {
   const int64_t N = w.weight.dim(0), K = w.weight.dim(1);
-  std::vector<float> xf(static_cast<size_t>(M * K)), y(static_cast<size_t>(M * N));
-  bf16_to_f32_row(x, xf.data(), M * K);
-  gemm_bf16_weight(xf.data(), M, K, w.weight.data_as<const uint16_t>(), N, y.data(), N);
-  store_rows(y.data(), M * N, out, out_dtype);
+  constexpr int64_t kRowTile = 512;
+  std::vector<float> xf, y;
+  const size_t esize = dtype_size(out_dtype);
+  for (int64_t m0 = 0; m0 < M; m0 += kRowTile) {
+    const int64_t mt = std::min(kRowTile, M - m0);
+    xf.resize(static_cast<size_t>(mt * K));
+    bf16_to_f32_row(x + m0 * K, xf.data(), mt * K);
+    float* dst = reinterpret_cast<float*>(static_cast<char*>(out) + m0 * N * esize);
+    if (out_dtype != DType::kF32) {
+      y.resize(static_cast<size_t>(mt * N));
+      dst = y.data();
+    }
+    gemm_bf16_weight(xf.data(), mt, K, w.weight.data_as<const uint16_t>(), N, dst, N);
+    if (out_dtype != DType::kF32) store_rows(y.data(), mt * N, static_cast<char*>(out) + m0 * N * esize, out_dtype);
+  }
 }
 
 // Dynamic per-token, per-128-column activation quantisation and the

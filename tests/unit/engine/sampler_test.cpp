@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <numeric>
+#include <random>
 
 namespace hyllm {
 namespace {
@@ -102,6 +104,53 @@ TEST(Sampler, MinPTopKAndTopPMasksAreExact) {
   apply_temperature_and_masks(t, p, scratch);
   EXPECT_FLOAT_EQ(t[0], 2.0f);
   EXPECT_FLOAT_EQ(t[1], -1.0f);
+}
+
+// The masks by a full sort, as vLLM computes them.
+std::vector<int> reference_kept(const std::vector<float>& logits, int top_k, double top_p) {
+  const size_t n = logits.size();
+  std::vector<int32_t> asc(n);
+  std::iota(asc.begin(), asc.end(), 0);
+  std::sort(asc.begin(), asc.end(), [&](int32_t a, int32_t b) {
+    return logits[a] < logits[b] || (logits[a] == logits[b] && a > b);
+  });
+  std::vector<int> kept(n, 1);
+  if (top_k > 0) {
+    const float kth = logits[asc[n - static_cast<size_t>(top_k)]];
+    for (size_t i = 0; i < n; ++i) kept[i] = logits[i] >= kth;
+  }
+  const float mx = *std::max_element(logits.begin(), logits.end());
+  double z = 0;
+  for (size_t i = 0; i < n; ++i) z += kept[i] ? std::exp(double(logits[i] - mx)) : 0.0;
+  double dropped = 0;
+  size_t remaining = static_cast<size_t>(std::count(kept.begin(), kept.end(), 1));
+  for (int32_t id : asc) {
+    if (!kept[id] || remaining == 1) continue;
+    const double pr = std::exp(double(logits[id] - mx)) / z;
+    if (dropped + pr > 1.0 - top_p) break;
+    dropped += pr;
+    kept[id] = 0;
+    remaining--;
+  }
+  return kept;
+}
+
+TEST(Sampler, SelectionMasksMatchAFullSortOnALargeVocabulary) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<int32_t> scratch;
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<float> base(5000);
+    for (auto& v : base) v = normal(rng);
+    SamplingParams p;
+    p.top_k = trial % 2 ? static_cast<int>(rng() % 3000) + 1 : 0;
+    p.top_p = trial % 3 ? 0.5f + 0.49f * static_cast<float>(trial) / 20.0f : 1.0f;
+    std::vector<float> l = base;
+    apply_temperature_and_masks(l, p, scratch);
+    std::vector<int> got(l.size());
+    for (size_t i = 0; i < l.size(); ++i) got[i] = l[i] != kNegInf;
+    EXPECT_EQ(got, reference_kept(base, p.top_k, p.top_p)) << "trial " << trial;
+  }
 }
 
 TEST(Sampler, SampledFrequenciesFollowTheMaskedDistribution) {

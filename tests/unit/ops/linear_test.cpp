@@ -26,8 +26,8 @@ TEST(Linear, Bf16MatchesDoubleReference) {
   SCOPED_TRACE(seed);
   Rng rng(seed);
   // M covers the GEMV path (<= 4 rows) and the sgemm path; K and N are not
-  // multiples of the vector width or the tile.
-  for (LinearCase c : {LinearCase{1, 64, 48}, {3, 200, 130}, {4, 33, 7}, {5, 200, 130}, {37, 96, 200}}) {
+  // multiples of the vector width or the tile; 600 rows cross a row tile.
+  for (LinearCase c : {LinearCase{1, 64, 48}, {3, 200, 130}, {4, 33, 7}, {5, 200, 130}, {37, 96, 200}, {600, 40, 24}}) {
     HostTensor x = bf16_tensor({c.M, c.K}), w = bf16_tensor({c.N, c.K});
     x.fill_normal(rng);
     w.fill_normal(rng, 0.1);

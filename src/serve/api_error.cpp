@@ -26,18 +26,18 @@ const char* error_type_for_status(int status) {
 
 const char* ApiError::type() const { return error_type_for_status(status_); }
 
-nlohmann::json ApiError::to_json() const {
-  nlohmann::json err = {
+Json ApiError::to_json() const {
+  Json err = {
       {"message", what()},
       {"type", type()},
-      {"param", param_ ? nlohmann::json(*param_) : nlohmann::json(nullptr)},
+      {"param", param_ ? Json(*param_) : Json(nullptr)},
       {"code", status_},
   };
   return {{"error", std::move(err)}};
 }
 
 std::string ApiError::body() const {
-  return to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return to_json().dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 ApiError bad_request(std::string message, std::optional<std::string> param) {
@@ -76,7 +76,7 @@ ApiError api_error_from_exception(std::exception_ptr ep) {
     return e;
   } catch (const Error& e) {
     return api_error_from(e);
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const Json::exception& e) {
     return ApiError(400, fmt::format("Invalid request: {}", e.what()));
   } catch (const std::bad_alloc&) {
     return ApiError(500, "out of memory while handling the request");

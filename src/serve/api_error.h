@@ -4,7 +4,7 @@
 // Handlers throw ApiError; anything else that escapes a handler is mapped by
 // api_error_from_exception so that one bad request never takes the server down.
 
-#include <nlohmann/json.hpp>
+#include "serve/json.h"
 
 #include <exception>
 #include <optional>
@@ -24,7 +24,7 @@ class ApiError : public std::runtime_error {
   const std::optional<std::string>& param() const { return param_; }
   // The OpenAI-style type name for the status (BadRequestError, NotFoundError, ...).
   const char* type() const;
-  nlohmann::json to_json() const;
+  Json to_json() const;
   std::string body() const;  // to_json() printed; never throws on bad UTF-8
 
  private:

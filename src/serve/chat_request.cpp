@@ -13,7 +13,7 @@ namespace {
 
 // Content as a list of parts becomes one string, text parts joined by
 // newlines (vLLM's "string" content format). hyllm serves text only.
-std::string flatten_content(const nlohmann::json& parts, size_t index) {
+std::string flatten_content(const Json& parts, size_t index) {
   std::string text;
   bool first = true;
   for (const auto& part : parts) {
@@ -50,9 +50,9 @@ std::string flatten_content(const nlohmann::json& parts, size_t index) {
   return text;
 }
 
-nlohmann::json normalize_tool_calls(const nlohmann::json& calls, size_t index) {
+Json normalize_tool_calls(const Json& calls, size_t index) {
   if (!calls.is_array()) throw bad_request(fmt::format("messages[{}].tool_calls must be a list", index), "messages");
-  nlohmann::json out = nlohmann::json::array();
+  Json out = Json::array();
   for (auto call : calls) {
     if (!call.is_object()) {
       throw bad_request(fmt::format("messages[{}].tool_calls entries must be objects", index), "messages");
@@ -65,9 +65,9 @@ nlohmann::json normalize_tool_calls(const nlohmann::json& calls, size_t index) {
     auto args = fn->find("arguments");
     if (args != fn->end() && args->is_string()) {
       try {
-        auto decoded = nlohmann::json::parse(args->get<std::string>());
+        auto decoded = Json::parse(args->get<std::string>());
         if (decoded.is_object()) *args = std::move(decoded);
-      } catch (const nlohmann::json::parse_error&) {
+      } catch (const Json::parse_error&) {
         // Keep the string: the template prints it as given.
       }
     }
@@ -78,14 +78,14 @@ nlohmann::json normalize_tool_calls(const nlohmann::json& calls, size_t index) {
 
 }  // namespace
 
-nlohmann::json normalize_messages(const nlohmann::json& messages) {
+Json normalize_messages(const Json& messages) {
   if (!messages.is_array()) throw bad_request("`messages` must be a list", "messages");
   if (messages.empty()) throw bad_request("`messages` must not be empty", "messages");
   if (messages.size() > kMaxMessages) {
     throw bad_request(fmt::format("At most {} messages are allowed, got {}", kMaxMessages, messages.size()),
                       "messages");
   }
-  nlohmann::json out = nlohmann::json::array();
+  Json out = Json::array();
   for (size_t i = 0; i < messages.size(); ++i) {
     const auto& m = messages[i];
     if (!m.is_object()) throw bad_request(fmt::format("messages[{}] must be an object", i), "messages");
@@ -93,7 +93,7 @@ nlohmann::json normalize_messages(const nlohmann::json& messages) {
     if (role == m.end() || !role->is_string() || role->get_ref<const std::string&>().empty()) {
       throw bad_request(fmt::format("messages[{}].role must be a non-empty string", i), "messages");
     }
-    nlohmann::json msg = m;
+    Json msg = m;
     auto content = m.find("content");
     if (content == m.end() || content->is_null()) {
       msg["content"] = nullptr;
@@ -110,7 +110,7 @@ nlohmann::json normalize_messages(const nlohmann::json& messages) {
   return out;
 }
 
-nlohmann::json validate_tools(const nlohmann::json* tools, const nlohmann::json* tool_choice) {
+Json validate_tools(const Json* tools, const Json* tool_choice) {
   if (tools) {
     if (!tools->is_array()) throw bad_request("`tools` must be a list", "tools");
     if (tools->empty()) throw bad_request("`tools` must not be an empty list; omit it instead", "tools");
@@ -127,10 +127,10 @@ nlohmann::json validate_tools(const nlohmann::json* tools, const nlohmann::json*
       }
     }
   }
-  if (!tool_choice) return tools ? *tools : nlohmann::json();
+  if (!tool_choice) return tools ? *tools : Json();
   if (tool_choice->is_string()) {
     const auto& choice = tool_choice->get_ref<const std::string&>();
-    if (choice == "none") return tools ? *tools : nlohmann::json();
+    if (choice == "none") return tools ? *tools : Json();
     if (!tools) throw bad_request("When using `tool_choice`, `tools` must be set.", "tool_choice");
     if (choice == "auto") return *tools;
     if (choice == "required") {
@@ -153,11 +153,11 @@ nlohmann::json validate_tools(const nlohmann::json* tools, const nlohmann::json*
                     "tool_choice");
 }
 
-nlohmann::json template_kwargs(const nlohmann::json* kwargs) {
+Json template_kwargs(const Json* kwargs) {
   static constexpr std::array<std::string_view, 8> kReserved = {
       "messages", "tools", "documents", "add_generation_prompt", "continue_final_message",
       "bos_token", "eos_token", "chat_template"};
-  nlohmann::json out = nlohmann::json::object();
+  Json out = Json::object();
   if (!kwargs) return out;
   for (const auto& [key, value] : kwargs->items()) {
     bool reserved = false;
@@ -167,7 +167,7 @@ nlohmann::json template_kwargs(const nlohmann::json* kwargs) {
   return out;
 }
 
-ChatRequest parse_chat_request(const nlohmann::json& body) {
+ChatRequest parse_chat_request(const Json& body) {
   FieldReader r(body);
   ChatRequest req;
   req.model = r.string("model");
@@ -188,11 +188,7 @@ ChatRequest parse_chat_request(const nlohmann::json& body) {
   req.echo = r.boolean("echo").value_or(false);
   req.add_special_tokens = r.boolean("add_special_tokens").value_or(false);
   req.chat_template_kwargs = template_kwargs(r.object("chat_template_kwargs"));
-  if (r.has("chat_template")) {
-    throw bad_request("Chat template is passed with request, but --trust-request-chat-template is not set. "
-                      "Refused request with untrusted chat template.",
-                      "chat_template");
-  }
+  req.chat_template = r.string("chat_template");
   if (const auto* fmt_field = r.object("response_format")) {
     FieldReader f(*fmt_field);
     auto type = f.string("type").value_or("text");

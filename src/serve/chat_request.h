@@ -3,7 +3,7 @@
 // messages normalised for the chat template (text parts joined, tool-call
 // arguments decoded into objects as Hugging Face templates expect).
 
-#include <nlohmann/json.hpp>
+#include "serve/json.h"
 
 #include <optional>
 #include <string>
@@ -14,23 +14,24 @@ namespace hyllm::serve {
 
 struct ChatRequest {
   std::optional<std::string> model;
-  nlohmann::json messages = nlohmann::json::array();
-  nlohmann::json tools;  // null when absent
+  Json messages = Json::array();
+  Json tools;  // null when absent
   bool add_generation_prompt = true;
   bool continue_final_message = false;
   bool echo = false;
   bool add_special_tokens = false;
-  nlohmann::json chat_template_kwargs = nlohmann::json::object();
+  Json chat_template_kwargs = Json::object();
+  std::optional<std::string> chat_template;  // honoured only with --trust-request-chat-template
   SamplingRequest sampling;
 };
 
-ChatRequest parse_chat_request(const nlohmann::json& body);
+ChatRequest parse_chat_request(const Json& body);
 
 // The messages list on its own (also used by /tokenize).
-nlohmann::json normalize_messages(const nlohmann::json& messages);
+Json normalize_messages(const Json& messages);
 // tools and tool_choice; returns the tools to render (null when none).
-nlohmann::json validate_tools(const nlohmann::json* tools, const nlohmann::json* tool_choice);
+Json validate_tools(const Json* tools, const Json* tool_choice);
 // chat_template_kwargs without the keys the server itself sets.
-nlohmann::json template_kwargs(const nlohmann::json* kwargs);
+Json template_kwargs(const Json* kwargs);
 
 }  // namespace hyllm::serve

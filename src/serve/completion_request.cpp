@@ -12,7 +12,7 @@ namespace {
 
 constexpr const char* kEmptyPrompt = "Prompt cannot be empty";
 
-std::vector<int32_t> token_list(const nlohmann::json& list) {
+std::vector<int32_t> token_list(const Json& list) {
   if (list.empty()) throw bad_request(kEmptyPrompt, "prompt");
   std::vector<int32_t> ids;
   ids.reserve(list.size());
@@ -27,7 +27,7 @@ std::vector<int32_t> token_list(const nlohmann::json& list) {
   return ids;
 }
 
-PromptInput text_prompt(const nlohmann::json& v) {
+PromptInput text_prompt(const Json& v) {
   std::string text = v.get<std::string>();
   if (text.empty()) throw bad_request(kEmptyPrompt, "prompt");
   return PromptInput{std::move(text), {}};
@@ -35,7 +35,7 @@ PromptInput text_prompt(const nlohmann::json& v) {
 
 }  // namespace
 
-std::vector<PromptInput> parse_prompt_field(const nlohmann::json& prompt, size_t max_prompts) {
+std::vector<PromptInput> parse_prompt_field(const Json& prompt, size_t max_prompts) {
   std::vector<PromptInput> out;
   if (prompt.is_string()) {
     out.push_back(text_prompt(prompt));
@@ -65,7 +65,7 @@ std::vector<PromptInput> parse_prompt_field(const nlohmann::json& prompt, size_t
   return out;
 }
 
-CompletionRequest parse_completion_request(const nlohmann::json& body) {
+CompletionRequest parse_completion_request(const Json& body) {
   FieldReader r(body);
   CompletionRequest req;
   req.model = r.string("model");

@@ -2,7 +2,7 @@
 // POST /v1/completions: the request as parsed and validated, before the
 // prompt is tokenized.
 
-#include <nlohmann/json.hpp>
+#include "serve/json.h"
 
 #include <cstdint>
 #include <optional>
@@ -28,10 +28,10 @@ struct CompletionRequest {
   SamplingRequest sampling;
 };
 
-CompletionRequest parse_completion_request(const nlohmann::json& body);
+CompletionRequest parse_completion_request(const Json& body);
 
 // The prompt field in any of its four forms: "text", ["a", "b"], [1, 2, 3],
 // [[1, 2], [3]]. Empty prompts are refused.
-std::vector<PromptInput> parse_prompt_field(const nlohmann::json& prompt, size_t max_prompts);
+std::vector<PromptInput> parse_prompt_field(const Json& prompt, size_t max_prompts);
 
 }  // namespace hyllm::serve

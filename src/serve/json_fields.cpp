@@ -9,27 +9,27 @@
 
 namespace hyllm::serve {
 
-nlohmann::json parse_request_json(std::string_view body) {
-  nlohmann::json parsed;
+Json parse_request_json(std::string_view body) {
+  Json parsed;
   try {
     // The callback sees every value with its depth; throwing stops the parse
     // before a hostile document is fully built.
-    parsed = nlohmann::json::parse(
+    parsed = Json::parse(
         body.begin(), body.end(),
-        [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+        [](int depth, Json::parse_event_t, Json&) {
           if (depth > kMaxJsonDepth) {
             throw bad_request(fmt::format("JSON nesting deeper than {} levels", kMaxJsonDepth));
           }
           return true;
         });
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const Json::parse_error& e) {
     throw bad_request(fmt::format("Invalid JSON body: {}", e.what()));
   }
   if (!parsed.is_object()) throw bad_request("The request body must be a JSON object");
   return parsed;
 }
 
-std::optional<int64_t> json_integer(const nlohmann::json& v) {
+std::optional<int64_t> json_integer(const Json& v) {
   if (v.is_number_integer()) {
     if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
       return std::nullopt;
@@ -48,7 +48,7 @@ std::optional<int64_t> json_integer(const nlohmann::json& v) {
 
 bool FieldReader::has(const char* name) const { return get(name) != nullptr; }
 
-const nlohmann::json* FieldReader::get(const char* name) const {
+const Json* FieldReader::get(const char* name) const {
   auto it = obj_.find(name);
   if (it == obj_.end() || it->is_null()) return nullptr;
   return &*it;
@@ -85,13 +85,13 @@ std::optional<std::string> FieldReader::string(const char* name) const {
   return v->get<std::string>();
 }
 
-const nlohmann::json* FieldReader::object(const char* name) const {
+const Json* FieldReader::object(const char* name) const {
   const auto* v = get(name);
   if (v && !v->is_object()) throw bad_request(fmt::format("`{}` must be an object", name), name);
   return v;
 }
 
-const nlohmann::json* FieldReader::array(const char* name) const {
+const Json* FieldReader::array(const char* name) const {
   const auto* v = get(name);
   if (v && !v->is_array()) throw bad_request(fmt::format("`{}` must be a list", name), name);
   return v;

@@ -3,7 +3,7 @@
 // ApiError that names the field; nulls count as absent (the OpenAI schema makes
 // almost every field nullable).
 
-#include <nlohmann/json.hpp>
+#include "serve/json.h"
 
 #include <cstdint>
 #include <optional>
@@ -18,22 +18,22 @@ namespace hyllm::serve {
 inline constexpr int kMaxJsonDepth = 64;
 
 // Parses a request body; the top level must be an object.
-nlohmann::json parse_request_json(std::string_view body);
+Json parse_request_json(std::string_view body);
 
 class FieldReader {
  public:
-  explicit FieldReader(const nlohmann::json& object) : obj_(object) {}
+  explicit FieldReader(const Json& object) : obj_(object) {}
 
   bool has(const char* name) const;
-  const nlohmann::json* get(const char* name) const;  // nullptr when absent or null
+  const Json* get(const char* name) const;  // nullptr when absent or null
 
   std::optional<bool> boolean(const char* name) const;
   // Integers; a float with no fraction (3.0) is accepted as pydantic does.
   std::optional<int64_t> integer(const char* name) const;
   std::optional<double> number(const char* name) const;  // finite
   std::optional<std::string> string(const char* name) const;
-  const nlohmann::json* object(const char* name) const;
-  const nlohmann::json* array(const char* name) const;
+  const Json* object(const char* name) const;
+  const Json* array(const char* name) const;
 
   // A string or a list of strings (stop); at most max_items items.
   std::vector<std::string> string_or_list(const char* name, size_t max_items) const;
@@ -41,10 +41,10 @@ class FieldReader {
   std::vector<int32_t> int_list(const char* name, size_t max_items) const;
 
  private:
-  const nlohmann::json& obj_;
+  const Json& obj_;
 };
 
 // Integer value of a JSON number without fraction, else nullopt.
-std::optional<int64_t> json_integer(const nlohmann::json& v);
+std::optional<int64_t> json_integer(const Json& v);
 
 }  // namespace hyllm::serve

@@ -9,8 +9,8 @@
 
 namespace hyllm::serve {
 
-std::string dump_json(const nlohmann::json& value) {
-  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+std::string dump_json(const Json& value) {
+  return value.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 std::string make_request_id(const char* prefix) {
@@ -30,8 +30,8 @@ int64_t unix_time_seconds() {
   return duration_cast<seconds>(system_clock::now().time_since_epoch()).count();
 }
 
-nlohmann::json usage_json(const Usage& usage) {
-  nlohmann::json u = {
+Json usage_json(const Usage& usage) {
+  Json u = {
       {"prompt_tokens", usage.prompt_tokens},
       {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
       {"completion_tokens", usage.completion_tokens},
@@ -57,25 +57,25 @@ double printable_logprob(float logprob) {
 
 namespace {
 
-nlohmann::json byte_list(const std::string& bytes) {
-  nlohmann::json out = nlohmann::json::array();
+Json byte_list(const std::string& bytes) {
+  Json out = Json::array();
   for (unsigned char c : bytes) out.push_back(static_cast<int>(c));
   return out;
 }
 
-nlohmann::json chat_entry(int32_t token, float logprob, const TokenText& text) {
+Json chat_entry(int32_t token, float logprob, const TokenText& text) {
   return {{"token", text.text(token)}, {"logprob", printable_logprob(logprob)}, {"bytes", byte_list(text.bytes(token))}};
 }
 
 }  // namespace
 
-nlohmann::json chat_logprobs_json(const std::vector<TokenLogprob>& tokens, int top_n, const TokenText& text) {
-  nlohmann::json content = nlohmann::json::array();
+Json chat_logprobs_json(const std::vector<TokenLogprob>& tokens, int top_n, const TokenText& text) {
+  Json content = Json::array();
   for (const auto& t : tokens) {
-    nlohmann::json entry = chat_entry(t.token, t.logprob, text);
-    nlohmann::json top = nlohmann::json::array();
-    for (size_t i = 0; i < t.top.size() && static_cast<int>(i) < top_n; ++i) {
-      top.push_back(chat_entry(t.top[i].first, t.top[i].second, text));
+    Json entry = chat_entry(t.token, t.logprob, text);
+    Json top = Json::array();
+    for (size_t i = 0; i < t.top_logprobs.size() && static_cast<int>(i) < top_n; ++i) {
+      top.push_back(chat_entry(t.top_logprobs[i].first, t.top_logprobs[i].second, text));
     }
     entry["top_logprobs"] = std::move(top);
     content.push_back(std::move(entry));
@@ -83,12 +83,12 @@ nlohmann::json chat_logprobs_json(const std::vector<TokenLogprob>& tokens, int t
   return {{"content", std::move(content)}};
 }
 
-nlohmann::json completion_logprobs_json(const std::vector<TokenLogprob>& tokens, int top_n,
+Json completion_logprobs_json(const std::vector<TokenLogprob>& tokens, int top_n,
                                         const TokenText& text, size_t text_offset) {
-  nlohmann::json out = {{"text_offset", nlohmann::json::array()},
-                        {"token_logprobs", nlohmann::json::array()},
-                        {"tokens", nlohmann::json::array()},
-                        {"top_logprobs", nlohmann::json::array()}};
+  Json out = {{"text_offset", Json::array()},
+                        {"token_logprobs", Json::array()},
+                        {"tokens", Json::array()},
+                        {"top_logprobs", Json::array()}};
   for (const auto& t : tokens) {
     std::string s = text.text(t.token);
     out["text_offset"].push_back(text_offset);
@@ -96,9 +96,9 @@ nlohmann::json completion_logprobs_json(const std::vector<TokenLogprob>& tokens,
     out["tokens"].push_back(s);
     text_offset += utf8_length(s);
     // As in vLLM, the sampled token is listed with the top alternatives.
-    nlohmann::json top = nlohmann::json::object();
-    for (size_t i = 0; i < t.top.size() && static_cast<int>(i) < top_n; ++i) {
-      top[text.text(t.top[i].first)] = printable_logprob(t.top[i].second);
+    Json top = Json::object();
+    for (size_t i = 0; i < t.top_logprobs.size() && static_cast<int>(i) < top_n; ++i) {
+      top[text.text(t.top_logprobs[i].first)] = printable_logprob(t.top_logprobs[i].second);
     }
     if (!top.contains(s)) top[s] = printable_logprob(t.logprob);
     out["top_logprobs"].push_back(std::move(top));

@@ -3,7 +3,8 @@
 // logprobs, ids, and the one function that prints JSON (invalid UTF-8 from a
 // partial token is replaced, never thrown on).
 
-#include <nlohmann/json.hpp>
+#include "engine/engine_client.h"
+#include "serve/json.h"
 
 #include <cstdint>
 #include <optional>
@@ -15,7 +16,7 @@
 namespace hyllm::serve {
 
 // Prints compactly; invalid UTF-8 becomes U+FFFD instead of an exception.
-std::string dump_json(const nlohmann::json& value);
+std::string dump_json(const Json& value);
 
 // "chatcmpl-" + 32 hex digits, "cmpl-" + ..., unique per process.
 std::string make_request_id(const char* prefix);
@@ -26,7 +27,7 @@ struct Usage {
   int64_t completion_tokens = 0;
   std::optional<int64_t> cached_tokens;  // prompt tokens served from the prefix cache
 };
-nlohmann::json usage_json(const Usage& usage);
+Json usage_json(const Usage& usage);
 
 // What a client sees of one token: its text and raw bytes.
 class TokenText {
@@ -36,12 +37,6 @@ class TokenText {
   virtual std::string bytes(int32_t token) const = 0;
 };
 
-struct TokenLogprob {
-  int32_t token = -1;
-  float logprob = 0.0f;
-  std::vector<std::pair<int32_t, float>> top;  // most likely first
-};
-
 // Characters (code points) in UTF-8 text, as Python's len() counts them.
 size_t utf8_length(std::string_view text);
 
@@ -49,12 +44,12 @@ size_t utf8_length(std::string_view text);
 double printable_logprob(float logprob);
 
 // Chat: {"content": [{token, logprob, bytes, top_logprobs: [...]}, ...]}.
-nlohmann::json chat_logprobs_json(const std::vector<TokenLogprob>& tokens, int top_n, const TokenText& text);
+Json chat_logprobs_json(const std::vector<TokenLogprob>& tokens, int top_n, const TokenText& text);
 
 // Completions: {tokens, token_logprobs, top_logprobs, text_offset}; offsets
 // start at text_offset (the choice's text length in characters before these
 // tokens).
-nlohmann::json completion_logprobs_json(const std::vector<TokenLogprob>& tokens, int top_n,
+Json completion_logprobs_json(const std::vector<TokenLogprob>& tokens, int top_n,
                                         const TokenText& text, size_t text_offset);
 
 }  // namespace hyllm::serve

@@ -7,44 +7,6 @@
 
 namespace hyllm::serve {
 
-Histogram::Histogram(std::vector<double> upper_bounds)
-    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {
-  std::sort(bounds_.begin(), bounds_.end());
-}
-
-void Histogram::observe(double value) {
-  size_t bucket = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
-  std::lock_guard lock(mu_);
-  counts_[bucket] += 1;
-  sum_ += value;
-  count_ += 1;
-}
-
-Histogram::Snapshot Histogram::snapshot() const {
-  Snapshot s;
-  s.upper_bounds = bounds_;
-  std::lock_guard lock(mu_);
-  uint64_t running = 0;
-  for (uint64_t c : counts_) {
-    running += c;
-    s.cumulative.push_back(running);
-  }
-  s.sum = sum_;
-  s.count = count_;
-  return s;
-}
-
-std::vector<double> buckets_1_2_5(double max_value) {
-  std::vector<double> out;
-  for (double exponent = 1;; exponent *= 10) {
-    for (double m : {1.0, 2.0, 5.0}) {
-      double v = m * exponent;
-      if (v > max_value) return out;
-      out.push_back(v);
-    }
-  }
-}
-
 std::string escape_label_value(std::string_view value) {
   std::string out;
   for (char c : value) {
@@ -102,16 +64,18 @@ void PrometheusWriter::labelled_counter(std::string_view name, std::string_view 
   }
 }
 
-void PrometheusWriter::histogram(std::string_view name, std::string_view help, const Histogram& h) {
+void PrometheusWriter::histogram(std::string_view name, std::string_view help, const hyllm::Histogram& h) {
   header(name, help, "histogram");
-  auto s = h.snapshot();
   std::string bucket = fmt::format("{}_bucket", name);
-  for (size_t i = 0; i < s.upper_bounds.size(); ++i) {
-    sample(bucket, {{"le", format_sample_value(s.upper_bounds[i])}}, static_cast<double>(s.cumulative[i]));
+  // The engine counts per bucket; Prometheus buckets are cumulative.
+  uint64_t running = 0;
+  for (size_t i = 0; i < h.bounds.size(); ++i) {
+    running += i < h.counts.size() ? h.counts[i] : 0;
+    sample(bucket, {{"le", format_sample_value(h.bounds[i])}}, static_cast<double>(running));
   }
-  sample(bucket, {{"le", "+Inf"}}, static_cast<double>(s.cumulative.back()));
-  sample(fmt::format("{}_count", name), {}, static_cast<double>(s.count));
-  sample(fmt::format("{}_sum", name), {}, s.sum);
+  sample(bucket, {{"le", "+Inf"}}, static_cast<double>(h.count));
+  sample(fmt::format("{}_count", name), {}, static_cast<double>(h.count));
+  sample(fmt::format("{}_sum", name), {}, h.sum);
 }
 
 }  // namespace hyllm::serve

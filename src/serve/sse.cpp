@@ -5,7 +5,7 @@
 
 namespace hyllm::serve {
 
-std::string sse_event(const nlohmann::json& payload) {
+std::string sse_event(const Json& payload) {
   // dump_json never emits a raw newline (they are escaped inside strings),
   // so the event is always exactly one data line.
   std::string out = "data: ";

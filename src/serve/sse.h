@@ -3,7 +3,7 @@
 // "data: <json>" line and a blank line; the stream ends with "data: [DONE]".
 // An error after the 200 header goes out as one error event, then [DONE].
 
-#include <nlohmann/json.hpp>
+#include "serve/json.h"
 
 #include <string>
 
@@ -11,7 +11,7 @@ namespace hyllm::serve {
 
 class ApiError;
 
-std::string sse_event(const nlohmann::json& payload);
+std::string sse_event(const Json& payload);
 std::string sse_error(const ApiError& error);
 inline const std::string& sse_done() {
   static const std::string done = "data: [DONE]\n\n";

@@ -5,13 +5,13 @@
 #include "serve/auth.h"
 #include "serve/openai_json.h"
 #include "serve/prometheus.h"
-#include "serve/server_metrics.h"
+#include "serve/metrics_text.h"
 #include "serve/sse.h"
 
 namespace hyllm::serve {
 namespace {
 
-using nlohmann::json;
+using json = Json;
 
 class FakeTokenText : public TokenText {
  public:
@@ -41,8 +41,8 @@ TEST(OpenAiJson, UsageAndIds) {
 
 TEST(OpenAiJson, Logprobs) {
   FakeTokenText text;
-  std::vector<TokenLogprob> toks = {{5, -0.5f, {{5, -0.5f}, {6, -1.5f}, {7, -2.0f}}},
-                                    {6, -std::numeric_limits<float>::infinity(), {}}};
+  std::vector<hyllm::TokenLogprob> toks = {{5, -0.5f, {{5, -0.5f}, {6, -1.5f}, {7, -2.0f}}},
+                                           {6, -std::numeric_limits<float>::infinity(), {}}};
   auto chat = chat_logprobs_json(toks, 2, text);
   ASSERT_EQ(chat["content"].size(), 2u);
   EXPECT_EQ(chat["content"][0]["token"], "t5");
@@ -80,52 +80,43 @@ TEST(Auth, KeysAndPaths) {
 }
 
 TEST(Prometheus, HistogramAndText) {
-  Histogram h({0.1, 1.0});
+  hyllm::Histogram h({0.1, 1.0});
   h.observe(0.05);
   h.observe(0.5);
   h.observe(5);
-  auto s = h.snapshot();
-  EXPECT_EQ(s.cumulative, (std::vector<uint64_t>{1, 2, 3}));
-  EXPECT_EQ(s.count, 3u);
   PrometheusWriter w(Labels{{"model_name", "m\"q"}});
   w.histogram("x:lat", "help", h);
   w.counter("x:tokens", "help", 3);
   const auto& t = w.text();
-  EXPECT_NE(t.find("x:lat_bucket{le=\"0.1\",model_name=\"m\\\"q\"} 1.0\n"), std::string::npos);
-  EXPECT_NE(t.find("x:lat_bucket{le=\"+Inf\",model_name=\"m\\\"q\"} 3.0\n"), std::string::npos);
+  EXPECT_NE(t.find("x:lat_bucket{le=\"0.1\",model_name=\"m\\\"q\"} 1.0\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("x:lat_bucket{le=\"1.0\",model_name=\"m\\\"q\"} 2.0\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("x:lat_bucket{le=\"+Inf\",model_name=\"m\\\"q\"} 3.0\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("x:lat_sum{model_name=\"m\\\"q\"} 5.55\n"), std::string::npos) << t;
   EXPECT_NE(t.find("# TYPE x:tokens counter\nx:tokens_total{model_name=\"m\\\"q\"} 3.0\n"), std::string::npos);
-  EXPECT_EQ(buckets_1_2_5(100), (std::vector<double>{1, 2, 5, 10, 20, 50, 100}));
 }
 
-TEST(ServerMetrics, VllmNames) {
-  ServerMetrics m("tiny", 4096);
-  m.on_first_token(0.02, 12);
-  m.on_tokens(1, std::nullopt);
-  m.on_tokens(1, 0.01);
-  FinishedRequest f;
-  f.reason = FinishReason::kLength;
-  f.prompt_tokens = 12;
-  f.generation_tokens = 2;
-  f.max_tokens = 2;
-  f.e2e_seconds = 0.05;
-  f.ttft_seconds = 0.02;
-  m.on_finished(f);
-  EngineGauges g;
-  g.num_running = 2;
-  g.kv_cache_usage = 0.25;
-  auto text = m.render(g);
+TEST(Metrics, VllmNamesFromEngineStats) {
+  EngineStats s(4096);
+  s.num_requests_running = 2;
+  s.kv_cache_usage = 0.25;
+  s.prompt_tokens = 12;
+  s.request_finished[static_cast<int>(FinishReason::kLength)] = 1;
+  s.time_to_first_token.observe(0.02);
+  auto text = render_metrics(s, "tiny");
   for (const char* needle : {
-           "vllm:num_requests_running{engine=\"0\",model_name=\"tiny\"} 2.0",
-           "vllm:num_requests_waiting{engine=\"0\",model_name=\"tiny\"} 0.0",
-           "vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"tiny\"} 0.25",
-           "vllm:prompt_tokens_total{engine=\"0\",model_name=\"tiny\"} 12.0",
-           "vllm:generation_tokens_total{engine=\"0\",model_name=\"tiny\"} 2.0",
-           "vllm:request_success_total{finished_reason=\"length\",engine=\"0\",model_name=\"tiny\"} 1.0",
-           "vllm:time_to_first_token_seconds_count{engine=\"0\",model_name=\"tiny\"} 1.0",
-           "vllm:inter_token_latency_seconds_count{engine=\"0\",model_name=\"tiny\"} 1.0",
-           "vllm:e2e_request_latency_seconds_bucket{le=\"0.3\",engine=\"0\",model_name=\"tiny\"} 1.0",
-           "vllm:num_preemptions_total", "vllm:prefix_cache_hits_total", "vllm:request_params_n_bucket",
-           "vllm:request_time_per_output_token_seconds_count{engine=\"0\",model_name=\"tiny\"} 1.0"}) {
+           "vllm:num_requests_running{engine=\"0\",model_name=\"tiny\"} 2.0\n",
+           "vllm:num_requests_waiting{engine=\"0\",model_name=\"tiny\"} 0.0\n",
+           "vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"tiny\"} 0.25\n",
+           "vllm:prompt_tokens_total{engine=\"0\",model_name=\"tiny\"} 12.0\n",
+           "vllm:generation_tokens_total{engine=\"0\",model_name=\"tiny\"} 0.0\n",
+           "vllm:request_success_total{finished_reason=\"length\",engine=\"0\",model_name=\"tiny\"} 1.0\n",
+           "vllm:request_success_total{finished_reason=\"abort\",engine=\"0\",model_name=\"tiny\"} 0.0\n",
+           "vllm:time_to_first_token_seconds_count{engine=\"0\",model_name=\"tiny\"} 1.0\n",
+           "vllm:time_to_first_token_seconds_bucket{le=\"0.02\",engine=\"0\",model_name=\"tiny\"} 1.0\n",
+           "vllm:time_to_first_token_seconds_bucket{le=\"0.01\",engine=\"0\",model_name=\"tiny\"} 0.0\n",
+           "# TYPE vllm:num_preemptions counter\n", "vllm:prefix_cache_hits_total", "vllm:request_params_n_bucket",
+           "vllm:inter_token_latency_seconds_count", "vllm:e2e_request_latency_seconds_bucket",
+           "vllm:iteration_tokens_total_bucket", "vllm:request_queue_time_seconds_sum"}) {
     EXPECT_NE(text.find(needle), std::string::npos) << needle;
   }
 }

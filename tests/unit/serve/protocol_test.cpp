@@ -9,7 +9,7 @@
 namespace hyllm::serve {
 namespace {
 
-using nlohmann::json;
+using json = Json;
 
 // Runs fn and returns the ApiError it throws (fails the test if none).
 template <typename F>
@@ -183,7 +183,7 @@ TEST(ChatRequest, RejectsBadMessagesAndFields) {
       R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":2})",
       R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":25})",
       R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{}}})",
-      R"({"messages":[{"role":"user","content":"x"}],"chat_template":"{{ x }}"})",
+      R"({"messages":[{"role":"user","content":"x"}],"chat_template":5})",
       R"({"messages":[{"role":"user","content":"x"}],"continue_final_message":true})",
       R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":0})",
   };

@@ -92,11 +92,11 @@ void add_serve_flags(CLI::App& sub, ServeArgs& a) {
   sub.add_flag(names("enforce-eager"), a.enforce_eager, "Run without CUDA graphs");
   sub.add_flag(names("language-model-only"), a.language_model_only,
                "Skip the vision tower (hyllm serves text only, so this is always the case)");
-  sub.add_option(names("tensor-parallel-size", "-tp"), a.tensor_parallel_size, "GPUs per model (only 1)")
+  sub.add_option(names("tensor-parallel-size"), a.tensor_parallel_size, "GPUs per model (only 1)")
       ->capture_default_str();
-  sub.add_option(names("pipeline-parallel-size", "-pp"), a.pipeline_parallel_size, "Pipeline stages (only 1)")
+  sub.add_option(names("pipeline-parallel-size"), a.pipeline_parallel_size, "Pipeline stages (only 1)")
       ->capture_default_str();
-  sub.add_option(names("data-parallel-size", "-dp"), a.data_parallel_size, "Engine replicas (only 1)")
+  sub.add_option(names("data-parallel-size"), a.data_parallel_size, "Engine replicas (only 1)")
       ->capture_default_str();
   sub.add_option(names("seed"), a.seed, "Seed for requests that give none")->capture_default_str();
   sub.add_option(names("api-key"), a.api_key,

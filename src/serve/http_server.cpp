@@ -19,6 +19,28 @@ namespace {
 
 thread_local ConnectionContext* tls_connection = nullptr;
 
+// Closing a socket that still holds unread request bytes makes the kernel
+// send a reset, which can destroy the response in flight (a 413 for a body
+// that was not read, say). Send FIN first, then read and drop what the client
+// still sends, for a bounded time, before closing.
+void close_gracefully(int fd) {
+  ::shutdown(fd, SHUT_WR);
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + std::chrono::seconds(1);
+  char buf[16384];
+  size_t drained = 0;
+  while (drained < (64u << 20)) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
+    if (left <= 0) break;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left)) <= 0) break;
+    ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    drained += static_cast<size_t>(n);
+  }
+  ::close(fd);
+}
+
 }  // namespace
 
 ConnectionContext* ConnectionContext::current() { return tls_connection; }
@@ -92,8 +114,7 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
     log::error("connection: unknown exception");
   }
   tls_connection = nullptr;
-  ::shutdown(sock, SHUT_RDWR);
-  ::close(sock);
+  close_gracefully(sock);
   open_connections_.fetch_sub(1, std::memory_order_relaxed);
   return ret;
 }

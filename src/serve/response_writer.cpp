@@ -71,7 +71,9 @@ void respond_stream(httplib::Response& res, std::unique_ptr<Generation> generati
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
-      "text/event-stream; charset=utf-8",
+      // Exactly this type: httplib gzips any other text/* response for clients
+      // that accept it, and a compressor holds events back until the end.
+      "text/event-stream",
       [state](size_t, httplib::DataSink& sink) {
         Generation& gen = *state->generation;
         auto events = gen.next(kPollInterval);

@@ -43,7 +43,8 @@ std::vector<double> buckets_1_2_5(int64_t max_value);
 
 struct EngineStats {
   // Gauges.
-  int num_requests_running = 0;     // vllm:num_requests_running (requests, not choices)
+  // Counted in sequences: vLLM runs each of n choices as its own request.
+  int num_requests_running = 0;     // vllm:num_requests_running
   int num_requests_waiting = 0;     // vllm:num_requests_waiting
   double kv_cache_usage = 0.0;      // vllm:kv_cache_usage_perc, 0..1 (blocks in use / blocks)
   double state_slot_usage = 0.0;    // GDN state slots in use / slots (hyllm only)
@@ -54,7 +55,8 @@ struct EngineStats {
   uint64_t generation_tokens = 0;   // vllm:generation_tokens_total
   uint64_t prefix_cache_queries = 0;  // vllm:prefix_cache_queries_total (no prefix cache yet: 0)
   uint64_t prefix_cache_hits = 0;     // vllm:prefix_cache_hits_total
-  // vllm:request_success_total{finished_reason=...}, indexed by FinishReason.
+  // vllm:request_success_total{finished_reason=...}, indexed by FinishReason,
+  // counted per choice (vLLM's n children are requests of their own).
   std::array<uint64_t, kNumFinishReasons> request_finished{};
   uint64_t num_steps = 0;           // engine steps run (hyllm only)
 

@@ -30,6 +30,12 @@ namespace hyllm {
 // The uniform draw of step 6, exposed for tests and device samplers.
 double sampler_uniform(uint64_t seed, uint64_t sample_index);
 
+// Steps 2-3 in place. `scratch` only saves allocations.
+void apply_bans_and_penalties(std::span<float> logits, const SeqWork& work, std::vector<int32_t>& scratch);
+// Step 5 in place (temperature must be >= 1e-5): masked tokens become -inf.
+void apply_temperature_and_masks(std::span<float> logits, const SamplingParams& params,
+                                 std::vector<int32_t>& scratch);
+
 class Sampler {
  public:
   // logits.size() is the vocab size; work.sampling must be set.
@@ -39,6 +45,7 @@ class Sampler {
   std::vector<float> work_logits_;
   std::vector<int32_t> order_;
   std::vector<double> probs_;
+  std::vector<double> weights_;
 };
 
 }  // namespace hyllm

@@ -1,0 +1,232 @@
+// EngineClient on a thread: callers hand requests and aborts to an inbox; the
+// engine thread drains it before each step, runs the core, and pushes every
+// output to its request's stream.
+
+#include "engine/engine_client.h"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "engine/engine_core.h"
+#include "engine/executor.h"
+#include "util/log.h"
+#include "util/status.h"
+
+namespace hyllm {
+namespace {
+
+class QueueStream final : public ResponseStream {
+ public:
+  explicit QueueStream(std::string id) : id_(std::move(id)) {}
+
+  std::optional<RequestOutput> next(std::chrono::milliseconds timeout) override {
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_for(lock, timeout, [&] { return !queue_.empty() || ended_; })) return std::nullopt;
+    if (queue_.empty()) return std::nullopt;
+    RequestOutput out = std::move(queue_.front());
+    queue_.pop_front();
+    if (out.finished) ended_ = true;
+    return out;
+  }
+  bool ended() const override {
+    std::lock_guard lock(mu_);
+    return ended_;
+  }
+  const std::string& request_id() const override { return id_; }
+
+  void push(RequestOutput out) {
+    {
+      std::lock_guard lock(mu_);
+      queue_.push_back(std::move(out));
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  const std::string id_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<RequestOutput> queue_;
+  bool ended_ = false;
+};
+
+class ThreadedEngineClient final : public EngineClient {
+ public:
+  ThreadedEngineClient(std::unique_ptr<ModelExecutor> executor, EngineConfig config)
+      : executor_(std::move(executor)), core_(*executor_, std::move(config)) {}
+
+  ~ThreadedEngineClient() override { shutdown(std::chrono::milliseconds(0)); }
+
+  void start() override {
+    std::lock_guard lock(mu_);
+    if (state_ != EngineState::kStarting) return;
+    state_ = EngineState::kReady;
+    thread_ = std::thread([this] { run(); });
+  }
+
+  std::shared_ptr<ResponseStream> submit(EngineRequest request) override {
+    core_.validate(request);
+    auto stream = std::make_shared<QueueStream>(request.request_id);
+    {
+      std::lock_guard lock(mu_);
+      if (state_ != EngineState::kReady) {
+        fail(ErrorCode::kUnavailable, "the engine is {}",
+             state_ == EngineState::kDead ? "dead" : state_ == EngineState::kStarting ? "starting" : "shutting down");
+      }
+      if (!streams_.emplace(request.request_id, stream).second) {
+        fail(ErrorCode::kInvalidArgument, "request id '{}' is already in use", request.request_id);
+      }
+      inbox_.push_back(std::move(request));
+    }
+    cv_.notify_one();
+    return stream;
+  }
+
+  void abort(const std::string& request_id) override {
+    {
+      std::lock_guard lock(mu_);
+      if (!streams_.count(request_id)) return;
+      aborts_.push_back(request_id);
+    }
+    cv_.notify_one();
+  }
+
+  EngineStats stats() const override { return core_.stats(); }
+
+  void shutdown(std::chrono::milliseconds drain_timeout) override {
+    {
+      std::lock_guard lock(mu_);
+      if (state_ == EngineState::kStarting) state_ = EngineState::kStopped;
+      if (state_ == EngineState::kReady) {
+        state_ = EngineState::kDraining;
+        drain_deadline_ = Clock::now() + drain_timeout;
+      }
+    }
+    cv_.notify_one();
+    std::lock_guard join_lock(join_mu_);
+    if (thread_.joinable()) thread_.join();
+  }
+
+  EngineState state() const override {
+    std::lock_guard lock(mu_);
+    return state_;
+  }
+
+  const EngineConfig& config() const override { return core_.config(); }
+
+ private:
+  // The engine thread.
+  void run() {
+    try {
+      loop();
+    } catch (const std::exception& e) {
+      log::error("engine loop failed: {}", e.what());
+      {
+        std::lock_guard lock(mu_);
+        state_ = EngineState::kDead;
+      }
+      // Every request still live ends with an error; nothing is left hanging.
+      try {
+        core_.finish_all(FinishReason::kError, std::string("engine failed: ") + e.what());
+        publish(core_.step());
+      } catch (const std::exception& e2) {
+        log::error("engine could not finish its requests: {}", e2.what());
+      }
+      fail_leftover_streams(std::string("engine failed: ") + e.what());
+    }
+  }
+
+  void loop() {
+    for (;;) {
+      std::vector<EngineRequest> incoming;
+      std::vector<std::string> aborts;
+      bool drain_expired = false;
+      {
+        std::unique_lock lock(mu_);
+        auto has_input = [&] {
+          return !inbox_.empty() || !aborts_.empty() || state_ != EngineState::kReady;
+        };
+        if (!core_.has_unfinished_requests()) {
+          const double interval = core_.config().log_stats_interval_s;
+          if (interval > 0) {
+            cv_.wait_for(lock, std::chrono::duration<double>(interval), has_input);
+          } else {
+            cv_.wait(lock, has_input);
+          }
+        }
+        incoming.swap(inbox_);
+        aborts.swap(aborts_);
+        if (state_ == EngineState::kDraining) {
+          if (inbox_.empty() && incoming.empty() && !core_.has_unfinished_requests()) {
+            state_ = EngineState::kStopped;
+            return;
+          }
+          drain_expired = Clock::now() >= drain_deadline_;
+        }
+        if (state_ == EngineState::kStopped) return;
+      }
+      for (EngineRequest& r : incoming) core_.add_request(std::move(r));
+      for (const std::string& id : aborts) core_.abort_request(id);
+      if (drain_expired) core_.finish_all(FinishReason::kAbort);
+      if (core_.has_unfinished_requests()) publish(core_.step());
+      core_.log_stats_if_due();
+    }
+  }
+
+  void publish(std::vector<RequestOutput> outputs) {
+    for (RequestOutput& out : outputs) {
+      std::shared_ptr<QueueStream> stream;
+      {
+        std::lock_guard lock(mu_);
+        auto it = streams_.find(out.request_id);
+        if (it == streams_.end()) continue;
+        stream = it->second;
+        if (out.finished) streams_.erase(it);
+      }
+      stream->push(std::move(out));
+    }
+  }
+
+  void fail_leftover_streams(const std::string& message) {
+    std::unordered_map<std::string, std::shared_ptr<QueueStream>> left;
+    {
+      std::lock_guard lock(mu_);
+      left.swap(streams_);
+      inbox_.clear();
+    }
+    for (auto& [id, stream] : left) {
+      RequestOutput out;
+      out.request_id = id;
+      out.finished = true;
+      out.error_message = message;
+      stream->push(std::move(out));
+    }
+  }
+
+  std::unique_ptr<ModelExecutor> executor_;
+  EngineCore core_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  EngineState state_ = EngineState::kStarting;
+  std::vector<EngineRequest> inbox_;
+  std::vector<std::string> aborts_;
+  std::unordered_map<std::string, std::shared_ptr<QueueStream>> streams_;
+  Clock::time_point drain_deadline_{};
+  std::mutex join_mu_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+std::unique_ptr<EngineClient> make_engine_client(std::unique_ptr<ModelExecutor> executor, EngineConfig config) {
+  HYLLM_CHECK(executor != nullptr, "make_engine_client needs an executor");
+  auto client = std::make_unique<ThreadedEngineClient>(std::move(executor), std::move(config));
+  client->start();
+  return client;
+}
+
+}  // namespace hyllm

@@ -1,0 +1,352 @@
+#include "engine/engine_core.h"
+
+#include <algorithm>
+
+#include "util/log.h"
+#include "util/status.h"
+
+namespace hyllm {
+namespace {
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+EngineCore::EngineCore(ModelExecutor& executor, EngineConfig config)
+    : config_(std::move(config)), executor_(executor), seed_rng_(config_.seed), stats_(config_.max_model_len) {
+  config_.validate();
+  vocab_size_ = executor_.vocab_size();
+  HYLLM_CHECK(vocab_size_ > 0, "executor reports vocab size {}", vocab_size_);
+  for (int32_t t : config_.eos_token_ids) {
+    if (t < 0 || t >= vocab_size_) fail(ErrorCode::kInvalidArgument, "EOS token id {} is out of vocabulary", t);
+  }
+  const CacheLayout layout = executor_.cache_layout();
+  CachePlanInput in;
+  in.budget_bytes = config_.kv_cache_memory_bytes.value_or(executor_.cache_memory_budget());
+  in.kv_bytes_per_token = layout.kv_bytes_per_token;
+  in.bytes_per_state_slot = layout.bytes_per_state_slot;
+  in.block_size = config_.block_size;
+  in.max_num_seqs = config_.max_num_seqs;
+  in.max_model_len = config_.max_model_len;
+  in.num_blocks_override = config_.num_gpu_blocks_override;
+  plan_ = plan_cache(in);
+  log_cache_plan(plan_, in);
+  executor_.allocate_cache({plan_.block_size, plan_.num_blocks, plan_.num_state_slots});
+  scheduler_ = std::make_unique<Scheduler>(config_, plan_.num_blocks, plan_.num_state_slots);
+  stats_.block_size = plan_.block_size;
+  stats_.num_kv_blocks = plan_.num_blocks;
+  stats_.num_state_slots = plan_.num_state_slots;
+  stats_.kv_capacity_tokens = plan_.kv_capacity_tokens;
+  last_log_time_ = Clock::now();
+}
+
+void EngineCore::add_request(EngineRequest request) {
+  HYLLM_CHECK(!requests_.count(request.request_id), "request id {} is live", request.request_id);
+  auto req = std::make_unique<Request>();
+  req->id = std::move(request.request_id);
+  req->sampling = std::move(request.sampling);
+  req->stop_hook = std::move(request.stop_hook);
+  req->arrival_time = request.arrival_time;
+  req->forked = req->sampling.n == 1;
+  req->base_seed = req->sampling.seed ? *req->sampling.seed : seed_rng_();
+  req->min_tokens_banned = req->sampling.stop_token_ids;
+  if (!req->sampling.ignore_eos) {
+    req->min_tokens_banned.insert(req->min_tokens_banned.end(), config_.eos_token_ids.begin(),
+                                  config_.eos_token_ids.end());
+  }
+  std::sort(req->min_tokens_banned.begin(), req->min_tokens_banned.end());
+  req->min_tokens_banned.erase(std::unique(req->min_tokens_banned.begin(), req->min_tokens_banned.end()),
+                               req->min_tokens_banned.end());
+  auto seq = std::make_unique<Sequence>();
+  seq->request = req.get();
+  seq->index = 0;
+  seq->tokens = std::move(request.prompt_token_ids);
+  seq->num_prompt_tokens = seq->num_tokens();
+  seq->seed = req->base_seed;
+  req->seqs.push_back(std::move(seq));
+  scheduler_->add_request(*req);
+  {
+    std::lock_guard lock(stats_mutex_);
+    stats_.params_n.observe(req->sampling.n);
+    stats_.params_max_tokens.observe(req->sampling.max_tokens);
+  }
+  requests_.emplace(req->id, std::move(req));
+}
+
+void EngineCore::mark_news(Request& req) {
+  if (!req.has_news) {
+    req.has_news = true;
+    with_news_.push_back(&req);
+  }
+}
+
+void EngineCore::abort_request(const std::string& request_id) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end() || it->second->finished()) return;
+  scheduler_->finish_request(*it->second, FinishReason::kAbort);
+  mark_news(*it->second);
+}
+
+void EngineCore::fail_request(Request& req, const std::string& message) {
+  if (req.finished()) return;
+  log::error("request {} failed: {}", req.id, message);
+  req.error_message = message;
+  scheduler_->finish_request(req, FinishReason::kError);
+  mark_news(req);
+}
+
+void EngineCore::finish_all(FinishReason reason, const std::string& message) {
+  for (auto& [id, req] : requests_) {
+    if (req->finished()) continue;
+    if (!message.empty()) req->error_message = message;
+    scheduler_->finish_request(*req, reason);
+    mark_news(*req);
+  }
+}
+
+std::vector<RequestOutput> EngineCore::step() {
+  SchedulerOutput sched = scheduler_->schedule();
+  unannounced_finished_ids_.insert(unannounced_finished_ids_.end(), sched.finished_seq_ids.begin(),
+                                   sched.finished_seq_ids.end());
+  const Clock::time_point start = Clock::now();
+  for (const ScheduledChunk& c : sched.chunks) {
+    Request& req = *c.seq->request;
+    if (!req.scheduled_once) {
+      req.scheduled_once = true;
+      req.first_scheduled_time = start;
+    }
+  }
+  if (!sched.empty()) {
+    StepInput input;
+    input.seqs.reserve(sched.chunks.size());
+    size_t num_samples = 0;
+    for (const ScheduledChunk& c : sched.chunks) {
+      const Sequence& seq = *c.seq;
+      SeqWork w;
+      w.seq_id = seq.seq_id;
+      w.token_ids = std::span<const int32_t>(seq.tokens).subspan(static_cast<size_t>(c.start_pos),
+                                                                 static_cast<size_t>(c.num_tokens));
+      w.start_pos = c.start_pos;
+      w.block_table = seq.block_table;
+      w.state_slot = seq.state_slot;
+      w.sample = c.sample;
+      if (c.sample) {
+        const Request& req = *seq.request;
+        const auto prompt_len = static_cast<size_t>(seq.num_prompt_tokens);
+        w.sampling = &req.sampling;
+        w.prompt_ids = std::span<const int32_t>(seq.tokens).first(prompt_len);
+        w.output_ids = std::span<const int32_t>(seq.tokens).subspan(prompt_len);
+        if (seq.num_output_tokens() < req.sampling.min_tokens) w.banned_token_ids = req.min_tokens_banned;
+        w.seed = seq.seed;
+        w.sample_index = static_cast<uint64_t>(seq.num_output_tokens());
+        num_samples++;
+      }
+      input.seqs.push_back(w);
+    }
+    input.kv_block_copies = std::move(sched.kv_block_copies);
+    input.state_slot_copies = std::move(sched.state_slot_copies);
+    input.finished_seq_ids = std::move(unannounced_finished_ids_);
+    unannounced_finished_ids_.clear();
+
+    StepOutput result;
+    std::string failure;
+    try {
+      result = executor_.execute(input);
+      if (result.sampled.size() != num_samples) {
+        failure = fmt::format("executor returned {} samples for {} sampled sequences", result.sampled.size(),
+                              num_samples);
+      }
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    if (!failure.empty()) {
+      // The step's sequences may hold partial cache writes: end their requests.
+      for (const ScheduledChunk& c : sched.chunks) fail_request(*c.seq->request, "model execution failed: " + failure);
+    } else {
+      scheduler_->commit(sched);
+      const Clock::time_point now = Clock::now();
+      size_t k = 0;
+      for (const ScheduledChunk& c : sched.chunks) {
+        if (!c.sample) continue;
+        const SampledToken& sampled = result.sampled[k++];
+        // A request that failed earlier in this loop (its hook threw) has finished choices.
+        if (c.seq->finished()) continue;
+        if (sampled.token < 0 || sampled.token >= vocab_size_) {
+          fail_request(*c.seq->request, fmt::format("sampled token id {} is out of vocabulary", sampled.token));
+          continue;
+        }
+        append_token(*c.seq, sampled, now);
+      }
+    }
+  }
+  const Clock::time_point end = Clock::now();
+  {
+    std::lock_guard lock(stats_mutex_);
+    stats_.num_steps++;
+    stats_.num_preemptions = scheduler_->num_preemptions();
+    if (sched.num_scheduled_tokens > 0) stats_.iteration_tokens.observe(sched.num_scheduled_tokens);
+  }
+  return collect_outputs(end);
+}
+
+void EngineCore::append_token(Sequence& seq, const SampledToken& sampled, Clock::time_point now) {
+  Request& req = *seq.request;
+  seq.tokens.push_back(sampled.token);
+  seq.pending_tokens.push_back(sampled.token);
+  if (req.sampling.logprobs) seq.pending_logprobs.push_back({sampled.token, sampled.logprob, sampled.top_logprobs});
+  {
+    std::lock_guard lock(stats_mutex_);
+    stats_.generation_tokens++;
+    if (!req.has_first_token) {
+      stats_.prompt_tokens += static_cast<uint64_t>(req.num_prompt_tokens());
+      stats_.time_to_first_token.observe(seconds(now - req.arrival_time));
+    } else if (seq.last_token_time != Clock::time_point{}) {
+      stats_.inter_token_latency.observe(seconds(now - seq.last_token_time));
+    }
+  }
+  if (!req.has_first_token) {
+    req.has_first_token = true;
+    req.first_token_time = now;
+  }
+  seq.last_token_time = now;
+  mark_news(req);
+  try {
+    check_stop(seq, sampled.token);
+  } catch (const std::exception& e) {
+    fail_request(req, std::string("stop string check failed: ") + e.what());
+  }
+}
+
+void EngineCore::check_stop(Sequence& seq, int32_t token) {
+  Request& req = *seq.request;
+  const SamplingParams& s = req.sampling;
+  const int num_out = seq.num_output_tokens();
+  FinishReason reason = FinishReason::kNone;
+  StopReason stop_reason;
+  bool stopped_by_token = false;
+  if (seq.num_tokens() >= config_.max_model_len || num_out >= s.max_tokens) {
+    reason = FinishReason::kLength;
+  } else if (num_out >= s.min_tokens) {
+    if (!s.ignore_eos && std::find(config_.eos_token_ids.begin(), config_.eos_token_ids.end(), token) !=
+                             config_.eos_token_ids.end()) {
+      reason = FinishReason::kStop;
+      stopped_by_token = true;
+    } else if (std::find(s.stop_token_ids.begin(), s.stop_token_ids.end(), token) != s.stop_token_ids.end()) {
+      reason = FinishReason::kStop;
+      stop_reason = token;
+      stopped_by_token = true;
+    }
+  }
+  if (!stopped_by_token && req.stop_hook) {
+    const int32_t one[] = {token};
+    const bool may_stop = num_out > s.min_tokens;
+    StopCheck check = req.stop_hook->on_tokens(seq.index, one, may_stop);
+    seq.pending_text += check.text;
+    if (may_stop && check.matched_stop) {
+      reason = FinishReason::kStop;
+      stop_reason = std::move(*check.matched_stop);
+    }
+  }
+  if (reason != FinishReason::kNone) {
+    seq.stop_reason = std::move(stop_reason);
+    scheduler_->finish(seq, reason);
+  }
+}
+
+std::vector<RequestOutput> EngineCore::collect_outputs(Clock::time_point now) {
+  std::vector<RequestOutput> outputs;
+  outputs.reserve(with_news_.size());
+  for (Request* req : with_news_) {
+    req->has_news = false;
+    RequestOutput out;
+    out.request_id = req->id;
+    out.num_prompt_tokens = req->num_prompt_tokens();
+    out.finished = req->finished();
+    out.error_message = req->error_message;
+    for (auto& seq_ptr : req->seqs) {
+      Sequence& seq = *seq_ptr;
+      if (seq.pending_tokens.empty() && !seq.pending_finish) continue;
+      CompletionOutput c;
+      c.index = seq.index;
+      c.new_token_ids = std::move(seq.pending_tokens);
+      c.logprobs = std::move(seq.pending_logprobs);
+      c.text = std::move(seq.pending_text);
+      c.num_output_tokens = seq.num_output_tokens();
+      if (seq.pending_finish) {
+        c.finish_reason = seq.finish_reason;
+        c.stop_reason = seq.stop_reason;
+      }
+      seq.pending_tokens.clear();
+      seq.pending_logprobs.clear();
+      seq.pending_text.clear();
+      seq.pending_finish = false;
+      out.outputs.push_back(std::move(c));
+    }
+    outputs.push_back(std::move(out));
+    if (req->finished()) {
+      record_finished(*req, now);
+      requests_.erase(req->id);
+    }
+  }
+  with_news_.clear();
+  {
+    std::lock_guard lock(stats_mutex_);
+    stats_.num_requests_running = scheduler_->num_running_seqs();
+    stats_.num_requests_waiting = scheduler_->num_waiting_seqs();
+    stats_.kv_cache_usage = scheduler_->block_pool().usage();
+    stats_.state_slot_usage = scheduler_->slot_pool().usage();
+  }
+  return outputs;
+}
+
+void EngineCore::record_finished(const Request& req, Clock::time_point now) {
+  std::lock_guard lock(stats_mutex_);
+  int64_t generated = 0;
+  int max_choice_tokens = 0;
+  Clock::time_point last_token{};
+  for (const auto& seq : req.seqs) {
+    stats_.request_finished[static_cast<size_t>(seq->finish_reason)]++;
+    generated += seq->num_output_tokens();
+    max_choice_tokens = std::max(max_choice_tokens, seq->num_output_tokens());
+    last_token = std::max(last_token, seq->last_token_time);
+  }
+  stats_.e2e_request_latency.observe(seconds(now - req.arrival_time));
+  stats_.prompt_tokens_per_request.observe(req.num_prompt_tokens());
+  stats_.generation_tokens_per_request.observe(static_cast<double>(generated));
+  if (req.scheduled_once) {
+    stats_.queue_time.observe(seconds(req.first_scheduled_time - req.arrival_time));
+  }
+  if (req.has_first_token) {
+    const double decode = seconds(last_token - req.first_token_time);
+    stats_.prefill_time.observe(seconds(req.first_token_time - req.first_scheduled_time));
+    stats_.decode_time.observe(decode);
+    stats_.inference_time.observe(seconds(last_token - req.first_scheduled_time));
+    if (max_choice_tokens > 1) stats_.time_per_output_token.observe(decode / (max_choice_tokens - 1));
+  }
+}
+
+EngineStats EngineCore::stats() const {
+  std::lock_guard lock(stats_mutex_);
+  return stats_;
+}
+
+void EngineCore::log_stats_if_due() {
+  if (config_.log_stats_interval_s <= 0) return;
+  const Clock::time_point now = Clock::now();
+  const double elapsed = seconds(now - last_log_time_);
+  if (elapsed < config_.log_stats_interval_s) return;
+  const EngineStats s = stats();
+  const double prompt_tps = static_cast<double>(s.prompt_tokens - last_log_prompt_tokens_) / elapsed;
+  const double gen_tps = static_cast<double>(s.generation_tokens - last_log_generation_tokens_) / elapsed;
+  const bool idle = prompt_tps == 0 && gen_tps == 0 && s.num_requests_running == 0 && s.num_requests_waiting == 0;
+  const auto level = idle ? spdlog::level::debug : spdlog::level::info;
+  spdlog::log(level,
+              "Engine 000: Avg prompt throughput: {:.1f} tokens/s, Avg generation throughput: {:.1f} tokens/s, "
+              "Running: {} reqs, Waiting: {} reqs, GPU KV cache usage: {:.1f}%, Prefix cache hit rate: 0.0%",
+              prompt_tps, gen_tps, s.num_requests_running, s.num_requests_waiting, s.kv_cache_usage * 100.0);
+  last_log_time_ = now;
+  last_log_prompt_tokens_ = s.prompt_tokens;
+  last_log_generation_tokens_ = s.generation_tokens;
+}
+
+}  // namespace hyllm

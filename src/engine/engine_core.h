@@ -1,0 +1,81 @@
+#pragma once
+// The engine core: one step = schedule -> execute (the executor samples) ->
+// update (append tokens, check stops, free finished sequences) -> outputs.
+// Single-threaded: EngineClient runs it on the engine thread; tests drive it
+// directly. Only validate() and stats() may be called from other threads.
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine_client.h"
+#include "engine/executor.h"
+#include "engine/kv/cache_plan.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+
+namespace hyllm {
+
+class EngineCore {
+ public:
+  // Sizes the cache from the executor's budget (or kv_cache_memory_bytes),
+  // logs the plan and allocates it through the executor.
+  EngineCore(ModelExecutor& executor, EngineConfig config);
+
+  const EngineConfig& config() const { return config_; }
+  const CachePlan& cache_plan() const { return plan_; }
+  int vocab_size() const { return vocab_size_; }
+
+  // Throws Error(kInvalidArgument) when the request can never run.
+  void validate(const EngineRequest& request) const;
+  // Queues a request validate() accepted; its id must not be live.
+  void add_request(EngineRequest request);
+  // Finishes the request with kAbort now, freeing its cache; the final output
+  // comes with the next step(). Unknown ids are ignored.
+  void abort_request(const std::string& request_id);
+  // Finishes every live request with `reason` (shutdown, engine failure).
+  void finish_all(FinishReason reason, const std::string& message = {});
+
+  // One engine step; the outputs of every request with news.
+  std::vector<RequestOutput> step();
+
+  bool has_unfinished_requests() const { return !requests_.empty(); }
+  size_t num_live_requests() const { return requests_.size(); }
+  const Scheduler& scheduler() const { return *scheduler_; }
+
+  EngineStats stats() const;
+  // The periodic "Avg prompt throughput ..." line when log_stats_interval_s has passed.
+  void log_stats_if_due();
+
+ private:
+  void append_token(Sequence& seq, const SampledToken& sampled, Clock::time_point now);
+  // Checks the stop conditions after a token was appended; finishes the choice if one holds.
+  void check_stop(Sequence& seq, int32_t token);
+  void mark_news(Request& req);
+  void fail_request(Request& req, const std::string& message);
+  std::vector<RequestOutput> collect_outputs(Clock::time_point now);
+  void record_finished(const Request& req, Clock::time_point now);
+
+  EngineConfig config_;
+  ModelExecutor& executor_;
+  CachePlan plan_;
+  int vocab_size_ = 0;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
+  std::vector<Request*> with_news_;
+  std::vector<int64_t> unannounced_finished_ids_;
+  std::mt19937_64 seed_rng_;
+
+  mutable std::mutex stats_mutex_;
+  EngineStats stats_;
+  // For the periodic log.
+  Clock::time_point last_log_time_;
+  uint64_t last_log_prompt_tokens_ = 0;
+  uint64_t last_log_generation_tokens_ = 0;
+};
+
+}  // namespace hyllm

@@ -1,0 +1,81 @@
+#pragma once
+// The engine's view of a request: one Request per EngineRequest, holding one
+// Sequence per choice. Before an n > 1 request forks, only choice 0 exists and
+// it computes the prompt except its last token; the fork then creates the
+// other choices sharing those blocks, and from there every choice runs on its
+// own (scheduled, preempted and finished independently).
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine_client.h"
+#include "engine/sampling_params.h"
+
+namespace hyllm {
+
+using Clock = std::chrono::steady_clock;
+
+enum class SeqStatus { kWaiting, kRunning, kFinished };
+
+struct Request;
+
+struct Sequence {
+  Request* request = nullptr;
+  int index = 0;                    // choice index
+  int64_t seq_id = -1;              // new on every admission (the executor's key)
+  std::vector<int32_t> tokens;      // prompt + outputs
+  int num_prompt_tokens = 0;
+  int num_computed_tokens = 0;      // tokens whose KV and state are in the cache
+  std::vector<int32_t> block_table; // covers positions [0, num_computed_tokens)
+  int32_t state_slot = -1;
+  SeqStatus status = SeqStatus::kWaiting;
+  FinishReason finish_reason = FinishReason::kNone;
+  StopReason stop_reason;
+  uint64_t seed = 0;
+
+  // News since this choice's last output.
+  std::vector<int32_t> pending_tokens;
+  std::vector<TokenLogprob> pending_logprobs;
+  std::string pending_text;
+  bool pending_finish = false;
+
+  Clock::time_point last_token_time{};
+
+  int num_tokens() const { return static_cast<int>(tokens.size()); }
+  int num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+  bool finished() const { return status == SeqStatus::kFinished; }
+};
+
+struct Request {
+  std::string id;
+  SamplingParams sampling;
+  std::shared_ptr<StopStringHook> stop_hook;
+  std::vector<std::unique_ptr<Sequence>> seqs;  // seqs[i]->index == i; size 1 until the fork
+  bool forked = true;                           // false until an n > 1 request's choices exist
+  std::vector<int32_t> reserved_slots;          // slots held for the fork's new choices
+  int num_finished = 0;
+  std::string error_message;
+  uint64_t base_seed = 0;                       // choice i samples with base_seed + i
+  std::vector<int32_t> min_tokens_banned;       // EOS (unless ignore_eos) and stop ids
+
+  // Timing for the metrics.
+  Clock::time_point arrival_time{};
+  Clock::time_point first_scheduled_time{};
+  Clock::time_point first_token_time{};
+  bool scheduled_once = false;
+  bool has_first_token = false;
+  bool has_news = false;                        // listed for the next outputs
+
+  int n() const { return sampling.n; }
+  int num_prompt_tokens() const { return seqs.front()->num_prompt_tokens; }
+  bool finished() const { return num_finished == n(); }
+  // Choice 0 before the fork stops short of the last prompt token.
+  bool awaiting_fork() const { return !forked; }
+  // Choice 0 computes this many tokens before the fork.
+  int fork_point() const { return num_prompt_tokens() - 1; }
+};
+
+}  // namespace hyllm

@@ -1,0 +1,47 @@
+#pragma once
+// Checks the (canonical) tensors of a checkpoint against the Qwen3.5
+// catalogue before any byte is read.
+//
+// Rules:
+// - every catalogue tensor is present with exactly the catalogue shape;
+// - plain parameters are stored as a float type (bf16, fp16, fp32), never FP8;
+// - a quantizable linear weight is either a float type with no scales, or FP8
+//   e4m3 with the scales of config.quant.method (block FP8: weight_scale_inv of
+//   shape [ceil(N/bn), ceil(K/bk)]; ModelOpt: scalar weight_scale and
+//   input_scale); an FP8 weight in a model without a quantization config is
+//   an error. Where the checkpoint disagrees with the config's exclude list
+//   (a linear the config calls FP8 stored in BF16, or the reverse) the
+//   checkpoint wins and a warning says so;
+// - every scale tensor belongs to an FP8 weight (orphans are errors);
+//   KV-cache scales (layers.i.self_attn.{k,v}_scale, scalars) are accepted on
+//   full-attention layers whenever present;
+// - anything else is unexpected and an error (a strict rule, because a
+//   silently ignored tensor is how name-mapping bugs turn into garbage
+//   output), except lm_head.weight in a tied model and rotary inv_freq
+//   buffers, which are ignored.
+// All problems are collected and reported in one kCorruptData error that
+// names the offending tensors (the first few of each kind, and the count).
+
+#include <string>
+#include <vector>
+
+#include "model/config/model_config.h"
+#include "model/loader/qwen35_catalogue.h"
+#include "model/loader/weight_source.h"
+
+namespace hyllm {
+
+struct CheckpointCheck {
+  ExpertLayout expert_layout = ExpertLayout::kFused;
+  // Present in the checkpoint but not needed (see the rules above): drop them.
+  std::vector<std::string> ignored;
+  int64_t fp8_linears = 0;
+  // Linears whose FP8-ness differs from what the config's exclude list says.
+  int64_t config_disagreements = 0;
+};
+
+// `source_name` names the checkpoint in the error message.
+CheckpointCheck check_checkpoint_tensors(const std::vector<TensorInfo>& tensors, const ModelConfig& config,
+                                         const std::string& source_name);
+
+}  // namespace hyllm

@@ -1,0 +1,41 @@
+#pragma once
+// Random weights with exactly the catalogue's names, shapes and dtypes, made
+// from a seed without any files (`--load-format dummy`). Each tensor is
+// generated on demand by read(), so a 27B model never exists on the host all
+// at once. The same (config, seed, name) always gives the same bytes, in any
+// order and on any number of threads (a counter-based generator).
+//
+// Magnitudes keep a forward pass finite: linear and embedding weights
+// ~N(0, 0.02); (1+w) RMSNorm weights ~N(0, 0.02) (so the scale is ~1); the
+// GDN gated-norm weight ~1 + N(0, 0.02); A_log = log(U(1, 16)); dt_bias
+// ~U(-0.1, 0.1); conv1d ~U(-0.5, 0.5); FP8 weights are e4m3 codes of
+// N(0, 112) with scales ~0.02/112 (so dequantized weights are ~N(0, 0.02));
+// ModelOpt input scales ~0.03 and KV scales ~0.05.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/loader/qwen35_catalogue.h"
+#include "model/loader/weight_source.h"
+
+namespace hyllm {
+
+class DummyWeights : public WeightSource {
+ public:
+  DummyWeights(const ModelConfig& config, uint64_t seed);
+  DummyWeights(const ModelConfig& config, uint64_t seed, ExpertLayout experts);
+
+  const std::vector<TensorInfo>& tensors() const override { return tensors_; }
+  void read(const std::string& name, void* host_dst) const override;
+  std::string describe() const override;
+
+  const std::vector<TensorSpec>& specs() const { return specs_; }
+
+ private:
+  std::vector<TensorSpec> specs_;
+  std::vector<TensorInfo> tensors_;  // parallel to specs_
+  uint64_t seed_;
+};
+
+}  // namespace hyllm

@@ -1,0 +1,240 @@
+// Whole checkpoints: name mapping, sharding, catalogue checks, FP8 scale accounting.
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "model/loader/safetensors_checkpoint.h"
+#include "model/loader/tensor_names.h"
+#include "model/loader/weight_source.h"
+#include "tiny_model.h"
+
+namespace hyllm {
+namespace {
+
+using nlohmann::json;
+using namespace hyllm::testing;
+
+ModelConfig tiny(bool moe, std::optional<json> quant = std::nullopt) {
+  json j = tiny_config_json(moe);
+  if (quant) j["quantization_config"] = *quant;
+  return parse_model_config(j);
+}
+
+// Opens dir as a checkpoint of `config` and returns the error (or a kOk one).
+Error open_error(const std::filesystem::path& dir, const ModelConfig& config) {
+  try {
+    open_weights(dir, config, LoadFormat::kAuto);
+  } catch (const Error& e) {
+    return e;
+  }
+  return Error(ErrorCode::kOk, "");
+}
+
+void expect_same_bytes(const WeightSource& a, const WeightSource& b) {
+  ASSERT_EQ(a.tensors().size(), b.tensors().size());
+  for (const TensorInfo& t : a.tensors()) {
+    const TensorInfo& u = b.info(t.name);
+    ASSERT_EQ(t.dtype, u.dtype) << t.name;
+    ASSERT_EQ(t.shape, u.shape) << t.name;
+    std::string x(t.nbytes, '\0'), y(t.nbytes, '\0');
+    a.read(t.name, x.data());
+    b.read(t.name, y.data());
+    ASSERT_EQ(x, y) << t.name;
+  }
+}
+
+TEST(TensorNames, Canonical) {
+  EXPECT_EQ(canonical_tensor_name("model.language_model.layers.3.self_attn.q_proj.weight"),
+            "layers.3.self_attn.q_proj.weight");
+  EXPECT_EQ(canonical_tensor_name("model.embed_tokens.weight"), "embed_tokens.weight");
+  EXPECT_EQ(canonical_tensor_name("lm_head.weight"), "lm_head.weight");
+  EXPECT_EQ(canonical_tensor_name("model.layers.3.self_attn.k_proj.k_scale"), "layers.3.self_attn.k_scale");
+  EXPECT_EQ(canonical_tensor_name("model.layers.3.self_attn.v_proj.v_scale"), "layers.3.self_attn.v_scale");
+  EXPECT_EQ(canonical_tensor_name("model.layers.3.self_attn.attn.k_scale"), "layers.3.self_attn.k_scale");
+  EXPECT_EQ(canonical_tensor_name("model.layers.3.self_attn.k_proj.weight_scale"),
+            "layers.3.self_attn.k_proj.weight_scale");
+  EXPECT_FALSE(canonical_tensor_name("model.visual.blocks.0.attn.qkv.weight"));
+  EXPECT_FALSE(canonical_tensor_name("visual.merger.linear_fc1.weight"));
+  EXPECT_FALSE(canonical_tensor_name("mtp.fc.weight"));
+  EXPECT_FALSE(canonical_tensor_name("mtp.layers.0.self_attn.q_proj.weight"));
+}
+
+TEST(Checkpoint, DenseNestedRoundTrip) {
+  ModelConfig c = tiny(false);
+  auto dir = fresh_dir("dense_nested");
+  Checkpoint ck = checkpoint_from_dummy(c, ExpertLayout::kFused);
+  ck["model.visual.blocks.0.attn.qkv.weight"] = {"model.visual.blocks.0.attn.qkv.weight", "BF16", {2}, "abcd"};
+  ck["mtp.fc.weight"] = {"mtp.fc.weight", "F8_E8M0", {2}, "ab"};  // skipped, so its dtype does not matter
+  write_checkpoint(dir, ck);
+  auto w = open_weights(dir, c, LoadFormat::kAuto);
+  DummyWeights dummy(c, 7);
+  expect_same_bytes(*w, dummy);
+  EXPECT_TRUE(w->mapped("layers.3.self_attn.q_proj.weight").has_value());
+  EXPECT_EQ(w->info("layers.0.linear_attn.A_log").dtype, DType::kF32);
+  EXPECT_NE(w->info("norm.weight").origin.find("model.language_model.norm.weight"), std::string::npos);
+  EXPECT_EQ(w->find("layers.9.mlp.up_proj.weight"), nullptr);
+  EXPECT_EQ(expect_error([&] { w->info("nope"); }).code(), ErrorCode::kNotFound);
+}
+
+TEST(Checkpoint, FlatNamesAndShards) {
+  ModelConfig c = tiny(false);
+  auto dir = fresh_dir("flat_sharded");
+  write_checkpoint(dir, checkpoint_from_dummy(c, ExpertLayout::kFused, "model."), 3);
+  auto w = open_weights(dir, c, LoadFormat::kSafetensors);
+  EXPECT_NE(w->describe().find("3 shards"), std::string::npos);
+  expect_same_bytes(*w, DummyWeights(c, 7));
+}
+
+TEST(Checkpoint, MoeBothExpertLayouts) {
+  ModelConfig c = tiny(true);
+  for (ExpertLayout layout : {ExpertLayout::kFused, ExpertLayout::kPerExpert}) {
+    auto dir = fresh_dir(std::string("moe_") + expert_layout_name(layout));
+    write_checkpoint(dir, checkpoint_from_dummy(c, layout), 2);
+    auto w = open_weights(dir, c, LoadFormat::kAuto);
+    expect_same_bytes(*w, DummyWeights(c, 7, layout));
+    if (layout == ExpertLayout::kFused) {
+      EXPECT_EQ(w->info("layers.0.mlp.experts.gate_up_proj").shape, (Shape{4, 64, 64}));
+      EXPECT_EQ(w->info("layers.0.mlp.experts.down_proj").shape, (Shape{4, 64, 32}));
+    } else {
+      EXPECT_EQ(w->info("layers.0.mlp.experts.3.gate_proj.weight").shape, (Shape{32, 64}));
+    }
+  }
+}
+
+TEST(Checkpoint, TiedModelIgnoresLmHead) {
+  json j = tiny_config_json(false);
+  j["tie_word_embeddings"] = true;
+  ModelConfig tied = parse_model_config(j);
+  auto dir = fresh_dir("tied");
+  write_checkpoint(dir, checkpoint_from_dummy(tiny(false), ExpertLayout::kFused));  // has lm_head.weight
+  auto w = open_weights(dir, tied, LoadFormat::kAuto);
+  EXPECT_FALSE(w->contains("lm_head.weight"));
+  EXPECT_TRUE(w->contains("embed_tokens.weight"));
+}
+
+TEST(Checkpoint, CatalogueMismatches) {
+  ModelConfig c = tiny(false);
+  Checkpoint good = checkpoint_from_dummy(c, ExpertLayout::kFused);
+  auto check = [&](const char* name, std::function<void(Checkpoint&)> edit, const char* part) {
+    Checkpoint ck = good;
+    edit(ck);
+    auto dir = fresh_dir(std::string("mismatch_") + name);
+    write_checkpoint(dir, ck);
+    Error e = open_error(dir, c);
+    EXPECT_EQ(e.code(), ErrorCode::kCorruptData) << name << ": " << e.what();
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << name << ": " << e.what();
+  };
+  check("missing", [](Checkpoint& ck) { ck.erase("model.language_model.layers.2.linear_attn.dt_bias"); },
+        "missing tensors (1): layers.2.linear_attn.dt_bias");
+  check("shape", [](Checkpoint& ck) {
+    auto& t = ck["model.language_model.norm.weight"];
+    t.shape = {32, 2};
+  }, "norm.weight [32, 2] (expected [64])");
+  check("unexpected", [](Checkpoint& ck) {
+    ck["model.language_model.layers.0.mlp.bias"] = {"model.language_model.layers.0.mlp.bias", "BF16", {1}, "ab"};
+  }, "unexpected tensors (1): layers.0.mlp.bias");
+  check("fp8_without_quant_config", [](Checkpoint& ck) {
+    auto& t = ck["model.language_model.layers.0.mlp.up_proj.weight"];
+    t.dtype = "F8_E4M3";
+    t.shape = {128, 128};  // same byte count as [128, 64] bf16
+  }, "no quantization_config");
+  check("int_param", [](Checkpoint& ck) { ck["model.language_model.norm.weight"].dtype = "I16"; }, "wrong dtype");
+  check("unknown_dtype", [](Checkpoint& ck) { ck["model.language_model.norm.weight"].dtype = "F8_E8M0"; },
+        "does not know");
+}
+
+TEST(Checkpoint, BlockFp8ScaleAccounting) {
+  ModelConfig c = tiny(true, block_fp8());
+  EXPECT_EQ(c.quant.method, QuantMethod::kFp8Block);
+  Checkpoint good = checkpoint_from_dummy(c, ExpertLayout::kPerExpert);
+  {
+    auto dir = fresh_dir("fp8_block_good");
+    write_checkpoint(dir, good, 2);
+    auto w = open_weights(dir, c, LoadFormat::kAuto);
+    EXPECT_EQ(w->info("layers.3.self_attn.q_proj.weight").dtype, DType::kF8E4M3);
+    // q_proj [2 heads * 32 * 2, 64] in 32x32 blocks.
+    EXPECT_EQ(w->info("layers.3.self_attn.q_proj.weight_scale_inv").shape, (Shape{4, 2}));
+    EXPECT_EQ(w->info("layers.0.mlp.experts.1.down_proj.weight").dtype, DType::kF8E4M3);
+    EXPECT_EQ(w->info("layers.0.linear_attn.in_proj_a.weight").dtype, DType::kBF16);
+    EXPECT_EQ(w->info("lm_head.weight").dtype, DType::kBF16);
+  }
+  auto fails = [&](const char* name, std::function<void(Checkpoint&)> edit, std::vector<const char*> parts) {
+    Checkpoint ck = good;
+    edit(ck);
+    auto dir = fresh_dir(std::string("fp8_block_") + name);
+    write_checkpoint(dir, ck);
+    Error e = open_error(dir, c);
+    EXPECT_EQ(e.code(), ErrorCode::kCorruptData) << name << ": " << e.what();
+    for (const char* part : parts) EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << name << ": " << e.what();
+  };
+  fails("missing_scale",
+        [](Checkpoint& ck) { ck.erase("model.language_model.layers.1.mlp.experts.2.gate_proj.weight_scale_inv"); },
+        {"FP8 weights without their scales (1)", "layers.1.mlp.experts.2.gate_proj.weight"});
+  fails("two_missing",
+        [](Checkpoint& ck) {
+          ck.erase("model.language_model.layers.0.linear_attn.in_proj_qkv.weight_scale_inv");
+          ck.erase("model.language_model.layers.3.self_attn.o_proj.weight_scale_inv");
+        },
+        {"FP8 weights without their scales (2)", "in_proj_qkv.weight", "o_proj.weight"});
+  fails("orphan_scale",
+        [](Checkpoint& ck) {
+          std::string n = "model.language_model.layers.0.linear_attn.in_proj_a.weight_scale_inv";
+          ck[n] = {n, "F32", {1, 2}, std::string(8, '\0')};
+        },
+        {"scales without an FP8 weight (1)", "layers.0.linear_attn.in_proj_a.weight_scale_inv"});
+  fails("scale_of_missing_weight",
+        [](Checkpoint& ck) {
+          std::string n = "model.language_model.layers.0.mlp.experts.9.up_proj.weight_scale_inv";
+          ck[n] = {n, "F32", {1, 2}, std::string(8, '\0')};
+        },
+        {"scales without an FP8 weight", "experts.9.up_proj.weight_scale_inv"});
+  fails("scale_shape",
+        [](Checkpoint& ck) {
+          auto& t = ck["model.language_model.layers.3.self_attn.q_proj.weight_scale_inv"];
+          t.shape = {2, 4};
+        },
+        {"q_proj.weight_scale_inv [2, 4] (expected [4, 2])"});
+}
+
+TEST(Checkpoint, Bf16CheckpointUnderFp8ConfigWarnsAndLoads) {
+  // A linear stored unquantized although the config says FP8: the checkpoint wins.
+  ModelConfig fp8 = tiny(false, block_fp8());
+  auto dir = fresh_dir("bf16_under_fp8_config");
+  write_checkpoint(dir, checkpoint_from_dummy(tiny(false), ExpertLayout::kFused));
+  auto w = open_weights(dir, fp8, LoadFormat::kAuto);
+  EXPECT_EQ(w->info("layers.0.mlp.up_proj.weight").dtype, DType::kBF16);
+}
+
+TEST(Checkpoint, ModelOptScalesAndKvScales) {
+  ModelConfig c = tiny(false, modelopt_fp8(/*kv=*/true));
+  Checkpoint ck = checkpoint_from_dummy(c, ExpertLayout::kFused, "model.");
+  // ModelOpt writes KV scales under the projections; the loader remaps them.
+  for (const char* kv : {"k", "v"}) {
+    std::string canonical = std::string("model.layers.3.self_attn.") + kv + "_scale";
+    StTensor t = ck.at(canonical);
+    ck.erase(canonical);
+    t.name = std::string("model.layers.3.self_attn.") + kv + "_proj." + kv + "_scale";
+    ck[t.name] = t;
+  }
+  auto dir = fresh_dir("modelopt");
+  write_checkpoint(dir, ck);
+  auto w = open_weights(dir, c, LoadFormat::kAuto);
+  EXPECT_EQ(w->info("layers.3.self_attn.k_scale").shape.numel(), 1);
+  EXPECT_EQ(w->info("layers.0.mlp.down_proj.weight").dtype, DType::kF8E4M3);
+  EXPECT_EQ(w->info("layers.0.mlp.down_proj.input_scale").shape.rank(), 0);
+
+  // A KV scale on a GDN layer has no attention to belong to; a missing input_scale is a missing scale.
+  Checkpoint bad = ck;
+  bad["model.layers.1.self_attn.k_proj.k_scale"] = {"model.layers.1.self_attn.k_proj.k_scale", "F32", {}, std::string(4, '\0')};
+  bad.erase("model.layers.0.mlp.up_proj.input_scale");
+  auto bad_dir = fresh_dir("modelopt_bad");
+  write_checkpoint(bad_dir, bad);
+  Error e = open_error(bad_dir, c);
+  EXPECT_EQ(e.code(), ErrorCode::kCorruptData);
+  EXPECT_NE(std::string(e.what()).find("layers.1.self_attn.k_scale"), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("no layers.0.mlp.up_proj.input_scale"), std::string::npos) << e.what();
+}
+
+}  // namespace
+}  // namespace hyllm

@@ -1,0 +1,269 @@
+// attention_prep (q/gate split, q/k norm, partial NeoX RoPE, paged KV write)
+// and paged_attention against double references; paging and batching must
+// not change a single bit.
+#include <algorithm>
+#include <numeric>
+
+#include "ops_test_util.h"
+
+namespace hyllm::test {
+namespace {
+
+constexpr int64_t Hq = 4, Hkv = 2, D = 32, RD = 8, BS = 4;
+constexpr float kTheta = 10000.0f;
+
+// Double reference of one head: RMSNorm1p, bf16, RoPE on the first RD dims.
+std::vector<double> norm_rope_ref(const double* x, const std::vector<double>& w, int64_t pos) {
+  double ss = 0.0;
+  for (int64_t d = 0; d < D; ++d) ss += x[d] * x[d];
+  const double inv = 1.0 / std::sqrt(ss / D + 1e-6);
+  std::vector<double> n(D), r(D);
+  for (int64_t d = 0; d < D; ++d) n[d] = bf16_round(x[d] * inv * (1.0 + w[d]));
+  for (int64_t i = 0; i < RD / 2; ++i) {
+    const double ang = pos * std::pow(static_cast<double>(kTheta), -2.0 * i / RD);
+    r[i] = n[i] * std::cos(ang) - n[i + RD / 2] * std::sin(ang);
+    r[i + RD / 2] = n[i + RD / 2] * std::cos(ang) + n[i] * std::sin(ang);
+  }
+  for (int64_t d = RD; d < D; ++d) r[d] = n[d];
+  return r;
+}
+
+struct Projections {
+  HostTensor qkv, qn, kn;  // qkv: [T, Hq*2D | Hkv*D | Hkv*D] merged, as a merged GEMM writes it
+  Projections(Rng& rng, int64_t T)
+      : qkv(bf16_tensor({T, Hq * 2 * D + 2 * Hkv * D})), qn(bf16_tensor({D})), kn(f32_tensor({D})) {
+    qkv.fill_normal(rng, 2.0);
+    qn.fill_normal(rng, 0.3);
+    kn.fill_normal(rng, 0.3);
+  }
+  ColSlice q_gate() const { return ColSlice(qkv.view(), 0, Hq * 2 * D); }
+  ColSlice k() const { return ColSlice(qkv.view(), Hq * 2 * D, Hkv * D); }
+  ColSlice v() const { return ColSlice(qkv.view(), Hq * 2 * D + Hkv * D, Hkv * D); }
+};
+
+struct Cache {
+  HostTensor k, v;
+  explicit Cache(int64_t blocks) : k(bf16_tensor({blocks, BS, Hkv, D})), v(bf16_tensor({blocks, BS, Hkv, D})) {
+    k.poison();
+    v.poison();
+  }
+  KvCacheView view() const { return {k.view(), v.view()}; }
+};
+
+TEST(AttentionPrep, NormRopeSplitAndCacheWrite) {
+  auto be = make_cpu_backend();
+  const uint32_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  Rng rng(seed);
+  const int64_t T = 6;
+  Projections p(rng, T);
+  HostTensor pos = i32_tensor({0, 1, 7, 100, 5000, 3}), slots = i32_tensor({5, -1, 0, 11, 2, 7});
+  Cache cache(3);
+  HostTensor q = bf16_tensor({T, Hq * D}), gate = bf16_tensor({T, Hq * D});
+  q.poison();
+  gate.poison();
+  AttentionPrepArgs a{p.q_gate(), p.k(), p.v(), p.qn.view(), p.kn.view(), pos.view(), slots.view(), q.view(),
+                      gate.view(), cache.view(), Hq, Hkv, D, RD, kTheta, 1e-6f};
+  attention_prep(*be, a);
+  const int64_t W = p.qkv.view().dim(1);
+  std::vector<double> want_q, got_q, want_k, got_k;
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t h = 0; h < Hq; ++h) {
+      auto r = norm_rope_ref(p.qkv.v.data() + t * W + h * 2 * D, p.qn.v, pos.v[t]);
+      for (int64_t d = 0; d < D; ++d) {
+        want_q.push_back(r[d]);
+        got_q.push_back(q.get((t * Hq + h) * D + d));
+        ASSERT_EQ(gate.get((t * Hq + h) * D + d), p.qkv.v[t * W + h * 2 * D + D + d]);  // per-head split
+      }
+    }
+    const int64_t slot = static_cast<int64_t>(slots.v[t]);
+    for (int64_t h = 0; h < Hkv; ++h) {
+      auto r = norm_rope_ref(p.qkv.v.data() + t * W + Hq * 2 * D + h * D, p.kn.v, pos.v[t]);
+      for (int64_t d = 0; d < D; ++d) {
+        if (slot < 0) continue;
+        want_k.push_back(r[d]);
+        got_k.push_back(cache.k.get((slot * Hkv + h) * D + d));
+        ASSERT_EQ(cache.v.get((slot * Hkv + h) * D + d), p.qkv.v[t * W + Hq * 2 * D + Hkv * D + h * D + d]);
+      }
+    }
+  }
+  // Two roundings (normed value, rotated value), each half an ulp off at most.
+  EXPECT_EQ(bf16_mismatches(got_q, want_q, 2.01, 1e-5), 0);
+  EXPECT_EQ(bf16_mismatches(got_k, want_k, 2.01, 1e-5), 0);
+  // Slots nobody wrote keep their poison.
+  for (int64_t s : {1, 3, 4, 6, 8, 9, 10}) EXPECT_TRUE(std::isnan(cache.k.get(s * Hkv * D))) << s;
+
+  // Dims at or past rotary_dim do not depend on the position; rotated dims do.
+  HostTensor pos2 = i32_tensor({9, 2, 70, 3, 1, 99}), q2 = bf16_tensor({T, Hq * D}), g2 = bf16_tensor({T, Hq * D});
+  a.positions = pos2.view();
+  a.q_out = q2.view();
+  a.gate_out = g2.view();
+  attention_prep(*be, a);
+  int64_t rotated_changed = 0;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < Hq; ++h)
+      for (int64_t d = 0; d < D; ++d) {
+        const int64_t i = (t * Hq + h) * D + d;
+        if (d >= RD) {
+          ASSERT_EQ(q.get(i), q2.get(i)) << "pass-through dim " << d << " changed";
+        } else {
+          rotated_changed += q.get(i) != q2.get(i);
+        }
+      }
+  EXPECT_GT(rotated_changed, T * Hq * RD / 2);
+}
+
+// A batch of sequences (context length, new tokens) laid out in a paged cache.
+struct Batch {
+  std::vector<int64_t> ctx, qlen;
+  int64_t T = 0, S = 0, max_blocks = 0;
+  std::vector<int64_t> qsl, seq_lens, positions;
+  Batch(std::vector<int64_t> c, std::vector<int64_t> q) : ctx(std::move(c)), qlen(std::move(q)) {
+    S = static_cast<int64_t>(ctx.size());
+    qsl.push_back(0);
+    for (int64_t s = 0; s < S; ++s) {
+      seq_lens.push_back(ctx[s] + qlen[s]);
+      max_blocks = std::max(max_blocks, (seq_lens[s] + BS - 1) / BS);
+      for (int64_t j = 0; j < qlen[s]; ++j) positions.push_back(ctx[s] + j);
+      qsl.push_back(qsl.back() + qlen[s]);
+    }
+    T = qsl.back();
+  }
+  // Block tables: sequence s gets max_blocks blocks, either in order or shuffled.
+  std::vector<int64_t> tables(bool shuffled, Rng& rng) const {
+    std::vector<int64_t> ids(static_cast<size_t>(S * max_blocks));
+    std::iota(ids.begin(), ids.end(), 0);
+    if (shuffled) std::shuffle(ids.begin(), ids.end(), rng.gen());
+    return ids;
+  }
+};
+
+// Runs attention for the batch: the context tokens' k/v are put in the cache by
+// a first attention_prep call, the new tokens' by a second, then attention.
+// Token inputs are taken from `proj` rows: context rows first (sequence by
+// sequence), then new-token rows.
+std::vector<double> run_attention(Backend& be, const Batch& b, const Projections& ctx_proj,
+                                  const Projections& new_proj, const HostTensor& gate_src,
+                                  const std::vector<int64_t>& tables, std::vector<double>* q_vals = nullptr,
+                                  std::vector<double>* k_cache = nullptr, std::vector<double>* v_cache = nullptr) {
+  Cache cache(b.S * b.max_blocks);
+  auto slot_of = [&](int64_t s, int64_t p) { return tables[s * b.max_blocks + p / BS] * BS + p % BS; };
+  std::vector<int64_t> ctx_pos, ctx_slots, new_slots;
+  for (int64_t s = 0; s < b.S; ++s)
+    for (int64_t p = 0; p < b.ctx[s]; ++p) {
+      ctx_pos.push_back(p);
+      ctx_slots.push_back(slot_of(s, p));
+    }
+  for (int64_t s = 0; s < b.S; ++s)
+    for (int64_t j = 0; j < b.qlen[s]; ++j) new_slots.push_back(slot_of(s, b.ctx[s] + j));
+  const int64_t Tc = static_cast<int64_t>(ctx_pos.size());
+  HostTensor cpos = i32_tensor(ctx_pos), cslots = i32_tensor(ctx_slots), cq = bf16_tensor({Tc, Hq * D}),
+             cg = bf16_tensor({Tc, Hq * D});
+  attention_prep(be, {ctx_proj.q_gate(), ctx_proj.k(), ctx_proj.v(), ctx_proj.qn.view(), ctx_proj.kn.view(),
+                      cpos.view(), cslots.view(), cq.view(), cg.view(), cache.view(), Hq, Hkv, D, RD, kTheta, 1e-6f});
+  HostTensor npos = i32_tensor(b.positions), nslots = i32_tensor(new_slots), q = bf16_tensor({b.T, Hq * D}),
+             g = bf16_tensor({b.T, Hq * D});
+  attention_prep(be, {new_proj.q_gate(), new_proj.k(), new_proj.v(), new_proj.qn.view(), new_proj.kn.view(),
+                      npos.view(), nslots.view(), q.view(), g.view(), cache.view(), Hq, Hkv, D, RD, kTheta, 1e-6f});
+  HostTensor bt(DType::kI32, {b.S, b.max_blocks});
+  bt.fill_ints(tables);
+  HostTensor qsl = i32_tensor(b.qsl), lens = i32_tensor(b.seq_lens),
+             out = bf16_tensor({b.T, Hq * D});
+  out.poison();
+  PagedAttentionArgs a{q.view(), cache.view(), bt.view(), qsl.view(), lens.view(), gate_src.view(), out.view(),
+                       Hq, Hkv, D, 0.0f, 0, 0};
+  paged_attention(be, a);
+  if (q_vals) *q_vals = q.values();
+  // The cache in logical order: sequence s, position p.
+  if (k_cache) {
+    k_cache->clear();
+    v_cache->clear();
+    for (int64_t s = 0; s < b.S; ++s)
+      for (int64_t p = 0; p < b.seq_lens[s]; ++p)
+        for (int64_t i = 0; i < Hkv * D; ++i) {
+          k_cache->push_back(cache.k.get(slot_of(s, p) * Hkv * D + i));
+          v_cache->push_back(cache.v.get(slot_of(s, p) * Hkv * D + i));
+        }
+  }
+  return out.values();
+}
+
+TEST(PagedAttention, MatchesDoubleReferenceAndIgnoresPagingAndBatching) {
+  auto be = make_cpu_backend();
+  const uint32_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  Rng rng(seed);
+  // Prefill from scratch, chunked prefill over a cached prefix, decode, and a
+  // prefill longer than the kernel's 32-token query tile.
+  Batch b({0, 9, 13, 0}, {5, 3, 1, 45});
+  int64_t Tc = 0;
+  for (int64_t c : b.ctx) Tc += c;
+  Projections ctx_proj(rng, Tc), new_proj(rng, b.T);
+  new_proj.qn = HostTensor(DType::kBF16, {D});
+  new_proj.kn = HostTensor(DType::kF32, {D});
+  for (int64_t d = 0; d < D; ++d) {
+    new_proj.qn.set(d, ctx_proj.qn.v[d]);
+    new_proj.kn.set(d, ctx_proj.kn.v[d]);
+  }
+  HostTensor gate = bf16_tensor({b.T, Hq * D});
+  gate.fill_normal(rng, 2.0);
+
+  std::vector<double> qv, kc, vc;
+  const auto contiguous = run_attention(*be, b, ctx_proj, new_proj, gate, b.tables(false, rng), &qv, &kc, &vc);
+  const auto shuffled = run_attention(*be, b, ctx_proj, new_proj, gate, b.tables(true, rng));
+  ASSERT_EQ(contiguous, shuffled) << "block placement changed the result";
+
+  // Double reference from the kernel's own q and cache contents.
+  std::vector<double> want(static_cast<size_t>(b.T * Hq * D));
+  int64_t cache_base = 0;
+  for (int64_t s = 0; s < b.S; ++s) {
+    for (int64_t j = 0; j < b.qlen[s]; ++j) {
+      const int64_t t = b.qsl[s] + j, visible = b.ctx[s] + j + 1;
+      for (int64_t h = 0; h < Hq; ++h) {
+        const int64_t kvh = h / (Hq / Hkv);
+        std::vector<double> sc(static_cast<size_t>(visible));
+        double mx = -INFINITY, sum = 0.0;
+        for (int64_t p = 0; p < visible; ++p) {
+          double d = 0.0;
+          for (int64_t i = 0; i < D; ++i)
+            d += qv[(t * Hq + h) * D + i] * kc[(cache_base + p) * Hkv * D + kvh * D + i];
+          sc[p] = d / std::sqrt(static_cast<double>(D));
+          mx = std::max(mx, sc[p]);
+        }
+        for (auto& x : sc) sum += (x = std::exp(x - mx));
+        for (int64_t i = 0; i < D; ++i) {
+          double o = 0.0;
+          for (int64_t p = 0; p < visible; ++p) o += sc[p] / sum * vc[(cache_base + p) * Hkv * D + kvh * D + i];
+          want[(t * Hq + h) * D + i] = bf16_round(o) * sigmoid(gate.v[(t * Hq + h) * D + i]);
+        }
+      }
+    }
+    cache_base += b.seq_lens[s];
+  }
+  // Two roundings (o, gated o).
+  EXPECT_EQ(bf16_mismatches(contiguous, want, 2.01, 1e-5), 0);
+
+  // Each sequence alone gives the same bits as in the batch.
+  int64_t ctx_row = 0;
+  for (int64_t s = 0; s < b.S; ++s) {
+    Batch one({b.ctx[s]}, {b.qlen[s]});
+    Projections cp(rng, b.ctx[s]), np(rng, b.qlen[s]);
+    for (auto [dst, src, row0] : {std::tuple{&cp, &ctx_proj, ctx_row}, std::tuple{&np, &new_proj, b.qsl[s]}}) {
+      const int64_t W = src->qkv.view().dim(1);
+      for (int64_t i = 0; i < dst->qkv.numel(); ++i) dst->qkv.set(i, src->qkv.v[row0 * W + i]);
+      for (int64_t d = 0; d < D; ++d) {
+        dst->qn.set(d, src->qn.v[d]);
+        dst->kn.set(d, src->kn.v[d]);
+      }
+    }
+    HostTensor g1 = bf16_tensor({b.qlen[s], Hq * D});
+    for (int64_t i = 0; i < g1.numel(); ++i) g1.set(i, gate.v[b.qsl[s] * Hq * D + i]);
+    const auto alone = run_attention(*be, one, cp, np, g1, one.tables(true, rng));
+    for (int64_t i = 0; i < static_cast<int64_t>(alone.size()); ++i)
+      ASSERT_EQ(alone[i], contiguous[b.qsl[s] * Hq * D + i]) << "sequence " << s << " element " << i;
+    ctx_row += b.ctx[s];
+  }
+}
+
+}  // namespace
+}  // namespace hyllm::test

@@ -22,6 +22,9 @@ void EngineConfig::validate() const {
   if (kv_cache_memory_bytes && *kv_cache_memory_bytes == 0) {
     fail(ErrorCode::kInvalidArgument, "--kv-cache-memory must be positive");
   }
+  if (num_gpu_blocks_override && *num_gpu_blocks_override < 1) {
+    fail(ErrorCode::kInvalidArgument, "--num-gpu-blocks-override must be >= 1, got {}", *num_gpu_blocks_override);
+  }
   if (kv_cache_dtype != "auto") {
     if (kv_cache_dtype == "fp8" || kv_cache_dtype == "fp8_e4m3" || kv_cache_dtype == "fp8_e5m2") {
       fail(ErrorCode::kUnsupported,

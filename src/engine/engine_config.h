@@ -24,6 +24,9 @@ struct EngineConfig {
   double gpu_memory_utilization = 0.9;          // applied by the executor when it sizes its budget
   std::string kv_cache_dtype = "auto";          // only "auto" now; fp8 is refused with a message
   bool enable_prefix_caching = false;           // not implemented: true is refused with a message
+  // --num-gpu-blocks-override: use exactly this many KV blocks (vLLM's knob
+  // for testing preemption); state slots get what the budget leaves.
+  std::optional<int> num_gpu_blocks_override;
 
   // Sampling.
   uint64_t seed = 0;                    // --seed: draws the seeds of requests that give none

@@ -28,6 +28,7 @@ EngineCore::EngineCore(ModelExecutor& executor, EngineConfig config)
   in.block_size = config_.block_size;
   in.max_num_seqs = config_.max_num_seqs;
   in.max_model_len = config_.max_model_len;
+  in.num_blocks_override = config_.num_gpu_blocks_override;
   plan_ = plan_cache(in);
   log_cache_plan(plan_, in);
   executor_.allocate_cache({plan_.block_size, plan_.num_blocks, plan_.num_state_slots});

@@ -34,7 +34,14 @@ CachePlan plan_cache(const CachePlanInput& in) {
   const int64_t blocks_per_seq = ceil_div(in.max_model_len, in.block_size);
   const int64_t int_max = std::numeric_limits<int32_t>::max();
 
-  if (in.kv_bytes_per_token == 0) {
+  if (in.num_blocks_override) {
+    plan.num_blocks = *in.num_blocks_override;
+    const size_t kv = static_cast<size_t>(plan.num_blocks) * in.kv_bytes_per_token * static_cast<size_t>(in.block_size);
+    const size_t left = in.budget_bytes > kv ? in.budget_bytes - kv : 0;
+    plan.num_state_slots = in.bytes_per_state_slot == 0
+        ? in.max_num_seqs
+        : static_cast<int>(std::min<size_t>(in.max_num_seqs, left / in.bytes_per_state_slot));
+  } else if (in.kv_bytes_per_token == 0) {
     // No attention layers: blocks cost nothing; keep enough for every sequence.
     plan.num_state_slots = in.bytes_per_state_slot == 0
         ? in.max_num_seqs

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 namespace hyllm {
 
@@ -22,6 +23,8 @@ struct CachePlanInput {
   int block_size = 16;
   int max_num_seqs = 1;
   int max_model_len = 1;
+  // Exactly this many blocks; slots take what the budget leaves, up to max_num_seqs.
+  std::optional<int> num_blocks_override;
 };
 
 struct CachePlan {

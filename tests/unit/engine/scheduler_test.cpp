@@ -253,6 +253,14 @@ TEST(CachePlan, SlotsTakeAtMostHalfTheBudgetAndShrinkForOneFullSequence) {
   in.max_model_len = 10;
   in.budget_bytes = 9999;  // not even one slot
   EXPECT_THROW(plan_cache(in), Error);
+  in.budget_bytes = 100000;
+  in.max_num_seqs = 8;
+  in.num_blocks_override = 3;  // 3000 bytes of KV; slots get the rest, up to max_num_seqs
+  p = plan_cache(in);
+  EXPECT_EQ(p.num_blocks, 3);
+  EXPECT_EQ(p.num_state_slots, 8);
+  in.max_model_len = 31;
+  EXPECT_THROW(plan_cache(in), Error);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@ namespace hyllm {
 ChatTemplate ChatTemplate::from_source(std::string source, const ChatTemplateOptions& options) {
   jinja::TemplateOptions topt;
   topt.limits = options.limits;
+  topt.fixed_time = options.fixed_time;
   ChatTemplate t;
   t.template_ = std::make_shared<const jinja::Template>(jinja::Template::parse(source, topt));
   t.source_ = std::move(source);

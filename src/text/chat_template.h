@@ -13,6 +13,7 @@
 // into `tojson` output (tool schemas); parse request bodies with ordered_json.
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -45,6 +46,9 @@ struct ChatTemplateInputs {
 
 struct ChatTemplateOptions {
   jinja::RenderLimits limits;  // steps, loop iterations, depth, output bytes
+  // When set, strftime_now reports this instant (Unix seconds, UTC) instead of
+  // the local clock (templates that print today's date become reproducible).
+  std::optional<int64_t> fixed_time;
 };
 
 class ChatTemplate {

@@ -32,7 +32,7 @@ void BM_LinearBf16(benchmark::State& st) {
   st.SetItemsProcessed(st.iterations() * M * N * K);
   st.SetBytesProcessed(st.iterations() * N * K * 2);
 }
-BENCHMARK(BM_LinearBf16)
+BENCHMARK(BM_LinearBf16)->Args({32, 320, 1536})->Args({24, 320, 1536})
     ->Args({1, 320, 1536})->Args({1, 768, 320})->Args({1, 320, 8192})->Args({2, 320, 1536})
     ->Args({4, 320, 1536})->Args({8, 320, 1536})->Args({16, 320, 1536})->Args({256, 320, 1536})
     ->Args({256, 320, 8192})->Unit(benchmark::kMicrosecond);

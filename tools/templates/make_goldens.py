@@ -22,7 +22,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime
+from datetime import datetime, timezone
 
 import jinja2
 import jinja2.ext
@@ -31,6 +31,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(ROOT, "tests", "data", "templates")
+FIXED_TIME = 1749988800  # 2025-06-15 12:00:00 UTC
 
 
 class GenerationBlock(jinja2.ext.Extension):
@@ -55,7 +56,9 @@ def make_environment():
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
     def strftime_now(format):
-        return datetime.now().strftime(format)
+        # A fixed instant keeps date-printing templates reproducible; the C++
+        # test sets the same one (ChatTemplateOptions::fixed_time).
+        return datetime.fromtimestamp(FIXED_TIME, timezone.utc).strftime(format)
 
     env = ImmutableSandboxedEnvironment(
         trim_blocks=True, lstrip_blocks=True, extensions=[GenerationBlock, jinja2.ext.loopcontrols]
@@ -96,11 +99,45 @@ def render_hf_jinja(jobs):
     if not os.path.isdir(os.path.join(ROOT, "tools", "templates", "node_modules", "@huggingface")):
         print("note: tools/templates/node_modules missing; skipping the @huggingface/jinja oracle", file=sys.stderr)
         return None
-    proc = subprocess.run(["node", script], input=json.dumps(jobs), capture_output=True, text=True, check=True)
+    env = dict(os.environ, TZ="UTC", FIXED_TIME=str(FIXED_TIME))
+    proc = subprocess.run(["node", script], input=json.dumps(jobs), capture_output=True, text=True, check=True, env=env)
     return json.loads(proc.stdout)
 
 
+def render_snippets(env):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from snippets import SNIPPETS, SYNTAX_ERRORS
+
+    entries, jobs = [], []
+    for name, source, context in SNIPPETS:
+        entries.append({"name": name, "template": source, "context": context, **render_jinja2(env, source, context)})
+        jobs.append({"source": source, "context": context})
+    for name, source in SYNTAX_ERRORS:
+        try:
+            env.from_string(source)
+            raise SystemExit(f"snippet {name} was expected not to parse")
+        except Exception as e:  # TemplateSyntaxError, or Python's SyntaxError for a stray break
+            entries.append({"name": name, "template": source, "context": {}, "syntax_error": str(e)})
+        jobs.append({"source": source, "context": {}})
+    hf = render_hf_jinja(jobs)
+    disagreements = 0
+    if hf is not None:
+        for entry, other in zip(entries, hf):
+            if "output" in entry and other.get("output") == entry["output"]:
+                continue
+            if "output" not in entry and "error" in other:
+                continue
+            disagreements += 1
+            entry["hf_jinja"] = other
+    out_path = os.path.join(DATA, "snippet_goldens.json")
+    with open(out_path, "w", encoding="utf-8") as f:
+        json.dump(entries, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    print(f"{len(entries)} snippets, {disagreements} disagreements with @huggingface/jinja -> {out_path}")
+
+
 def main():
+    render_snippets(make_environment())
     manifest = json.load(open(os.path.join(DATA, "templates.json")))
     conversations = json.load(open(os.path.join(DATA, "conversations.json")))
     env = make_environment()

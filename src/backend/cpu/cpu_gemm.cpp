@@ -37,7 +37,32 @@ __attribute__((target("avx2,fma"))) void gemv_avx2(const float* x, int64_t M, in
   int64_t n = n0;
   for (; n + 4 <= n1; n += 4) {
     const uint16_t* w[4] = {W + n * K, W + (n + 1) * K, W + (n + 2) * K, W + (n + 3) * K};
-    for (int64_t m = 0; m < M; ++m) {
+    int64_t m = 0;
+    // Two rows of x per pass: each converted weight vector feeds two FMAs.
+    for (; m + 2 <= M; m += 2) {
+      const float* xa = x + m * K;
+      const float* xb = xa + K;
+      __m256 acc[4][2];
+      for (auto& a : acc) a[0] = a[1] = _mm256_setzero_ps();
+      for (int64_t k = 0; k + 8 <= K; k += 8) {
+        __m256 va = _mm256_loadu_ps(xa + k), vb = _mm256_loadu_ps(xb + k);
+        for (int r = 0; r < 4; ++r) {
+          __m256 wv = load_bf16x8(w[r] + k);
+          acc[r][0] = _mm256_fmadd_ps(wv, va, acc[r][0]);
+          acc[r][1] = _mm256_fmadd_ps(wv, vb, acc[r][1]);
+        }
+      }
+      for (int r = 0; r < 4; ++r) {
+        float sa = hsum(acc[r][0]), sb = hsum(acc[r][1]);
+        for (int64_t k = K / 8 * 8; k < K; ++k) {
+          sa += bf(w[r][k]) * xa[k];
+          sb += bf(w[r][k]) * xb[k];
+        }
+        y[m * ldy + n + r] = sa;
+        y[(m + 1) * ldy + n + r] = sb;
+      }
+    }
+    for (; m < M; ++m) {
       const float* xm = x + m * K;
       __m256 acc[4][2];
       for (auto& a : acc) a[0] = a[1] = _mm256_setzero_ps();
@@ -119,7 +144,7 @@ void blas_single_threaded() {
   (void)once;
 }
 
-int64_t gemv_max_rows() { return 4; }
+int64_t gemv_max_rows() { return 16; }
 
 void gemm_bf16_weight(const float* x, int64_t M, int64_t K, const uint16_t* W, int64_t N, float* y,
                       int64_t ldy) {
@@ -137,16 +162,32 @@ void gemm_bf16_weight(const float* x, int64_t M, int64_t K, const uint16_t* W, i
     return;
   }
   blas_single_threaded();
-  constexpr int64_t kTile = 64;
-  const int64_t tiles = (N + kTile - 1) / kTile;
-  parallel(tiles, 1, [&](int64_t t0, int64_t t1) {
-    std::vector<float> wt(static_cast<size_t>(kTile * K));
+  // OpenBLAS 0.3.21 runs sgemm about three times slower when N <= 256 (a
+  // small-matrix path), so weight tiles hold 512 rows; rows of x are split
+  // too when there are fewer tiles than threads.
+  constexpr int64_t kTile = 512, kMinRows = 32;
+  const int64_t n_tiles = (N + kTile - 1) / kTile;
+  const int64_t threads = pool().num_threads();
+  const int64_t m_chunks =
+      std::max<int64_t>(1, std::min<int64_t>(M / kMinRows, (2 * threads + n_tiles - 1) / n_tiles));
+  const int64_t m_step = (M + m_chunks - 1) / m_chunks;
+  // Task = (tile, row chunk), tile-major so a thread's consecutive tasks reuse
+  // the converted tile.
+  parallel(n_tiles * m_chunks, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<float> wt;
+    int64_t converted = -1;
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t n0 = t * kTile, nb = std::min(kTile, N - n0);
-      bf16_to_f32_row(W + n0 * K, wt.data(), nb * K);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(M), static_cast<blasint>(nb),
-                  static_cast<blasint>(K), 1.0f, x, static_cast<blasint>(K), wt.data(), static_cast<blasint>(K),
-                  0.0f, y + n0, static_cast<blasint>(ldy));
+      const int64_t tile = t / m_chunks, m0 = (t % m_chunks) * m_step, mt = std::min(m_step, M - m0);
+      const int64_t n0 = tile * kTile, nb = std::min(kTile, N - n0);
+      if (mt <= 0) continue;
+      if (converted != tile) {
+        wt.resize(static_cast<size_t>(nb * K));
+        bf16_to_f32_row(W + n0 * K, wt.data(), nb * K);
+        converted = tile;
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(mt), static_cast<blasint>(nb),
+                  static_cast<blasint>(K), 1.0f, x + m0 * K, static_cast<blasint>(K), wt.data(),
+                  static_cast<blasint>(K), 0.0f, y + m0 * ldy + n0, static_cast<blasint>(ldy));
     }
   });
 }

@@ -5,6 +5,8 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/launch/fill.h"
 
 namespace hyllm {
 namespace {
@@ -17,8 +19,10 @@ class CudaBackend final : public Backend {
     cudaDeviceProp prop{};
     HYLLM_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
     name_ = std::string("cuda:") + std::to_string(index) + " (" + prop.name + ")";
+    kernels_ = std::make_unique<CudaKernels>(stream_, index);
   }
   ~CudaBackend() override {
+    kernels_.reset();
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
   }
@@ -53,11 +57,13 @@ class CudaBackend final : public Backend {
     HYLLM_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     return {total_b, free_b};
   }
+  Kernels& kernels() override { return *kernels_; }
 
  private:
   int index_;
   cudaStream_t stream_ = nullptr;
   std::string name_;
+  std::unique_ptr<CudaKernels> kernels_;
 };
 
 }  // namespace
@@ -72,5 +78,51 @@ int cuda_device_count() {
 }
 
 std::unique_ptr<Backend> make_cuda_backend(int device_index) { return std::make_unique<CudaBackend>(device_index); }
+
+namespace {
+class CudaGraphImpl final : public CudaGraph {
+ public:
+  CudaGraphImpl(cudaStream_t stream, cudaGraph_t graph) : stream_(stream), graph_(graph) {
+    HYLLM_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+  }
+  ~CudaGraphImpl() override {
+    cudaGraphExecDestroy(exec_);
+    cudaGraphDestroy(graph_);
+  }
+  void replay() override { HYLLM_CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
+
+ private:
+  cudaStream_t stream_;
+  cudaGraph_t graph_;
+  cudaGraphExec_t exec_ = nullptr;
+};
+}  // namespace
+
+std::unique_ptr<CudaGraph> cuda_capture_graph(Backend& be, const std::function<void()>& body) {
+  auto* k = dynamic_cast<CudaKernels*>(&be.kernels());
+  HYLLM_CHECK(k != nullptr, "cuda_capture_graph needs the cuda backend, got {}", be.name());
+  cudaStream_t stream = k->stream();
+  HYLLM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    body();
+  } catch (...) {
+    cudaGraph_t broken = nullptr;
+    cudaStreamEndCapture(stream, &broken);
+    if (broken) cudaGraphDestroy(broken);
+    throw;
+  }
+  cudaGraph_t graph = nullptr;
+  HYLLM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  return std::make_unique<CudaGraphImpl>(stream, graph);
+}
+
+void cuda_fill_uniform(Backend& be, void* dst, DType dtype, size_t n, uint64_t seed, float mean, float scale) {
+  HYLLM_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "cuda_fill_uniform: dtype {} is not f32/bf16",
+              dtype_name(dtype));
+  auto* k = dynamic_cast<CudaKernels*>(&be.kernels());
+  HYLLM_CHECK(k != nullptr, "cuda_fill_uniform needs the cuda backend, got {}", be.name());
+  cuda::launch_fill_uniform(dst, dtype == DType::kF32, n, seed, mean, scale, k->stream());
+  HYLLM_CUDA_CHECK(cudaGetLastError());
+}
 
 }  // namespace hyllm

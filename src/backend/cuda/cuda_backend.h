@@ -2,14 +2,35 @@
 // The CUDA backend's factory. This header is CUDA-free so that apps can
 // include it; everything that touches the CUDA runtime stays in this folder.
 
+#include <functional>
 #include <memory>
 
 #include "backend/backend.h"
+#include "backend/device_sampler.h"
 
 namespace hyllm {
 
 // Number of visible CUDA devices; 0 when there is no driver or no GPU.
 int cuda_device_count();
 std::unique_ptr<Backend> make_cuda_backend(int device_index = 0);
+
+// A CUDA graph of the work one call of `body` enqueued on the backend's
+// stream; replay() enqueues it again. The body must be graph-safe (the ops
+// are once a warm-up call has sized the scratch and planned the GEMMs).
+class CudaGraph {
+ public:
+  virtual ~CudaGraph() = default;
+  virtual void replay() = 0;
+};
+std::unique_ptr<CudaGraph> cuda_capture_graph(Backend& cuda_backend, const std::function<void()>& body);
+
+// The GPU sampler of a CUDA backend (backend/device_sampler.h).
+std::unique_ptr<DeviceSampler> make_cuda_sampler(Backend& cuda_backend);
+
+// Fills n elements (f32 or bf16) of device memory of a CUDA backend with
+// uniform values in [mean - scale, mean + scale), deterministic in seed:
+// dummy weights made on the device, with no host copy.
+void cuda_fill_uniform(Backend& cuda_backend, void* dst, DType dtype, size_t n, uint64_t seed, float mean,
+                       float scale);
 
 }  // namespace hyllm

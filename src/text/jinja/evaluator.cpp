@@ -78,6 +78,20 @@ void attach_pos(TemplateError& e, SourcePos pos) {
 
 }  // namespace
 
+Evaluator::~Evaluator() {
+  // Flat teardown: every namespace and scope stays referenced from these
+  // vectors while its entries go, so nothing is destroyed recursively.
+  for (auto& ns : namespaces_) ns->clear();
+  for (auto& scope : macro_scopes_) scope->clear();
+}
+
+Value Evaluator::new_namespace(Dict entries) {
+  charge(static_cast<int64_t>(entries.size()) + 1);
+  auto ns = std::make_shared<Dict>(std::move(entries));
+  namespaces_.push_back(ns);
+  return Value::make_namespace(std::move(ns));
+}
+
 // ---- budget ----
 
 void Evaluator::charge(int64_t steps) {
@@ -163,12 +177,13 @@ Evaluator::Flow Evaluator::exec(const Stmt& s, const ScopePtr& scope) {
       }
       case StmtKind::kMacro: {
         const auto& st = static_cast<const MacroStmt&>(s);
-        scope->set(st.name, make_macro(st.name, st.params, st.body, scope, Value::undefined()));
+        macro_scopes_.push_back(scope);
+        scope->set(st.name, make_macro(st.name, st.params, st.body, scope));
         return Flow::kNormal;
       }
       case StmtKind::kCallBlock: {
         const auto& st = static_cast<const CallBlockStmt&>(s);
-        Value caller = make_macro("caller", st.params, st.body, scope, Value::undefined());
+        Value caller = make_macro("caller", st.params, st.body, scope);
         Value callee = eval(*st.call->callee, scope);
         CallArgs args = eval_args(st.call->args, scope);
         args.keyword.emplace_back("caller", std::move(caller));
@@ -209,13 +224,13 @@ Evaluator::Flow Evaluator::exec(const Stmt& s, const ScopePtr& scope) {
 Evaluator::Flow Evaluator::exec_for(const ForStmt& s, const ScopePtr& scope) {
   Value iterable = eval(*s.iterable, scope);
   ValueList all = iterate(iterable);
-  auto loop_scope = std::make_shared<Scope>(scope);
   if (s.filter) {
     ValueList kept;
     for (auto& item : all) {
       count_iterations(1);
-      exec_set(s.target, item, loop_scope);
-      if (eval(*s.filter, loop_scope).truthy()) kept.push_back(std::move(item));
+      auto filter_scope = std::make_shared<Scope>(scope);
+      exec_set(s.target, item, filter_scope);
+      if (eval(*s.filter, filter_scope).truthy()) kept.push_back(std::move(item));
     }
     all = std::move(kept);
   }
@@ -223,9 +238,12 @@ Evaluator::Flow Evaluator::exec_for(const ForStmt& s, const ScopePtr& scope) {
   auto items = std::make_shared<const ValueList>(std::move(all));
   for (size_t i = 0; i < items->size(); ++i) {
     count_iterations(1);
-    exec_set(s.target, (*items)[i], loop_scope);
-    loop_scope->set("loop", Value::object(std::make_shared<LoopObject>(items, i)));
-    Flow f = exec_body(s.body, loop_scope);
+    // As in jinja2, each iteration starts from the enclosing scope: a `set`
+    // in the body is visible for the rest of that iteration only.
+    auto iteration = std::make_shared<Scope>(scope);
+    exec_set(s.target, (*items)[i], iteration);
+    iteration->set("loop", Value::object(std::make_shared<LoopObject>(items, i)));
+    Flow f = exec_body(s.body, iteration);
     if (f == Flow::kBreak) break;
   }
   return Flow::kNormal;
@@ -258,7 +276,7 @@ Value Evaluator::apply_filter_chain(const std::vector<std::unique_ptr<FilterExpr
 }
 
 Value Evaluator::make_macro(const std::string& name, const std::vector<MacroParam>& params, const Body& body,
-                            const ScopePtr& closure, Value caller) {
+                            const ScopePtr& closure) {
   const auto* params_ptr = &params;
   const auto* body_ptr = &body;
   return Value::callable(name, [name, params_ptr, body_ptr, closure](Evaluator& ev, CallArgs& args) -> Value {

@@ -5,8 +5,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "text/jinja/ast.h"
 #include "text/jinja/value.h"
@@ -26,6 +28,7 @@ class Scope {
   explicit Scope(std::shared_ptr<Scope> parent = nullptr) : parent_(std::move(parent)) {}
   const Value* lookup(const std::string& name) const;
   void set(const std::string& name, Value v) { vars_[name] = std::move(v); }
+  void clear() { vars_.clear(); }
 
  private:
   std::unordered_map<std::string, Value> vars_;
@@ -35,13 +38,24 @@ using ScopePtr = std::shared_ptr<Scope>;
 
 class Evaluator {
  public:
-  explicit Evaluator(const RenderLimits& limits) : limits_(limits) {}
+  // fixed_time: the instant (Unix seconds, formatted in UTC) strftime_now
+  // reports instead of the local clock.
+  explicit Evaluator(const RenderLimits& limits, std::optional<int64_t> fixed_time = std::nullopt)
+      : limits_(limits), fixed_time_(fixed_time) {}
+  // Empties every namespace and macro-defining scope of the render: they are
+  // the only values that can form reference cycles (a namespace holding
+  // itself, a scope holding a macro that captures the scope).
+  ~Evaluator();
+  Evaluator(const Evaluator&) = delete;
+  Evaluator& operator=(const Evaluator&) = delete;
 
   // Renders `body` with `root` as the outermost scope.
   std::string render(const Body& body, const ScopePtr& root);
 
   Value eval(const Expr& e, const ScopePtr& scope);
   Value call(const Value& callee, CallArgs& args);
+  // namespace(): a mutable dict released when the render ends.
+  Value new_namespace(Dict entries);
 
   // Budget accounting used by builtins.
   void charge(int64_t steps);
@@ -49,6 +63,7 @@ class Evaluator {
   void charge_bytes(size_t n);
   void count_iterations(int64_t n);
   const RenderLimits& limits() const { return limits_; }
+  const std::optional<int64_t>& fixed_time() const { return fixed_time_; }
 
  private:
   enum class Flow { kNormal, kBreak, kContinue };
@@ -63,7 +78,7 @@ class Evaluator {
   Value apply_filter_chain(const std::vector<std::unique_ptr<FilterExpr>>& filters, Value v,
                            const ScopePtr& scope);
   Value make_macro(const std::string& name, const std::vector<MacroParam>& params, const Body& body,
-                   const ScopePtr& closure, Value caller);
+                   const ScopePtr& closure);
   void emit(const std::string& text);
   void emit_value(const Value& v);
 
@@ -77,10 +92,13 @@ class Evaluator {
   CallArgs eval_args(const ArgList& args, const ScopePtr& scope);
 
   RenderLimits limits_;
+  std::optional<int64_t> fixed_time_;
   int64_t steps_ = 0;
   int64_t iterations_ = 0;
   int depth_ = 0;
   std::string* out_ = nullptr;
+  std::vector<std::shared_ptr<Dict>> namespaces_;
+  std::vector<ScopePtr> macro_scopes_;
 };
 
 }  // namespace hyllm::jinja

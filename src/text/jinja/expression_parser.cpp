@@ -39,8 +39,10 @@ ExprPtr ExpressionParser::parse_expression(bool with_condexpr) {
 }
 
 ExprPtr ExpressionParser::parse_condexpr() {
+  ChainGuard chain(*this);
   ExprPtr expr = parse_or();
   while (is_name("if")) {
+    chain.add();
     SourcePos p = cur().pos;
     advance();
     ExprPtr cond = parse_or();
@@ -52,8 +54,10 @@ ExprPtr ExpressionParser::parse_condexpr() {
 }
 
 ExprPtr ExpressionParser::parse_or() {
+  ChainGuard chain(*this);
   ExprPtr left = parse_and();
   while (is_name("or")) {
+    chain.add();
     SourcePos p = advance().pos;
     left = std::make_unique<BinaryExpr>(p, BinaryOp::kOr, std::move(left), parse_and());
   }
@@ -61,8 +65,10 @@ ExprPtr ExpressionParser::parse_or() {
 }
 
 ExprPtr ExpressionParser::parse_and() {
+  ChainGuard chain(*this);
   ExprPtr left = parse_not();
   while (is_name("and")) {
+    chain.add();
     SourcePos p = advance().pos;
     left = std::make_unique<BinaryExpr>(p, BinaryOp::kAnd, std::move(left), parse_not());
   }
@@ -106,8 +112,10 @@ ExprPtr ExpressionParser::parse_compare() {
 }
 
 ExprPtr ExpressionParser::parse_math1() {
+  ChainGuard chain(*this);
   ExprPtr left = parse_concat();
   while (is_op("+") || is_op("-")) {
+    chain.add();
     SourcePos p = cur().pos;
     BinaryOp op = advance().text == "+" ? BinaryOp::kAdd : BinaryOp::kSub;
     left = std::make_unique<BinaryExpr>(p, op, std::move(left), parse_concat());
@@ -116,8 +124,10 @@ ExprPtr ExpressionParser::parse_math1() {
 }
 
 ExprPtr ExpressionParser::parse_concat() {
+  ChainGuard chain(*this);
   ExprPtr left = parse_math2();
   while (is_op("~")) {
+    chain.add();
     SourcePos p = advance().pos;
     left = std::make_unique<BinaryExpr>(p, BinaryOp::kConcat, std::move(left), parse_math2());
   }
@@ -125,8 +135,10 @@ ExprPtr ExpressionParser::parse_concat() {
 }
 
 ExprPtr ExpressionParser::parse_math2() {
+  ChainGuard chain(*this);
   ExprPtr left = parse_pow();
   while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+    chain.add();
     SourcePos p = cur().pos;
     const std::string& t = advance().text;
     BinaryOp op = t == "*" ? BinaryOp::kMul : t == "/" ? BinaryOp::kDiv : t == "//" ? BinaryOp::kFloorDiv : BinaryOp::kMod;
@@ -136,8 +148,10 @@ ExprPtr ExpressionParser::parse_math2() {
 }
 
 ExprPtr ExpressionParser::parse_pow() {
+  ChainGuard chain(*this);
   ExprPtr left = parse_unary(true);
   while (is_op("**")) {
+    chain.add();
     SourcePos p = advance().pos;
     left = std::make_unique<BinaryExpr>(p, BinaryOp::kPow, std::move(left), parse_unary(true));
   }
@@ -233,7 +247,9 @@ ExprPtr ExpressionParser::parse_primary() {
 }
 
 ExprPtr ExpressionParser::parse_postfix(ExprPtr node) {
+  ChainGuard chain(*this);
   while (true) {
+    chain.add();
     if (is_op(".") || is_op("[")) node = parse_subscript(std::move(node));
     else if (is_op("(")) node = parse_call(std::move(node));
     else return node;
@@ -241,7 +257,9 @@ ExprPtr ExpressionParser::parse_postfix(ExprPtr node) {
 }
 
 ExprPtr ExpressionParser::parse_filter_expr(ExprPtr node) {
+  ChainGuard chain(*this);
   while (true) {
+    chain.add();
     if (is_op("|")) {
       advance();
       node = parse_filter(std::move(node));
@@ -256,7 +274,7 @@ ExprPtr ExpressionParser::parse_filter_expr(ExprPtr node) {
 }
 
 ExprPtr ExpressionParser::parse_subscript(ExprPtr node) {
-  SourcePos p = cur().pos;
+  SourcePos p = node->pos;  // errors point at the start of the whole access
   if (skip_op(".")) {
     if (cur().type == TokenType::kName)
       return std::make_unique<AttributeExpr>(p, std::move(node), advance().text);
@@ -331,7 +349,8 @@ void ExpressionParser::parse_args(ArgList& args) {
 
 ExprPtr ExpressionParser::parse_call(ExprPtr node) {
   DepthGuard guard(*this);
-  auto call = std::make_unique<CallExpr>(cur().pos, std::move(node));
+  SourcePos start = node->pos;
+  auto call = std::make_unique<CallExpr>(start, std::move(node));
   parse_args(call->args);
   return call;
 }
@@ -340,7 +359,7 @@ std::unique_ptr<FilterExpr> ExpressionParser::parse_filter(ExprPtr operand) {
   DepthGuard guard(*this);
   SourcePos p = cur().pos;
   std::string name = expect_name();
-  while (skip_op(".")) name += "." + expect_name();
+  while (skip_op(".")) name.append(".").append(expect_name());
   auto f = std::make_unique<FilterExpr>(p, std::move(operand), std::move(name));
   if (is_op("(")) parse_args(f->args);
   return f;
@@ -351,7 +370,7 @@ ExprPtr ExpressionParser::parse_test(ExprPtr operand) {
   SourcePos p = advance().pos;  // is
   bool negated = skip_name("not");
   std::string name = expect_name();
-  while (skip_op(".")) name += "." + expect_name();
+  while (skip_op(".")) name.append(".").append(expect_name());
   auto t = std::make_unique<TestExpr>(p, std::move(operand), std::move(name), negated);
   if (is_op("(")) {
     parse_args(t->args);

@@ -308,7 +308,13 @@ Value f_format(Evaluator& ev, const Value& v, CallArgs& a) {
 Value f_attr(Evaluator&, const Value& v, CallArgs& a) {
   ArgReader r("attr", a, {"name"});
   if (v.is_undefined()) raise_undefined(v);
-  return get_attribute(v, text_of(r.get(0)));
+  std::string name = text_of(r.get(0));
+  // jinja2's attr() is getattr() only: dict entries are not attributes.
+  if (v.is_dict()) {
+    Value probe = get_attribute(Value::dict(Dict()), name);  // methods only, no entries
+    return probe.is_callable() ? get_attribute(v, name) : probe;
+  }
+  return get_attribute(v, name);
 }
 
 const std::pair<const char*, FilterFn> kFilters[] = {

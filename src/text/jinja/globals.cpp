@@ -69,14 +69,19 @@ Value raise_exception_fn(Evaluator&, CallArgs& args) {
   render_fail("{}", to_python_str(r.get(0)));
 }
 
-Value strftime_now_fn(Evaluator&, CallArgs& args) {
+Value strftime_now_fn(Evaluator& ev, CallArgs& args) {
   ArgReader r("strftime_now", args, {"format"});
   if (!r.get(0).is_string()) render_fail("strftime() argument 1 must be str, not {}", r.get(0).type_name());
   const std::string& format = r.get(0).str();
   if (format.size() > 256) render_fail("strftime_now: format string too long");
-  std::time_t now = std::time(nullptr);
   std::tm local{};
-  localtime_r(&now, &local);
+  if (ev.fixed_time()) {
+    std::time_t t = static_cast<std::time_t>(*ev.fixed_time());
+    gmtime_r(&t, &local);
+  } else {
+    std::time_t now = std::time(nullptr);
+    localtime_r(&now, &local);
+  }
   char buf[1024];
   size_t n = format.empty() ? 0 : std::strftime(buf, sizeof buf, format.c_str(), &local);
   return Value::string(std::string(buf, n));
@@ -89,7 +94,7 @@ Value find_global(std::string_view name) {
   if (name == "dict")
     return Value::callable("dict", [](Evaluator&, CallArgs& a) { return Value::dict(build_dict(a, "dict")); });
   if (name == "namespace")
-    return Value::callable("namespace", [](Evaluator&, CallArgs& a) { return Value::make_namespace(build_dict(a, "namespace")); });
+    return Value::callable("namespace", [](Evaluator& ev, CallArgs& a) { return ev.new_namespace(build_dict(a, "namespace")); });
   if (name == "raise_exception") return Value::callable("raise_exception", raise_exception_fn);
   if (name == "strftime_now") return Value::callable("strftime_now", strftime_now_fn);
   if (name == "joiner")

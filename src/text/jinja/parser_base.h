@@ -88,6 +88,25 @@ class ParserBase {
     ~DepthGuard() { --s.depth; }
   };
 
+  // Left-associative chains (a + b + c, x|f|g, a.b.c) build trees as deep
+  // as they are long: each link counts as one level of nesting until the
+  // chain's parse ends.
+  struct ChainGuard {
+    ParserState& s;
+    int links = 0;
+    explicit ChainGuard(ParserBase& parser) : s(*parser.state_) {}
+    void add() {
+      ++links;
+      if (++s.depth > s.max_nesting) {
+        TemplateError e(ErrorCode::kResourceExhausted,
+                        fmt::format("template nests deeper than {} levels", s.max_nesting));
+        e.set_pos(s.tokens[s.pos].pos);
+        throw e;
+      }
+    }
+    ~ChainGuard() { s.depth -= links; }
+  };
+
   ParserState* state_;
 };
 

@@ -10,15 +10,32 @@
 namespace hyllm::jinja {
 
 std::string strip_chars(std::string_view s, bool has_chars, std::string_view chars, bool left, bool right) {
-  std::u32string cps = utf8::decode(s);
+  // Decodes only the ends it strips: templates trim long message contents.
   std::u32string set = utf8::decode(chars);
   auto strip_it = [&](char32_t c) { return has_chars ? set.find(c) != std::u32string::npos : utf8::is_space(c); };
-  size_t b = 0, e = cps.size();
-  if (left)
-    while (b < e && strip_it(cps[b])) ++b;
-  if (right)
-    while (e > b && strip_it(cps[e - 1])) --e;
-  return utf8::encode(std::u32string_view(cps).substr(b, e - b));
+  size_t b = 0, e = s.size();
+  if (left) {
+    while (b < e) {
+      size_t next = b;
+      if (!strip_it(utf8::next(s, next))) break;
+      b = next;
+    }
+  }
+  if (right) {
+    while (e > b) {
+      size_t start = e - 1;
+      while (start > b && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+      size_t end = start;
+      char32_t c = utf8::next(s, end);
+      if (end != e) {  // malformed tail: its last byte stands alone
+        start = e - 1;
+        c = 0xFFFD;
+      }
+      if (!strip_it(c)) break;
+      e = start;
+    }
+  }
+  return std::string(s.substr(b, e - b));
 }
 
 std::string replace_all(std::string_view s, std::string_view old_sub, std::string_view new_sub, int64_t count) {

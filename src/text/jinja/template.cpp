@@ -31,7 +31,7 @@ Template Template::parse(std::string_view source, const TemplateOptions& options
 std::string Template::render(const Variables& variables) const {
   auto root = std::make_shared<Scope>();
   for (const auto& [name, value] : variables) root->set(name, value);
-  Evaluator ev(options_.limits);
+  Evaluator ev(options_.limits, options_.fixed_time);
   try {
     return ev.render(*body_, root);
   } catch (const TemplateError& e) {

@@ -8,6 +8,7 @@
 // builtin reaches files, the network or the environment.
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -23,6 +24,9 @@ namespace hyllm::jinja {
 struct TemplateOptions {
   RenderLimits limits;
   int max_parse_nesting = 200;
+  // When set, strftime_now formats this instant (Unix seconds, UTC) instead
+  // of reading the local clock: reproducible prompts and tests.
+  std::optional<int64_t> fixed_time;
 };
 
 using Variables = std::vector<std::pair<std::string, Value>>;

@@ -1,5 +1,6 @@
 #include "text/jinja/value.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -17,8 +18,24 @@ Value Value::string(std::string s) {
   return Value(std::make_shared<const std::string>(std::move(s)));
 }
 
+uint32_t value_depth(const Value& v) {
+  if (v.is_list()) return v.list_data().depth;
+  if (v.is_dict()) return v.dict_data().depth();
+  return 0;
+}
+
+namespace {
+void check_depth(uint32_t depth) {
+  if (depth > kMaxValueDepth) cap_fail("a value nests deeper than {} levels", kMaxValueDepth);
+}
+}  // namespace
+
 Value Value::list(ValueList items, bool is_tuple) {
+  uint32_t depth = 0;
+  for (const auto& item : items) depth = std::max(depth, value_depth(item));
+  check_depth(depth + 1);
   auto data = std::make_shared<ListData>();
+  data->depth = depth + 1;
   data->items = std::move(items);
   data->is_tuple = is_tuple;
   return Value(ListPtr(std::move(data)));
@@ -26,7 +43,7 @@ Value Value::list(ValueList items, bool is_tuple) {
 
 Value Value::dict(Dict d) { return Value(DictPtr(std::make_shared<const Dict>(std::move(d)))); }
 
-Value Value::make_namespace(Dict d) { return Value(std::make_shared<Dict>(std::move(d))); }
+Value Value::make_namespace(std::shared_ptr<Dict> d) { return Value(std::move(d)); }
 
 Value Value::callable(std::string name, std::function<Value(Evaluator&, CallArgs&)> fn) {
   return Value(CallablePtr(std::make_shared<const Callable>(Callable{std::move(name), std::move(fn)})));
@@ -106,7 +123,16 @@ const Value* Dict::find(std::string_view key) const {
   return it == index_.end() ? nullptr : &entries_[it->second].second;
 }
 
+void Dict::clear() {
+  entries_.clear();
+  index_.clear();
+  depth_ = 1;
+}
+
 void Dict::set(Value key, Value value) {
+  uint32_t depth = std::max(value_depth(key), value_depth(value)) + 1;
+  check_depth(depth);
+  depth_ = std::max(depth_, depth);
   std::string k = hash_key(key);
   auto it = index_.find(k);
   if (it != index_.end()) {
@@ -193,18 +219,28 @@ int compare_values(const Value& a, const Value& b) {
   render_fail("'<' not supported between instances of '{}' and '{}'", a.type_name(), b.type_name());
 }
 
+namespace {
+// A one-letter kind tag followed by text (built by append: GCC 12 warns
+// spuriously about `"x" + std::string`).
+std::string tagged(char tag, std::string_view text) {
+  std::string k(1, tag);
+  k.append(text);
+  return k;
+}
+}  // namespace
+
 std::string hash_key(const Value& v) {
   switch (v.kind()) {
-    case ValueKind::kString: return "s" + v.str();
+    case ValueKind::kString: return tagged('s', v.str());
     case ValueKind::kBool: return v.as_bool() ? "i1" : "i0";
-    case ValueKind::kInt: return "i" + std::to_string(v.as_int());
+    case ValueKind::kInt: return tagged('i', std::to_string(v.as_int()));
     case ValueKind::kFloat: {
       double f = v.as_float();
       if (std::isfinite(f) && f == std::floor(f) && std::fabs(f) < 9.2e18)
-        return "i" + std::to_string(static_cast<int64_t>(f));
+        return tagged('i', std::to_string(static_cast<int64_t>(f)));
       uint64_t bits;
       std::memcpy(&bits, &f, sizeof bits);
-      return "f" + std::to_string(bits);
+      return tagged('f', std::to_string(bits));
     }
     case ValueKind::kNone: return "n";
     case ValueKind::kList:

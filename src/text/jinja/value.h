@@ -58,9 +58,16 @@ class Object {
   virtual std::string type_name() const = 0;
 };
 
+// Lists and dicts nest at most this deep (a cap, so that the recursive
+// printing, comparison and destruction of values stays within the stack).
+// Namespaces count as leaves: they are mutable, and nothing recurses into
+// them except printing, which has its own guard.
+constexpr uint32_t kMaxValueDepth = 512;
+
 struct ListData {
   ValueList items;
   bool is_tuple = false;
+  uint32_t depth = 1;  // 1 + the deepest element
 };
 
 // An insertion-ordered dict like Python's; keys are hashable Values.
@@ -72,10 +79,14 @@ class Dict {
   void set(Value key, Value value);
   size_t size() const { return entries_.size(); }
   const std::vector<std::pair<Value, Value>>& entries() const { return entries_; }
+  // 1 + the deepest key or value (an upper bound once values are replaced).
+  uint32_t depth() const { return depth_; }
+  void clear();
 
  private:
   std::vector<std::pair<Value, Value>> entries_;
   std::unordered_map<std::string, size_t> index_;
+  uint32_t depth_ = 1;
 };
 
 class Value {
@@ -90,7 +101,7 @@ class Value {
   static Value string(std::string s);
   static Value list(ValueList items, bool is_tuple = false);
   static Value dict(Dict d);
-  static Value make_namespace(Dict d);
+  static Value make_namespace(std::shared_ptr<Dict> d);
   static Value callable(std::string name, std::function<Value(Evaluator&, CallArgs&)> fn);
   static Value object(std::shared_ptr<const Object> obj);
 
@@ -153,6 +164,9 @@ class Value {
 
   Data data_;
 };
+
+// How deep a value nests: 0 for scalars and namespaces.
+uint32_t value_depth(const Value& v);
 
 // Python ==.
 bool values_equal(const Value& a, const Value& b);

@@ -88,7 +88,13 @@ void append_string_repr(std::string& out, const std::string& s) {
   out += quote;
 }
 
-void append_repr(std::string& out, const Value& v) {
+void append_str(std::string& out, const Value& v, int depth);
+
+// Printing recurses into namespaces, which may even contain themselves.
+constexpr int kMaxPrintDepth = 600;
+
+void append_repr(std::string& out, const Value& v, int depth) {
+  if (depth > kMaxPrintDepth) cap_fail("a value nests too deeply to print");
   switch (v.kind()) {
     case ValueKind::kUndefined: out += "Undefined"; return;
     case ValueKind::kString: append_string_repr(out, v.str()); return;
@@ -98,7 +104,7 @@ void append_repr(std::string& out, const Value& v) {
       const auto& items = v.items();
       for (size_t i = 0; i < items.size(); ++i) {
         if (i) out += ", ";
-        append_repr(out, items[i]);
+        append_repr(out, items[i], depth + 1);
       }
       if (tuple && items.size() == 1) out += ',';
       out += tuple ? ')' : ']';
@@ -110,20 +116,18 @@ void append_repr(std::string& out, const Value& v) {
       for (const auto& [k, val] : v.dict_data().entries()) {
         if (!first) out += ", ";
         first = false;
-        append_repr(out, k);
+        append_repr(out, k, depth + 1);
         out += ": ";
-        append_repr(out, val);
+        append_repr(out, val, depth + 1);
       }
       out += '}';
       return;
     }
-    default: append_python_str(out, v); return;
+    default: append_str(out, v, depth); return;
   }
 }
 
-}  // namespace
-
-void append_python_str(std::string& out, const Value& v) {
+void append_str(std::string& out, const Value& v, int depth) {
   switch (v.kind()) {
     case ValueKind::kUndefined: return;
     case ValueKind::kNone: out += "None"; return;
@@ -132,16 +136,16 @@ void append_python_str(std::string& out, const Value& v) {
     case ValueKind::kFloat: out += format_float(v.as_float()); return;
     case ValueKind::kString: out += v.str(); return;
     case ValueKind::kList:
-    case ValueKind::kDict: append_repr(out, v); return;
+    case ValueKind::kDict: append_repr(out, v, depth); return;
     case ValueKind::kNamespace: {
       out += "<Namespace {";
       bool first = true;
       for (const auto& [k, val] : v.dict_data().entries()) {
         if (!first) out += ", ";
         first = false;
-        append_repr(out, k);
+        append_repr(out, k, depth + 1);
         out += ": ";
-        append_repr(out, val);
+        append_repr(out, val, depth + 1);
       }
       out += "}>";
       return;
@@ -150,6 +154,10 @@ void append_python_str(std::string& out, const Value& v) {
     case ValueKind::kObject: out += "<" + v.type_name() + ">"; return;
   }
 }
+
+}  // namespace
+
+void append_python_str(std::string& out, const Value& v) { append_str(out, v, 0); }
 
 std::string to_python_str(const Value& v) {
   if (v.is_string()) return v.str();
@@ -160,7 +168,7 @@ std::string to_python_str(const Value& v) {
 
 std::string to_python_repr(const Value& v) {
   std::string out;
-  append_repr(out, v);
+  append_repr(out, v, 0);
   return out;
 }
 

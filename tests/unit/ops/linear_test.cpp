@@ -25,9 +25,10 @@ TEST(Linear, Bf16MatchesDoubleReference) {
   const uint32_t seed = fresh_seed();
   SCOPED_TRACE(seed);
   Rng rng(seed);
-  // M covers the GEMV path (<= 4 rows) and the sgemm path; K and N are not
+  // M covers the GEMV path (<= 16 rows, odd and even) and the sgemm path (weight
+  // tiles of 512 rows, row chunks); K and N are not
   // multiples of the vector width or the tile; 600 rows cross a row tile.
-  for (LinearCase c : {LinearCase{1, 64, 48}, {3, 200, 130}, {4, 33, 7}, {5, 200, 130}, {37, 96, 200}, {600, 40, 24}}) {
+  for (LinearCase c : {LinearCase{1, 64, 48}, {3, 200, 130}, {4, 33, 7}, {5, 200, 130}, {70, 40, 1100}, {37, 96, 200}, {600, 40, 24}}) {
     HostTensor x = bf16_tensor({c.M, c.K}), w = bf16_tensor({c.N, c.K});
     x.fill_normal(rng);
     w.fill_normal(rng, 0.1);

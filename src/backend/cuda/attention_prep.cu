@@ -1,0 +1,79 @@
+// The fused attention preamble: q/gate split, q/k RMSNorm1p, partial NeoX
+// RoPE and the paged KV-cache write, one block per token.
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/launch/attention.h"
+
+namespace hyllm::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+
+__global__ void attention_prep_kernel(const __grid_constant__ AttentionPrepParams p) {
+  extern __shared__ float smem[];
+  const int half = p.rotary_dim / 2, D = p.head_dim;
+  float* cos_v = smem;
+  float* sin_v = smem + half;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  float* buf = smem + 2 * half + warp * D;
+  const int t = blockIdx.x;
+  // cos/sin in double, rounded once: the correctly rounded values glibc's
+  // cosf/sinf give the CPU reference.
+  const float pos = static_cast<float>(p.positions[t]);
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    const double angle = static_cast<double>(__fmul_rn(pos, p.inv_freq[i]));
+    cos_v[i] = static_cast<float>(cos(angle));
+    sin_v[i] = static_cast<float>(sin(angle));
+  }
+  __syncthreads();
+  const int64_t slot = p.slot_mapping[t];
+  const bool write_cache = slot >= 0 && slot < p.num_slots;
+  const int items = p.num_q_heads + p.num_kv_heads;
+  for (int item = warp; item < items; item += kWarps) {
+    const bool is_q = item < p.num_q_heads;
+    const int h = is_q ? item : item - p.num_q_heads;
+    const uint16_t* src = is_q ? p.q_gate + t * p.q_gate_stride + static_cast<int64_t>(h) * 2 * D
+                               : p.k + t * p.k_stride + static_cast<int64_t>(h) * D;
+    uint16_t* dst = is_q ? p.q_out + (static_cast<int64_t>(t) * p.num_q_heads + h) * D
+                         : (write_cache ? p.k_cache + (slot * p.num_kv_heads + h) * D : nullptr);
+    float sum_sq = 0.0f;
+    for (int d = lane; d < D; d += 32) {
+      const float v = bf2f(src[d]);
+      buf[d] = v;
+      sum_sq += v * v;
+    }
+    sum_sq = warp_sum(sum_sq);
+    const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(D) + p.eps);
+    const void* w = is_q ? p.q_norm : p.k_norm;
+    const bool w32 = is_q ? p.q_norm_f32 : p.k_norm_f32;
+    for (int d = lane; d < D; d += 32) buf[d] = round_bf(__fmul_rn(__fmul_rn(buf[d], inv), load_float(w, w32, d) + 1.0f));
+    __syncwarp();
+    if (dst != nullptr) {
+      for (int i = lane; i < half; i += 32) {
+        const float x1 = buf[i], x2 = buf[i + half];
+        dst[i] = f2bf(__fsub_rn(__fmul_rn(x1, cos_v[i]), __fmul_rn(x2, sin_v[i])));
+        dst[i + half] = f2bf(__fadd_rn(__fmul_rn(x2, cos_v[i]), __fmul_rn(x1, sin_v[i])));
+      }
+      for (int d = p.rotary_dim + lane; d < D; d += 32) dst[d] = f2bf(buf[d]);
+    }
+    if (is_q) {
+      const uint16_t* g = src + D;
+      uint16_t* go = p.gate_out + (static_cast<int64_t>(t) * p.num_q_heads + h) * D;
+      for (int d = lane; d < D; d += 32) go[d] = g[d];
+    } else if (write_cache) {
+      const uint16_t* vs = p.v + t * p.v_stride + static_cast<int64_t>(h) * D;
+      uint16_t* vd = p.v_cache + (slot * p.num_kv_heads + h) * D;
+      for (int d = lane; d < D; d += 32) vd[d] = vs[d];
+    }
+    __syncwarp();
+  }
+}
+
+}  // namespace
+
+void launch_attention_prep(const AttentionPrepParams& p, cudaStream_t stream) {
+  if (p.tokens == 0) return;
+  const size_t smem = (static_cast<size_t>(p.rotary_dim) + static_cast<size_t>(kWarps) * p.head_dim) * sizeof(float);
+  attention_prep_kernel<<<p.tokens, kWarps * 32, smem, stream>>>(p);
+}
+
+}  // namespace hyllm::cuda

@@ -1,0 +1,130 @@
+// The CUDA kernel table: construction, scratch, and the dense ops (linear,
+// embedding, rows, norms, SwiGLU). Mixers and MoE are in their own files.
+#include "backend/cuda/cuda_kernels.h"
+
+#include <limits>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch/dense.h"
+
+namespace hyllm {
+
+using namespace cuda_detail;
+
+namespace cuda_detail {
+void check_launch(const char* op) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) fail(ErrorCode::kInternal, "cuda op {}: launch failed: {}", op, cudaGetErrorString(err));
+}
+int to_int(int64_t v, const char* what) {
+  if (v < 0 || v > std::numeric_limits<int>::max()) {
+    fail(ErrorCode::kUnsupported, "cuda backend: {} = {} does not fit the kernels' 32-bit sizes", what, v);
+  }
+  return static_cast<int>(v);
+}
+}  // namespace cuda_detail
+
+CudaKernels::CudaKernels(cudaStream_t stream, int device_index) : stream_(stream) {
+  HYLLM_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_index));
+}
+
+CudaKernels::~CudaKernels() {
+  cudaStreamSynchronize(stream_);
+  cudaFree(scratch_);
+  for (auto& [key, table] : expert_tables_) cudaFree(table);
+}
+
+void* CudaKernels::scratch(size_t bytes) {
+  if (bytes <= scratch_bytes_) return scratch_;
+  HYLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  cudaFree(scratch_);
+  scratch_ = nullptr;
+  const size_t grown = std::max(bytes, scratch_bytes_ + scratch_bytes_ / 2);
+  const size_t rounded = (grown + (size_t{1} << 20) - 1) & ~((size_t{1} << 20) - 1);
+  if (cudaMalloc(&scratch_, rounded) != cudaSuccess) {
+    cudaGetLastError();
+    scratch_bytes_ = 0;
+    fail(ErrorCode::kOutOfMemory, "cuda backend: scratch of {} bytes failed", rounded);
+  }
+  scratch_bytes_ = rounded;
+  return scratch_;
+}
+
+void CudaKernels::linear(const LinearArgs& a) {
+  if (a.w.format != WeightFormat::kBf16) {
+    fail(ErrorCode::kUnsupported, "linear: {} weights are not implemented on the cuda backend yet (bf16 only)",
+         weight_format_name(a.w.format));
+  }
+  gemm_.run(bf(a.x), bf(a.w.weight), a.out.data(), is_f32(a.out), a.x.dim(0), a.w.out_features(), a.x.dim(1),
+            stream_);
+}
+
+void CudaKernels::embedding(const EmbeddingArgs& a) {
+  cuda::EmbeddingParams p;
+  p.ids = i32(a.ids);
+  p.table = bf(a.table);
+  p.out = bf_mut(a.out);
+  p.tokens = to_int(a.ids.dim(0), "tokens");
+  p.vocab = a.table.dim(0);
+  p.width = to_int(a.table.dim(1), "hidden size");
+  cuda::launch_embedding(p, stream_);
+  check_launch("embedding");
+}
+
+void CudaKernels::gather_rows(const GatherRowsArgs& a) {
+  cuda::GatherRowsParams p;
+  p.src = a.src.data();
+  p.indices = i32(a.indices);
+  p.out = a.out.data();
+  p.rows = to_int(a.indices.dim(0), "rows");
+  p.src_rows = a.src.dim(0);
+  p.row_bytes = a.src.dim(1) * static_cast<int64_t>(dtype_size(a.src.dtype()));
+  cuda::launch_gather_rows(p, stream_);
+  check_launch("gather_rows");
+}
+
+void CudaKernels::rms_norm(const RmsNormArgs& a) {
+  cuda::RmsNormParams p;
+  p.x = bf(a.x);
+  p.weight = a.weight.data();
+  p.weight_f32 = is_f32(a.weight);
+  p.out = bf_mut(a.out);
+  p.residual_in = a.residual_in.empty() ? nullptr : bf(a.residual_in);
+  p.residual_out = a.residual_out.empty() ? nullptr : bf_mut(a.residual_out);
+  p.rows = to_int(a.x.dim(0), "rows");
+  p.width = to_int(a.x.dim(1), "width");
+  if (p.width > 24 * 1024) fail(ErrorCode::kUnsupported, "rms_norm: width {} exceeds the cuda kernel's 24576", p.width);
+  p.eps = a.eps;
+  p.plus_one = a.plus_one;
+  cuda::launch_rms_norm(p, stream_);
+  check_launch("rms_norm");
+}
+
+void CudaKernels::gated_rms_norm(const GatedRmsNormArgs& a) {
+  cuda::GatedRmsNormParams p;
+  p.x = bf(a.x);
+  p.z = col(a.z);
+  p.z_stride = a.z.stride();
+  p.weight = a.weight.data();
+  p.weight_f32 = is_f32(a.weight);
+  p.out = bf_mut(a.out);
+  p.rows = to_int(a.x.dim(0), "rows");
+  p.num_heads = to_int(a.num_heads, "num_heads");
+  p.head_dim = to_int(a.head_dim, "head_dim");
+  p.eps = a.eps;
+  cuda::launch_gated_rms_norm(p, stream_);
+  check_launch("gated_rms_norm");
+}
+
+void CudaKernels::swiglu(const SwigluArgs& a) {
+  cuda::SwigluParams p;
+  p.x = col(a.x);
+  p.x_stride = a.x.stride();
+  p.out = bf_mut(a.out);
+  p.rows = to_int(a.out.dim(0), "rows");
+  p.inter = to_int(a.out.dim(1), "intermediate size");
+  cuda::launch_swiglu(p, stream_);
+  check_launch("swiglu");
+}
+
+}  // namespace hyllm

@@ -1,0 +1,69 @@
+#pragma once
+// The CUDA backend's kernel table: every op of ops.h on the GPU, enqueued on
+// the backend's one stream with no host synchronisation. Each entry turns the
+// validated TensorViews into the plain launch structs of launch/*.h and calls
+// the .cu launchers. Ops need no host read of device data; scratch memory is
+// one growing device arena reused by every op.
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <unordered_map>
+
+#include "backend/cuda/cuda_gemm.h"
+#include "backend/kernels.h"
+
+namespace hyllm {
+
+class CudaKernels final : public Kernels {
+ public:
+  CudaKernels(cudaStream_t stream, int device_index);
+  ~CudaKernels() override;
+
+  void linear(const LinearArgs& a) override;
+  void embedding(const EmbeddingArgs& a) override;
+  void gather_rows(const GatherRowsArgs& a) override;
+  void rms_norm(const RmsNormArgs& a) override;
+  void gated_rms_norm(const GatedRmsNormArgs& a) override;
+  void attention_prep(const AttentionPrepArgs& a) override;
+  void paged_attention(const PagedAttentionArgs& a) override;
+  void gdn_conv(const GdnConvArgs& a) override;
+  void gated_delta_rule(const GatedDeltaRuleArgs& a) override;
+  void swiglu(const SwigluArgs& a) override;
+  void moe_route(const MoeRouteArgs& a) override;
+  void moe_experts(const MoeExpertsArgs& a) override;
+
+  cudaStream_t stream() const { return stream_; }
+  int num_sms() const { return num_sms_; }
+  // Device scratch of at least `bytes`, valid until the next op is enqueued.
+  // Growing it waits for the stream (the old arena may still be in use), so a
+  // warm-up step sizes it before any graph capture.
+  void* scratch(size_t bytes);
+
+ protected:
+  const char* table_name() const override { return "the cuda backend"; }
+
+ private:
+  // Device table of per-expert weight pointers, built once per weight set.
+  const uint16_t* const* expert_table(const std::vector<LinearWeight>& ws);
+
+  cudaStream_t stream_;
+  int num_sms_ = 132;
+  cuda::GemmRunner gemm_;
+  void* scratch_ = nullptr;
+  size_t scratch_bytes_ = 0;
+  std::unordered_map<const void*, void*> expert_tables_;
+};
+
+namespace cuda_detail {
+// Throws kInternal if the last launch failed.
+void check_launch(const char* op);
+inline bool is_f32(const TensorView& t) { return t.dtype() == DType::kF32; }
+inline const uint16_t* bf(const TensorView& t) { return t.data_as<const uint16_t>(); }
+inline uint16_t* bf_mut(const TensorView& t) { return t.data_as<uint16_t>(); }
+inline const uint16_t* col(const ColSlice& s) { return s.tensor.data_as<const uint16_t>() + s.offset; }
+inline const int32_t* i32(const TensorView& t) { return t.data_as<const int32_t>(); }
+int to_int(int64_t v, const char* what);
+}  // namespace cuda_detail
+
+}  // namespace hyllm

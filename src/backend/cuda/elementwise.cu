@@ -1,0 +1,95 @@
+// SwiGLU, embedding lookup and row gathers: bandwidth-bound row kernels.
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/launch/dense.h"
+
+namespace hyllm::cuda {
+namespace {
+
+template <int VEC>
+__global__ void swiglu_kernel(SwigluParams p) {
+  const int64_t per_row = p.inter / VEC;
+  const int64_t n = per_row * p.rows;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / per_row, c = (i % per_row) * VEC;
+    const uint16_t* row = p.x + t * p.x_stride;
+    alignas(16) uint16_t g[VEC], u[VEC], o[VEC];
+    if constexpr (VEC == 8) {
+      *reinterpret_cast<uint4*>(g) = *reinterpret_cast<const uint4*>(row + c);
+      *reinterpret_cast<uint4*>(u) = *reinterpret_cast<const uint4*>(row + p.inter + c);
+    } else {
+      g[0] = row[c];
+      u[0] = row[p.inter + c];
+    }
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) o[j] = f2bf(__fmul_rn(silu(bf2f(g[j])), bf2f(u[j])));
+    if constexpr (VEC == 8) {
+      *reinterpret_cast<uint4*>(p.out + t * p.inter + c) = *reinterpret_cast<uint4*>(o);
+    } else {
+      p.out[t * p.inter + c] = o[0];
+    }
+  }
+}
+
+// Copies `row_bytes` from src to dst with one block, 16 bytes at a time when
+// both are aligned.
+__device__ __forceinline__ void copy_row(char* dst, const char* src, int64_t row_bytes) {
+  if (row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0) {
+    for (int64_t i = threadIdx.x; i < row_bytes / 16; i += blockDim.x) {
+      reinterpret_cast<uint4*>(dst)[i] = reinterpret_cast<const uint4*>(src)[i];
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < row_bytes; i += blockDim.x) dst[i] = src[i];
+  }
+}
+
+__global__ void embedding_kernel(EmbeddingParams p) {
+  const int t = blockIdx.x;
+  const int32_t id = p.ids[t];
+  char* dst = reinterpret_cast<char*>(p.out + static_cast<int64_t>(t) * p.width);
+  const int64_t row_bytes = static_cast<int64_t>(p.width) * 2;
+  if (id < 0 || id >= p.vocab) {
+    // Out-of-range ids give zeros on the GPU (ops.h): nothing is read.
+    for (int64_t i = threadIdx.x; i < row_bytes; i += blockDim.x) dst[i] = 0;
+    return;
+  }
+  copy_row(dst, reinterpret_cast<const char*>(p.table + static_cast<int64_t>(id) * p.width), row_bytes);
+}
+
+__global__ void gather_rows_kernel(GatherRowsParams p) {
+  const int r = blockIdx.x;
+  const int32_t idx = p.indices[r];
+  char* dst = static_cast<char*>(p.out) + static_cast<int64_t>(r) * p.row_bytes;
+  if (idx < 0 || idx >= p.src_rows) {
+    for (int64_t i = threadIdx.x; i < p.row_bytes; i += blockDim.x) dst[i] = 0;
+    return;
+  }
+  copy_row(dst, static_cast<const char*>(p.src) + static_cast<int64_t>(idx) * p.row_bytes, p.row_bytes);
+}
+
+}  // namespace
+
+void launch_swiglu(const SwigluParams& p, cudaStream_t stream) {
+  if (p.rows == 0 || p.inter == 0) return;
+  const bool vec = p.inter % 8 == 0 && p.x_stride % 8 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(p.out) % 16 == 0;
+  const int64_t n = static_cast<int64_t>(p.rows) * p.inter / (vec ? 8 : 1);
+  const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 132 * 16));
+  if (vec) {
+    swiglu_kernel<8><<<blocks, 256, 0, stream>>>(p);
+  } else {
+    swiglu_kernel<1><<<blocks, 256, 0, stream>>>(p);
+  }
+}
+
+void launch_embedding(const EmbeddingParams& p, cudaStream_t stream) {
+  if (p.tokens == 0) return;
+  embedding_kernel<<<p.tokens, 128, 0, stream>>>(p);
+}
+
+void launch_gather_rows(const GatherRowsParams& p, cudaStream_t stream) {
+  if (p.rows == 0 || p.row_bytes == 0) return;
+  gather_rows_kernel<<<p.rows, 128, 0, stream>>>(p);
+}
+
+}  // namespace hyllm::cuda

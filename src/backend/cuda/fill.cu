@@ -1,0 +1,37 @@
+// Counter-based random fill (SplitMix64 of seed ^ index) for dummy weights.
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/launch/fill.h"
+
+namespace hyllm::cuda {
+namespace {
+
+__device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+__global__ void fill_kernel(void* dst, bool f32, size_t n, uint64_t seed, float mean, float scale) {
+  const uint64_t key = splitmix64(seed);
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const uint64_t bits = splitmix64(key ^ i);
+    const float u = static_cast<float>(bits >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+    const float v = mean + scale * (2.0f * u - 1.0f);
+    if (f32) {
+      static_cast<float*>(dst)[i] = v;
+    } else {
+      static_cast<uint16_t*>(dst)[i] = f2bf(v);
+    }
+  }
+}
+
+}  // namespace
+
+void launch_fill_uniform(void* dst, bool f32, size_t n, uint64_t seed, float mean, float scale, cudaStream_t stream) {
+  if (n == 0) return;
+  fill_kernel<<<132 * 8, 256, 0, stream>>>(dst, f32, n, seed, mean, scale);
+}
+
+}  // namespace hyllm::cuda

@@ -1,0 +1,200 @@
+// The gated delta rule. Both algorithms of ops.h run the same kernels here:
+// the recurrence is independent across the value dimension (row j of the
+// per-head state Sv = S^T evolves on its own given q, k, g and beta), so the
+// kernel parallelises over (sequence, value head, state row) and walks the
+// tokens of a sequence in order with the state in registers. That is exact
+// fp32 arithmetic, reads and writes each state once per call, and keeps Dv x
+// Hv rows in flight, which hides the sequential token loop for prefill too.
+//
+// A first kernel computes the per-token inputs once: L2-normalised q (scaled
+// by 1/sqrt(Dk)) and k, q.k, the decay exp(g) and beta.
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/launch/gdn.h"
+
+namespace hyllm::cuda {
+namespace {
+
+constexpr int kLanesPerRow = 8;
+constexpr int kRowsPerBlock = 16;  // 128 threads
+
+struct Scratch {
+  float* qn;     // [T, Hk, Dk]
+  float* kn;     // [T, Hk, Dk]
+  float* kq;     // [T, Hk]
+  float* decay;  // [T, Hv]
+  float* beta;   // [T, Hv]
+};
+
+Scratch carve(const GatedDeltaRuleParams& p, void* scratch) {
+  float* f = static_cast<float*>(scratch);
+  const int64_t T = p.tokens, qk = T * p.num_k_heads * p.k_dim;
+  Scratch s{};
+  s.qn = f;
+  s.kn = s.qn + qk;
+  s.kq = s.kn + qk;
+  s.decay = s.kq + T * p.num_k_heads;
+  s.beta = s.decay + T * p.num_v_heads;
+  return s;
+}
+
+// Block = token; warp = key head (q and k), then threads = value heads.
+__global__ void prepare_kernel(GatedDeltaRuleParams p, Scratch s) {
+  const int t = blockIdx.x;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, warps = blockDim.x / 32;
+  const int Dk = p.k_dim, Hk = p.num_k_heads;
+  const int64_t W = 2LL * Hk * Dk + static_cast<int64_t>(p.num_v_heads) * p.v_dim;
+  const uint16_t* row = p.qkv + t * W;
+  const float q_scale = 1.0f / sqrtf(static_cast<float>(Dk));
+  for (int kh = warp; kh < Hk; kh += warps) {
+    const uint16_t* q = row + static_cast<int64_t>(kh) * Dk;
+    const uint16_t* k = row + static_cast<int64_t>(Hk + kh) * Dk;
+    float qq = 0.0f, kk = 0.0f;
+    for (int d = lane; d < Dk; d += 32) {
+      const float qv = bf2f(q[d]), kv = bf2f(k[d]);
+      qq += qv * qv;
+      kk += kv * kv;
+    }
+    qq = warp_sum(qq);
+    kk = warp_sum(kk);
+    const float q_inv = __fmul_rn(1.0f / sqrtf(qq + 1e-6f), q_scale);
+    const float k_inv = 1.0f / sqrtf(kk + 1e-6f);
+    float* qn = s.qn + (static_cast<int64_t>(t) * Hk + kh) * Dk;
+    float* kn = s.kn + (static_cast<int64_t>(t) * Hk + kh) * Dk;
+    float dot = 0.0f;
+    for (int d = lane; d < Dk; d += 32) {
+      const float qv = __fmul_rn(bf2f(q[d]), q_inv), kv = __fmul_rn(bf2f(k[d]), k_inv);
+      qn[d] = qv;
+      kn[d] = kv;
+      dot += qv * kv;
+    }
+    dot = warp_sum(dot);
+    if (lane == 0) s.kq[static_cast<int64_t>(t) * Hk + kh] = dot;
+  }
+  for (int vh = threadIdx.x; vh < p.num_v_heads; vh += blockDim.x) {
+    const float a = bf2f(p.a[t * p.a_stride + vh]), b = bf2f(p.b[t * p.b_stride + vh]);
+    const float neg_a = -expf(load_float(p.A_log, p.A_log_f32, vh));
+    const float g = __fmul_rn(neg_a, softplus(__fadd_rn(a, load_float(p.dt_bias, p.dt_bias_f32, vh))));
+    s.decay[static_cast<int64_t>(t) * p.num_v_heads + vh] = expf(g);
+    s.beta[static_cast<int64_t>(t) * p.num_v_heads + vh] = sigmoid(b);
+  }
+}
+
+// Per-token inputs of one lane: its EPL elements of q and k plus the scalars.
+template <int EPL>
+struct TokenIn {
+  float q[EPL], k[EPL];
+  float v, decay, beta, kq;
+};
+
+template <int EPL>
+__device__ __forceinline__ void load_token(TokenIn<EPL>& in, const GatedDeltaRuleParams& p, const Scratch& s, int t,
+                                           int kh, int vh, int j, int sub, bool row_ok) {
+  const int Dk = p.k_dim;
+  const float* qn = s.qn + (static_cast<int64_t>(t) * p.num_k_heads + kh) * Dk;
+  const float* kn = s.kn + (static_cast<int64_t>(t) * p.num_k_heads + kh) * Dk;
+#pragma unroll
+  for (int i = 0; i < EPL; ++i) {
+    const int d = i * kLanesPerRow + sub;
+    in.q[i] = d < Dk ? qn[d] : 0.0f;
+    in.k[i] = d < Dk ? kn[d] : 0.0f;
+  }
+  const int64_t W = 2LL * p.num_k_heads * Dk + static_cast<int64_t>(p.num_v_heads) * p.v_dim;
+  in.v = row_ok ? bf2f(p.qkv[t * W + 2LL * p.num_k_heads * Dk + static_cast<int64_t>(vh) * p.v_dim + j]) : 0.0f;
+  in.decay = s.decay[static_cast<int64_t>(t) * p.num_v_heads + vh];
+  in.beta = s.beta[static_cast<int64_t>(t) * p.num_v_heads + vh];
+  in.kq = s.kq[static_cast<int64_t>(t) * p.num_k_heads + kh];
+}
+
+// Block = 16 state rows of one (sequence, value head); 8 lanes per row, each
+// holding EPL elements d = i * 8 + sub of the row.
+template <int EPL>
+__global__ void __launch_bounds__(kRowsPerBlock * kLanesPerRow) recurrent_kernel(GatedDeltaRuleParams p, Scratch s) {
+  const int seq = blockIdx.z, vh = blockIdx.y;
+  const int t0 = p.query_start_loc[seq], n = p.query_start_loc[seq + 1] - t0;
+  if (n == 0) return;
+  const int64_t slot = p.state_indices[seq];
+  if (slot < 0 || slot >= p.num_slots) return;
+  const int sub = threadIdx.x % kLanesPerRow;
+  const int j = blockIdx.x * kRowsPerBlock + threadIdx.x / kLanesPerRow;
+  const bool row_ok = j < p.v_dim;
+  const int Dk = p.k_dim;
+  const int kh = vh / (p.num_v_heads / p.num_k_heads);
+  float* srow = p.state + ((slot * p.num_v_heads + vh) * p.v_dim + (row_ok ? j : 0)) * Dk;
+  const bool init = p.has_initial_state[seq] != 0;
+  float st[EPL];
+#pragma unroll
+  for (int i = 0; i < EPL; ++i) {
+    const int d = i * kLanesPerRow + sub;
+    st[i] = (init && row_ok && d < Dk) ? srow[d] : 0.0f;
+  }
+  const int64_t out_stride = static_cast<int64_t>(p.num_v_heads) * p.v_dim;
+  uint16_t* out = p.out + static_cast<int64_t>(vh) * p.v_dim + j;
+  TokenIn<EPL> cur, next;
+  load_token(cur, p, s, t0, kh, vh, j, sub, row_ok);
+  for (int i = 0; i < n; ++i) {
+    const int t = t0 + i;
+    if (i + 1 < n) load_token(next, p, s, t + 1, kh, vh, j, sub, row_ok);
+    float dk = 0.0f, dq = 0.0f;
+#pragma unroll
+    for (int e = 0; e < EPL; ++e) {
+      dk = __fmaf_rn(st[e], cur.k[e], dk);
+      dq = __fmaf_rn(st[e], cur.q[e], dq);
+    }
+#pragma unroll
+    for (int o = 1; o < kLanesPerRow; o <<= 1) {
+      dk += __shfl_xor_sync(0xffffffffu, dk, o);
+      dq += __shfl_xor_sync(0xffffffffu, dq, o);
+    }
+    // With S' = decay S + u k:  S'.k = decay (S.k) + u (k.k) and the op's
+    // u = beta (v - (decay S).k);  o = S'.q = decay (S.q) + u (k.q).
+    const float u = cur.beta * (cur.v - cur.decay * dk);
+    const float o = cur.decay * dq + u * cur.kq;
+#pragma unroll
+    for (int e = 0; e < EPL; ++e) st[e] = __fmaf_rn(cur.decay, st[e], u * cur.k[e]);
+    if (row_ok && sub == 0) out[static_cast<int64_t>(t) * out_stride] = f2bf(o);
+    if (i + 1 < n) cur = next;
+  }
+  if (row_ok) {
+#pragma unroll
+    for (int i = 0; i < EPL; ++i) {
+      const int d = i * kLanesPerRow + sub;
+      if (d < Dk) srow[d] = st[i];
+    }
+  }
+}
+
+template <int EPL>
+void launch_epl(const GatedDeltaRuleParams& p, const Scratch& s, cudaStream_t stream) {
+  dim3 grid(ceil_div(p.v_dim, kRowsPerBlock), p.num_v_heads, p.num_seqs);
+  recurrent_kernel<EPL><<<grid, kRowsPerBlock * kLanesPerRow, 0, stream>>>(p, s);
+}
+
+}  // namespace
+
+bool gated_delta_rule_supported(int k_dim) { return k_dim >= 1 && k_dim <= 32 * kLanesPerRow; }
+
+size_t gated_delta_rule_scratch_bytes(const GatedDeltaRuleParams& p) {
+  const int64_t T = p.tokens;
+  return static_cast<size_t>(2 * T * p.num_k_heads * p.k_dim + T * p.num_k_heads + 2 * T * p.num_v_heads) *
+         sizeof(float);
+}
+
+void launch_gated_delta_rule(const GatedDeltaRuleParams& p, void* scratch, cudaStream_t stream) {
+  if (p.tokens == 0 || p.num_seqs == 0) return;
+  const Scratch s = carve(p, scratch);
+  prepare_kernel<<<p.tokens, 128, 0, stream>>>(p, s);
+  const int epl = (p.k_dim + kLanesPerRow - 1) / kLanesPerRow;
+  if (epl <= 2) {
+    launch_epl<2>(p, s, stream);
+  } else if (epl <= 4) {
+    launch_epl<4>(p, s, stream);
+  } else if (epl <= 8) {
+    launch_epl<8>(p, s, stream);
+  } else if (epl <= 16) {
+    launch_epl<16>(p, s, stream);
+  } else {
+    launch_epl<32>(p, s, stream);
+  }
+}
+
+}  // namespace hyllm::cuda

@@ -1,0 +1,112 @@
+// The GDN causal depthwise conv1d with its rolling state. Two launches: the
+// outputs (which read the old state), then the state update (which
+// overwrites it); one kernel could not do both without a grid-wide barrier.
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/launch/gdn.h"
+
+namespace hyllm::cuda {
+namespace {
+
+constexpr int kMaxKernel = 8;
+constexpr int kTokensPerBlock = 16;
+
+// The sequence that owns token t: the last s with query_start_loc[s] <= t
+// and a non-empty range.
+__device__ __forceinline__ int find_sequence(const int32_t* qsl, int num_seqs, int t) {
+  int lo = 0, hi = num_seqs - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (qsl[mid] <= t) lo = mid; else hi = mid - 1;
+  }
+  while (lo > 0 && qsl[lo + 1] <= t) ++lo;  // skip empty sequences at t
+  return lo;
+}
+
+// Thread = channel; block.y = a run of kTokensPerBlock tokens.
+template <int K>
+__global__ void conv_out_kernel(GdnConvParams p) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= p.channels) return;
+  const int t_begin = blockIdx.y * kTokensPerBlock;
+  const int t_end = min(p.tokens, t_begin + kTokensPerBlock);
+  float w[K];
+#pragma unroll
+  for (int j = 0; j < K; ++j) w[j] = bf2f(p.weight[static_cast<int64_t>(c) * K + j]);
+  int s = find_sequence(p.query_start_loc, p.num_seqs, t_begin);
+  for (int t = t_begin; t < t_end; ++t) {
+    while (p.query_start_loc[s + 1] <= t) ++s;
+    const int start = p.query_start_loc[s];
+    const int64_t slot = p.state_indices[s];
+    const bool init = p.has_initial_state[s] != 0 && slot >= 0 && slot < p.num_slots;
+    float acc = 0.0f;
+#pragma unroll
+    for (int j = 0; j < K; ++j) {
+      const int src = t - (K - 1) + j;  // token index of tap j
+      float v = 0.0f;
+      if (src >= start) {
+        v = bf2f(p.x[static_cast<int64_t>(src) * p.x_stride + c]);
+      } else if (init) {
+        const int hist_row = (K - 1) + (src - start);  // row of conv_state, oldest first
+        if (hist_row >= 0) v = bf2f(p.conv_state[(slot * (K - 1) + hist_row) * p.channels + c]);
+      }
+      acc = __fadd_rn(acc, __fmul_rn(w[j], v));  // unfused, as the CPU reference
+    }
+    p.out[static_cast<int64_t>(t) * p.channels + c] = f2bf(silu(acc));
+  }
+}
+
+// Thread = (sequence, channel): the last K-1 raw rows of history + new inputs.
+template <int K>
+__global__ void conv_state_kernel(GdnConvParams p) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  const int s = blockIdx.y;
+  if (c >= p.channels) return;
+  const int start = p.query_start_loc[s], n = p.query_start_loc[s + 1] - start;
+  if (n == 0) return;
+  const int64_t slot = p.state_indices[s];
+  if (slot < 0 || slot >= p.num_slots) return;
+  const bool init = p.has_initial_state[s] != 0;
+  uint16_t* st = p.conv_state + slot * (K - 1) * p.channels + c;
+  // Row r of the new state is row n + r of [history (K-1 rows) | new (n rows)];
+  // rows are written in increasing r and read at n + r > r, so in place is safe.
+#pragma unroll
+  for (int r = 0; r < K - 1; ++r) {
+    const int src = n + r;
+    uint16_t v;
+    if (src >= K - 1) {
+      v = p.x[static_cast<int64_t>(start + src - (K - 1)) * p.x_stride + c];
+    } else {
+      v = init ? st[static_cast<int64_t>(src) * p.channels] : uint16_t{0};
+    }
+    st[static_cast<int64_t>(r) * p.channels] = v;
+  }
+}
+
+template <int K>
+void launch_k(const GdnConvParams& p, cudaStream_t stream) {
+  const int threads = 128;
+  dim3 grid_out(ceil_div(p.channels, threads), ceil_div(p.tokens, kTokensPerBlock));
+  conv_out_kernel<K><<<grid_out, threads, 0, stream>>>(p);
+  dim3 grid_state(ceil_div(p.channels, threads), p.num_seqs);
+  conv_state_kernel<K><<<grid_state, threads, 0, stream>>>(p);
+}
+
+}  // namespace
+
+bool gdn_conv_supported(int kernel) { return kernel >= 2 && kernel <= kMaxKernel; }
+
+void launch_gdn_conv(const GdnConvParams& p, cudaStream_t stream) {
+  if (p.tokens == 0 || p.num_seqs == 0 || p.channels == 0) return;
+  switch (p.kernel) {
+    case 2: launch_k<2>(p, stream); break;
+    case 3: launch_k<3>(p, stream); break;
+    case 4: launch_k<4>(p, stream); break;
+    case 5: launch_k<5>(p, stream); break;
+    case 6: launch_k<6>(p, stream); break;
+    case 7: launch_k<7>(p, stream); break;
+    case 8: launch_k<8>(p, stream); break;
+    default: break;
+  }
+}
+
+}  // namespace hyllm::cuda

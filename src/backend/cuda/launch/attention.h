@@ -1,0 +1,71 @@
+#pragma once
+// Launchers of the gated-attention kernels (see launch/dense.h for the
+// conventions of these headers).
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace hyllm::cuda {
+
+inline constexpr int kMaxRotaryHalf = 256;
+
+struct AttentionPrepParams {
+  const uint16_t* q_gate = nullptr;
+  int64_t q_gate_stride = 0;
+  const uint16_t* k = nullptr;
+  int64_t k_stride = 0;
+  const uint16_t* v = nullptr;
+  int64_t v_stride = 0;
+  const void* q_norm = nullptr;
+  bool q_norm_f32 = false;
+  const void* k_norm = nullptr;
+  bool k_norm_f32 = false;
+  const int32_t* positions = nullptr;
+  const int32_t* slot_mapping = nullptr;
+  uint16_t* q_out = nullptr;
+  uint16_t* gate_out = nullptr;
+  uint16_t* k_cache = nullptr;
+  uint16_t* v_cache = nullptr;
+  int64_t num_slots = 0;
+  int tokens = 0;
+  int num_q_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int rotary_dim = 0;
+  float eps = 1e-6f;
+  // inv_freq[i] = 1 / theta^(2i / rotary_dim), computed on the host in fp32
+  // exactly as the CPU reference computes it.
+  float inv_freq[kMaxRotaryHalf] = {};
+};
+void launch_attention_prep(const AttentionPrepParams& p, cudaStream_t stream);
+
+struct PagedAttentionParams {
+  const uint16_t* q = nullptr;
+  const uint16_t* k_cache = nullptr;
+  const uint16_t* v_cache = nullptr;
+  const int32_t* block_tables = nullptr;
+  int max_blocks_per_seq = 0;
+  const int32_t* query_start_loc = nullptr;
+  const int32_t* seq_lens = nullptr;
+  const uint16_t* gate = nullptr;  // optional
+  uint16_t* out = nullptr;
+  int num_seqs = 0;
+  int tokens = 0;
+  int num_q_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int block_size = 0;
+  int64_t num_blocks = 0;
+  float scale = 0.0f;
+  int max_query_len = 0;  // upper bound of any sequence's new tokens
+  int max_seq_len = 0;    // upper bound of any sequence's length, 0 = unknown
+  int num_sms = 132;
+};
+// Scratch bytes the launch needs (split-KV partial results); 0 if none.
+size_t paged_attention_scratch_bytes(const PagedAttentionParams& p);
+// Returns false if head_dim is not one the kernels are built for.
+bool paged_attention_supported(int head_dim);
+void launch_paged_attention(const PagedAttentionParams& p, void* scratch, cudaStream_t stream);
+
+}  // namespace hyllm::cuda

@@ -1,0 +1,16 @@
+#pragma once
+// Device-side random fill for dummy weights and benchmarks (see launch/dense.h
+// for the conventions of these headers).
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace hyllm::cuda {
+
+// Uniform values in [mean - scale, mean + scale) from a counter-based hash of
+// (seed, index): the same seed gives the same tensor on any GPU and launch.
+void launch_fill_uniform(void* dst, bool f32, size_t n, uint64_t seed, float mean, float scale, cudaStream_t stream);
+
+}  // namespace hyllm::cuda

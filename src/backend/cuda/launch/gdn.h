@@ -1,0 +1,56 @@
+#pragma once
+// Launchers of the Gated DeltaNet kernels (see launch/dense.h for the
+// conventions of these headers).
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace hyllm::cuda {
+
+struct GdnConvParams {
+  const uint16_t* x = nullptr;  // column slice [T, C]
+  int64_t x_stride = 0;
+  const uint16_t* weight = nullptr;  // [C, K]
+  uint16_t* conv_state = nullptr;    // [slots, K - 1, C]
+  int64_t num_slots = 0;
+  const int32_t* query_start_loc = nullptr;
+  const int32_t* state_indices = nullptr;
+  const int32_t* has_initial_state = nullptr;
+  uint16_t* out = nullptr;  // [T, C]
+  int tokens = 0;
+  int num_seqs = 0;
+  int channels = 0;
+  int kernel = 0;  // K
+};
+bool gdn_conv_supported(int kernel);
+void launch_gdn_conv(const GdnConvParams& p, cudaStream_t stream);
+
+struct GatedDeltaRuleParams {
+  const uint16_t* qkv = nullptr;  // [T, 2 Hk Dk + Hv Dv]
+  const uint16_t* a = nullptr;    // column slice [T, Hv]
+  int64_t a_stride = 0;
+  const uint16_t* b = nullptr;
+  int64_t b_stride = 0;
+  const void* A_log = nullptr;
+  bool A_log_f32 = false;
+  const void* dt_bias = nullptr;
+  bool dt_bias_f32 = false;
+  float* state = nullptr;  // [slots, Hv, Dv, Dk]
+  int64_t num_slots = 0;
+  const int32_t* query_start_loc = nullptr;
+  const int32_t* state_indices = nullptr;
+  const int32_t* has_initial_state = nullptr;
+  uint16_t* out = nullptr;  // [T, Hv * Dv]
+  int tokens = 0;
+  int num_seqs = 0;
+  int num_k_heads = 0;
+  int num_v_heads = 0;
+  int k_dim = 0;
+  int v_dim = 0;
+};
+bool gated_delta_rule_supported(int k_dim);
+size_t gated_delta_rule_scratch_bytes(const GatedDeltaRuleParams& p);
+void launch_gated_delta_rule(const GatedDeltaRuleParams& p, void* scratch, cudaStream_t stream);
+
+}  // namespace hyllm::cuda

@@ -1,0 +1,47 @@
+#pragma once
+// Launcher of the GPU sampler (see launch/dense.h for the conventions of these
+// headers). Semantics are the host sampler's (engine/sampler.h), step by step.
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace hyllm::cuda {
+
+inline constexpr int kMaxTopLogprobs = 32;
+
+struct SamplingRowParams {
+  float temperature = 0.0f;  // < 1e-5: greedy
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  int32_t top_k = 0;
+  int32_t num_logprobs = -1;  // -1: none; 0: the sampled token's; N: also the top N
+  uint64_t seed = 0;
+  uint64_t sample_index = 0;
+  // Ranges of the shared int32 pool: banned ids; the distinct ids of prompt and
+  // output (repetition penalty); (id, count) pairs of the output (frequency and
+  // presence penalties), two ints each.
+  int32_t banned_begin = 0, banned_end = 0;
+  int32_t rep_begin = 0, rep_end = 0;
+  int32_t count_begin = 0, count_end = 0;
+};
+
+struct SamplingLaunch {
+  const float* logits = nullptr;  // [rows, vocab], row stride ld
+  int64_t ld = 0;
+  int rows = 0;
+  int vocab = 0;
+  const SamplingRowParams* params = nullptr;  // device [rows]
+  const int32_t* pool = nullptr;              // device
+  float* work = nullptr;                      // device scratch [rows, vocab]
+  int32_t* out_token = nullptr;               // device [rows]; -1 when every token is masked
+  float* out_logprob = nullptr;               // device [rows]
+  int32_t* out_top_ids = nullptr;             // device [rows, kMaxTopLogprobs]
+  float* out_top_logprobs = nullptr;          // device [rows, kMaxTopLogprobs]
+};
+void launch_sampling(const SamplingLaunch& p, cudaStream_t stream);
+
+}  // namespace hyllm::cuda

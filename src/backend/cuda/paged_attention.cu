@@ -1,0 +1,313 @@
+// Causal GQA attention over the paged KV cache, flash style on tensor cores
+// (mma.sync m16n8k16, bf16 in, fp32 accumulate), for prefill and decode alike.
+//
+// One block owns 64 "rows" of one sequence and one KV head, where a row is a
+// (new token, query head of the group) pair: the group's query heads share
+// every K/V tile, so decode (one token, group heads) and prefill use the same
+// code. Each of the 4 warps owns 16 rows. Keys stream through shared memory in
+// tiles of 64 with an online softmax in fp32. When few blocks would cover the
+// GPU (decode), the key range is split over blocks and a second kernel merges
+// the partial results.
+#include <cfloat>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/launch/attention.h"
+
+namespace hyllm::cuda {
+namespace {
+
+constexpr int kRows = 64;   // rows per block
+constexpr int kKeys = 64;   // keys per tile
+constexpr int kThreads = 128;
+constexpr float kLog2e = 1.4426950408889634f;
+
+template <int D>
+struct Smem {
+  static constexpr int kStride = D + 8;  // 16-byte pad: ldmatrix rows hit distinct banks
+  static constexpr size_t kBytes = static_cast<size_t>(3) * kRows * kStride * 2;
+};
+
+// Loads rows [0, 64) of a [64][D] tile with cp.async; row r comes from
+// src(r) or is zero when src(r) is null.
+template <int D, typename SrcFn>
+__device__ __forceinline__ void load_tile(uint16_t* tile, SrcFn src) {
+  constexpr int kChunks = D / 8;
+  for (int i = threadIdx.x; i < kRows * kChunks; i += kThreads) {
+    const int r = i / kChunks, c = i % kChunks;
+    const uint16_t* g = src(r);
+    cp_async16(tile + r * Smem<D>::kStride + c * 8, g ? g + c * 8 : tile, g != nullptr);
+  }
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentionParams p, int num_splits,
+                                                                    float* partial) {
+  extern __shared__ __align__(16) uint16_t smem[];
+  constexpr int S = Smem<D>::kStride;
+  uint16_t* sq = smem;
+  uint16_t* sk = smem + kRows * S;
+  uint16_t* sv = smem + 2 * kRows * S;
+
+  const int group = p.num_q_heads / p.num_kv_heads;
+  const int seq = blockIdx.z / num_splits, split = blockIdx.z % num_splits;
+  const int kvh = blockIdx.y;
+  const int q_start = p.query_start_loc[seq];
+  const int q_len = p.query_start_loc[seq + 1] - q_start;
+  const int seq_len = p.seq_lens[seq];
+  const int ctx = seq_len - q_len;
+  const int rows_total = q_len * group;
+  const int m0 = blockIdx.x * kRows;
+  if (m0 >= rows_total) return;
+  const int last_row = min(m0 + kRows, rows_total) - 1;
+  const int kv_len = ctx + last_row / group + 1;  // keys the tile's last row sees
+  // This split's key range, in whole tiles.
+  const int per_split = ((kv_len + num_splits - 1) / num_splits + kKeys - 1) / kKeys * kKeys;
+  const int kv_begin = split * per_split;
+  const int kv_end = min(kv_len, kv_begin + per_split);
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const int64_t hq = p.num_q_heads;
+  const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
+
+  // Rows this thread's accumulators belong to: r0 = lane/4 and r0 + 8 of the warp's 16.
+  int row_token[2], row_head[2];
+  bool row_valid[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = m0 + warp * 16 + lane / 4 + i * 8;
+    row_valid[i] = r < rows_total;
+    row_token[i] = row_valid[i] ? r / group : 0;
+    row_head[i] = kvh * group + (row_valid[i] ? r % group : 0);
+  }
+
+  float acc[D / 8][4];
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+
+  if (kv_begin < kv_end) {
+    load_tile<D>(sq, [&](int r) -> const uint16_t* {
+      const int rr = m0 + r;
+      if (rr >= rows_total) return nullptr;
+      return p.q + ((static_cast<int64_t>(q_start) + rr / group) * hq + kvh * group + rr % group) * D;
+    });
+    const float scale_log2 = (p.scale > 0.0f ? p.scale : rsqrtf(static_cast<float>(D))) * kLog2e;
+    for (int n0 = kv_begin; n0 < kv_end; n0 += kKeys) {
+      auto key_src = [&](const uint16_t* cache, int r) -> const uint16_t* {
+        const int key = n0 + r;
+        if (key >= kv_end) return nullptr;
+        const int64_t slot = static_cast<int64_t>(table[key / p.block_size]) * p.block_size + key % p.block_size;
+        return cache + (slot * p.num_kv_heads + kvh) * D;
+      };
+      load_tile<D>(sk, [&](int r) { return key_src(p.k_cache, r); });
+      cp_async_commit();
+      load_tile<D>(sv, [&](int r) { return key_src(p.v_cache, r); });
+      cp_async_commit();
+      cp_async_wait<1>();
+      __syncthreads();
+
+      // S = Q K^T for the warp's 16 rows and the tile's 64 keys.
+      float s[kKeys / 8][4];
+#pragma unroll
+      for (int i = 0; i < kKeys / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t a[4];
+        ldmatrix_x4(a, sq + (warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * S + kk * 16 + (lane / 16) * 8);
+#pragma unroll
+        for (int nt = 0; nt < kKeys / 8; nt += 2) {
+          uint32_t b[4];
+          ldmatrix_x4(b, sk + (nt * 8 + (lane % 8) + (lane / 16) * 8) * S + kk * 16 + ((lane / 8) % 2) * 8);
+          mma_bf16(s[nt], a, b[0], b[1]);
+          mma_bf16(s[nt + 1], a, b[2], b[3]);
+        }
+      }
+      // Mask, scale (log2 domain) and the online softmax update.
+      float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int nt = 0; nt < kKeys / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = e / 2;
+          const int key = n0 + nt * 8 + (lane % 4) * 2 + (e % 2);
+          const bool visible = row_valid[i] && key < kv_end && key <= ctx + row_token[i];
+          s[nt][e] = visible ? s[nt][e] * scale_log2 : -INFINITY;
+          tile_max[i] = fmaxf(tile_max[i], s[nt][e]);
+        }
+      }
+      float alpha[2], base[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
+        tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
+        const float m_new = fmaxf(row_max[i], tile_max[i]);
+        base[i] = m_new == -INFINITY ? 0.0f : m_new;  // fully masked so far: keep zeros
+        alpha[i] = exp2f(row_max[i] - base[i]);
+        row_max[i] = m_new;
+        row_sum[i] *= alpha[i];
+      }
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        acc[dt][0] *= alpha[0];
+        acc[dt][1] *= alpha[0];
+        acc[dt][2] *= alpha[1];
+        acc[dt][3] *= alpha[1];
+      }
+#pragma unroll
+      for (int nt = 0; nt < kKeys / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[nt][e] = exp2f(s[nt][e] - base[e / 2]);
+          row_sum[e / 2] += s[nt][e];
+        }
+      }
+      cp_async_wait<0>();
+      __syncthreads();
+      // O += P V, P from the S accumulators (the C layout of two n-tiles is the
+      // A layout of one k16 step).
+#pragma unroll
+      for (int kc = 0; kc < kKeys / 16; ++kc) {
+        uint32_t a[4];
+        a[0] = pack_bf16(s[2 * kc][0], s[2 * kc][1]);
+        a[1] = pack_bf16(s[2 * kc][2], s[2 * kc][3]);
+        a[2] = pack_bf16(s[2 * kc + 1][0], s[2 * kc + 1][1]);
+        a[3] = pack_bf16(s[2 * kc + 1][2], s[2 * kc + 1][3]);
+#pragma unroll
+        for (int dt = 0; dt < D / 8; dt += 2) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, sv + (kc * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * S + dt * 8 + (lane / 16) * 8);
+          mma_bf16(acc[dt], a, b[0], b[1]);
+          mma_bf16(acc[dt + 1], a, b[2], b[3]);
+        }
+      }
+      __syncthreads();
+    }
+  }
+
+  // Row sums are spread over the 4 lanes of a quad.
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    row_sum[i] += __shfl_xor_sync(0xffffffffu, row_sum[i], 1);
+    row_sum[i] += __shfl_xor_sync(0xffffffffu, row_sum[i], 2);
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    if (!row_valid[i]) continue;
+    const int64_t token = q_start + row_token[i];
+    const int64_t o_off = (token * hq + row_head[i]) * D;
+    if (num_splits == 1) {
+      const float inv = 1.0f / row_sum[i];
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        const int d = dt * 8 + (lane % 4) * 2;
+        float o0 = round_bf(acc[dt][2 * i] * inv), o1 = round_bf(acc[dt][2 * i + 1] * inv);
+        if (p.gate != nullptr) {
+          o0 = __fmul_rn(o0, sigmoid(bf2f(p.gate[o_off + d])));
+          o1 = __fmul_rn(o1, sigmoid(bf2f(p.gate[o_off + d + 1])));
+        }
+        *reinterpret_cast<uint32_t*>(p.out + o_off + d) = pack_bf16(o0, o1);
+      }
+    } else {
+      // partial layout: [split][token * Hq + head][D + 2] = (unnormalised o, max, sum)
+      float* dst = partial + (static_cast<int64_t>(split) * p.tokens * hq + token * hq + row_head[i]) * (D + 2);
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        const int d = dt * 8 + (lane % 4) * 2;
+        dst[d] = acc[dt][2 * i];
+        dst[d + 1] = acc[dt][2 * i + 1];
+      }
+      if (lane % 4 == 0) {
+        dst[D] = row_max[i];
+        dst[D + 1] = row_sum[i];
+      }
+    }
+  }
+}
+
+// Merges the splits of one (token, head) per warp.
+__global__ void merge_splits_kernel(PagedAttentionParams p, int num_splits, const float* partial) {
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int64_t items = static_cast<int64_t>(p.tokens) * p.num_q_heads;
+  if (item >= items) return;
+  const int lane = threadIdx.x & 31, D = p.head_dim;
+  const int64_t stride = items * (D + 2);
+  const float* base = partial + item * (D + 2);
+  float m = -INFINITY;
+  for (int s = 0; s < num_splits; ++s) m = fmaxf(m, base[s * stride + D]);
+  float total = 0.0f;
+  for (int s = 0; s < num_splits; ++s) {
+    const float ms = base[s * stride + D];
+    if (ms != -INFINITY) total += base[s * stride + D + 1] * exp2f(ms - m);
+  }
+  const float inv = 1.0f / total;
+  for (int d = lane; d < D; d += 32) {
+    float o = 0.0f;
+    for (int s = 0; s < num_splits; ++s) {
+      const float ms = base[s * stride + D];
+      if (ms != -INFINITY) o += base[s * stride + d] * exp2f(ms - m);
+    }
+    o = round_bf(o * inv);
+    if (p.gate != nullptr) o = __fmul_rn(o, sigmoid(bf2f(p.gate[item * D + d])));
+    p.out[item * D + d] = f2bf(o);
+  }
+}
+
+int choose_splits(const PagedAttentionParams& p, int m_tiles) {
+  if (p.max_seq_len <= 0) return 1;
+  const int64_t blocks = static_cast<int64_t>(m_tiles) * p.num_kv_heads * p.num_seqs;
+  const int64_t target = 2LL * p.num_sms;
+  if (blocks >= target) return 1;
+  const int by_len = (p.max_seq_len + 2 * kKeys - 1) / (2 * kKeys);  // at least 128 keys per split
+  int splits = static_cast<int>((target + blocks - 1) / blocks);
+  splits = min(splits, by_len);
+  return max(1, min(splits, 32));
+}
+
+int m_tiles_of(const PagedAttentionParams& p) {
+  const int group = p.num_q_heads / p.num_kv_heads;
+  const int max_q = p.max_query_len > 0 ? min(p.max_query_len, p.tokens) : p.tokens;
+  return max(1, (max_q * group + kRows - 1) / kRows);
+}
+
+template <int D>
+void launch_d(const PagedAttentionParams& p, void* scratch, cudaStream_t stream) {
+  const int m_tiles = m_tiles_of(p);
+  const int splits = choose_splits(p, m_tiles);
+  constexpr size_t smem = Smem<D>::kBytes;
+  static bool configured = false;
+  if (!configured) {
+    cudaFuncSetAttribute(paged_attention_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    configured = true;
+  }
+  dim3 grid(m_tiles, p.num_kv_heads, p.num_seqs * splits);
+  paged_attention_kernel<D><<<grid, kThreads, smem, stream>>>(p, splits, static_cast<float*>(scratch));
+  if (splits > 1) {
+    const int64_t items = static_cast<int64_t>(p.tokens) * p.num_q_heads;
+    merge_splits_kernel<<<ceil_div(items, 4), 128, 0, stream>>>(p, splits, static_cast<const float*>(scratch));
+  }
+}
+
+}  // namespace
+
+bool paged_attention_supported(int head_dim) {
+  return head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
+}
+
+size_t paged_attention_scratch_bytes(const PagedAttentionParams& p) {
+  const int splits = choose_splits(p, m_tiles_of(p));
+  if (splits <= 1) return 0;
+  return static_cast<size_t>(splits) * p.tokens * p.num_q_heads * (p.head_dim + 2) * sizeof(float);
+}
+
+void launch_paged_attention(const PagedAttentionParams& p, void* scratch, cudaStream_t stream) {
+  if (p.tokens == 0 || p.num_seqs == 0) return;
+  switch (p.head_dim) {
+    case 32: launch_d<32>(p, scratch, stream); break;
+    case 64: launch_d<64>(p, scratch, stream); break;
+    case 128: launch_d<128>(p, scratch, stream); break;
+    case 256: launch_d<256>(p, scratch, stream); break;
+    default: break;
+  }
+}
+
+}  // namespace hyllm::cuda

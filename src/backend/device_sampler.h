@@ -1,0 +1,47 @@
+#pragma once
+// Sampling on the device that computed the logits, so that no logits cross to
+// the host: the rows' tokens (and logprobs when asked) come back instead.
+// Semantics are exactly the host sampler's (engine/sampler.h), step by step;
+// a backend that has no device sampler leaves the runner on the host path.
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace hyllm {
+
+// One row's parameters, in the host sampler's terms (SamplingParams + SeqWork).
+struct DeviceSamplingRow {
+  float temperature = 1.0f;  // < 1e-5: greedy
+  float top_p = 1.0f;
+  int top_k = 0;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  int num_logprobs = -1;  // -1 none, 0 the sampled token's, N also the top N (N <= 32)
+  uint64_t seed = 0;
+  uint64_t sample_index = 0;
+  std::span<const int32_t> banned_ids;
+  std::span<const int32_t> prompt_ids;  // repetition-penalty context
+  std::span<const int32_t> output_ids;  // penalty context
+};
+
+struct DeviceSampledToken {
+  int32_t token = -1;  // -1 when every token of the row was masked
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top_logprobs;  // best first
+};
+
+class DeviceSampler {
+ public:
+  virtual ~DeviceSampler() = default;
+  // logits: f32 [rows, vocab] on the sampler's device, one row per entry of
+  // `rows`. Synchronises the backend's stream once, to return the tokens.
+  virtual std::vector<DeviceSampledToken> sample(const TensorView& logits, std::span<const DeviceSamplingRow> rows) = 0;
+};
+
+}  // namespace hyllm

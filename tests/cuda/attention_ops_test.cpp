@@ -1,0 +1,146 @@
+// Harness: attention_prep and paged_attention (prefill, decode with split KV,
+// mixed batches, GQA groups, head sizes 32-256).
+#include <algorithm>
+#include <numeric>
+
+#include "cuda_test_util.h"
+
+namespace hyllm::test {
+namespace {
+
+TEST_F(CudaOpTest, AttentionPrep) {
+  Rng rng(seed_);
+  struct Cfg {
+    int64_t Hq, Hkv, D, RD;
+  };
+  for (const Cfg c : {Cfg{4, 2, 32, 8}, Cfg{4, 2, 64, 16}, Cfg{24, 4, 256, 64}, Cfg{6, 2, 32, 32}}) {
+    SCOPED_TRACE(testing::Message() << "D=" << c.D << " Hq=" << c.Hq);
+    const int64_t T = 1 + rng.integer(0, 40), BS = 16, blocks = (T + BS - 1) / BS + 2;
+    const int64_t Wq = c.Hq * 2 * c.D, Wkv = c.Hkv * c.D;
+    HostTensor qkv = bf16_tensor({T, Wq + 2 * Wkv}), qn = bf16_tensor({c.D}), kn = f32_tensor({c.D});
+    qkv.fill_normal(rng, 2.0);
+    qn.fill_normal(rng, 0.3);
+    kn.fill_normal(rng, 0.3);
+    std::vector<int64_t> slots(static_cast<size_t>(blocks * BS)), pos_list, slot_list;
+    std::iota(slots.begin(), slots.end(), 0);
+    std::shuffle(slots.begin(), slots.end(), rng.gen());
+    for (int64_t t = 0; t < T; ++t) {
+      pos_list.push_back(rng.integer(0, 40000));
+      slot_list.push_back(t % 7 == 3 ? -1 : slots[t]);
+    }
+    HostTensor pos = i32_tensor(pos_list), slot = i32_tensor(slot_list);
+    HostTensor kc = bf16_tensor({blocks, BS, c.Hkv, c.D}), vc = bf16_tensor({blocks, BS, c.Hkv, c.D});
+    kc.fill_normal(rng);
+    vc.fill_normal(rng);
+    HostTensor q = bf16_tensor({T, c.Hq * c.D}), gate = bf16_tensor({T, c.Hq * c.D});
+    Mirror dqkv(*gpu_, qkv), dqn(*gpu_, qn), dkn(*gpu_, kn), dpos(*gpu_, pos), dslot(*gpu_, slot), dkc(*gpu_, kc),
+        dvc(*gpu_, vc), dq(*gpu_, q), dgate(*gpu_, gate);
+    dq.poison();
+    dgate.poison();
+    auto args = [&](const TensorView& qkv_v, const TensorView& qn_v, const TensorView& kn_v, const TensorView& p,
+                    const TensorView& s, const TensorView& qo, const TensorView& go, const TensorView& k,
+                    const TensorView& v) {
+      return AttentionPrepArgs{ColSlice(qkv_v, 0, Wq), ColSlice(qkv_v, Wq, Wkv), ColSlice(qkv_v, Wq + Wkv, Wkv),
+                               qn_v, kn_v, p, s, qo, go, KvCacheView{k, v}, c.Hq, c.Hkv, c.D, c.RD, 1e7f, 1e-6f};
+    };
+    attention_prep(*cpu_, args(qkv.view(), qn.view(), kn.view(), pos.view(), slot.view(), q.view(), gate.view(),
+                               kc.view(), vc.view()));
+    attention_prep(*gpu_, args(dqkv.view(), dqn.view(), dkn.view(), dpos.view(), dslot.view(), dq.view(),
+                               dgate.view(), dkc.view(), dvc.view()));
+    expect_close("attention_prep q", dq, q, kTolElementwise);
+    expect_equal("attention_prep gate", dgate, gate);
+    expect_close("attention_prep k cache", dkc, kc, kTolElementwise);
+    expect_equal("attention_prep v cache", dvc, vc);
+  }
+}
+
+struct AttnCase {
+  const char* name;
+  int64_t Hq, Hkv, D, BS;
+  std::vector<std::pair<int64_t, int64_t>> seqs;  // (new tokens, cached context)
+  bool gate;
+  bool hints;
+};
+
+class PagedAttentionTest : public CudaOpTest, public ::testing::WithParamInterface<AttnCase> {};
+
+TEST_P(PagedAttentionTest, MatchesCpu) {
+  const AttnCase& c = GetParam();
+  Rng rng(seed_);
+  const int64_t S = static_cast<int64_t>(c.seqs.size());
+  int64_t T = 0, max_blocks = 1, total_blocks = 0, max_q = 0, max_len = 0;
+  for (auto [q, ctx] : c.seqs) {
+    T += q;
+    const int64_t nb = (q + ctx + c.BS - 1) / c.BS;
+    max_blocks = std::max(max_blocks, nb);
+    total_blocks += nb;
+    max_q = std::max(max_q, q);
+    max_len = std::max(max_len, q + ctx);
+  }
+  const int64_t num_blocks = total_blocks + 3;
+  std::vector<int64_t> block_ids(static_cast<size_t>(num_blocks));
+  std::iota(block_ids.begin(), block_ids.end(), 0);
+  std::shuffle(block_ids.begin(), block_ids.end(), rng.gen());
+  std::vector<int64_t> table(static_cast<size_t>(S * max_blocks), 0), qsl{0}, lens;
+  size_t next = 0;
+  for (int64_t s = 0; s < S; ++s) {
+    auto [q, ctx] = c.seqs[s];
+    for (int64_t b = 0; b < (q + ctx + c.BS - 1) / c.BS; ++b) table[s * max_blocks + b] = block_ids[next++];
+    qsl.push_back(qsl.back() + q);
+    lens.push_back(q + ctx);
+  }
+  HostTensor kc = bf16_tensor({num_blocks, c.BS, c.Hkv, c.D}), vc = bf16_tensor({num_blocks, c.BS, c.Hkv, c.D});
+  kc.fill_normal(rng, 1.5);
+  vc.fill_normal(rng);
+  HostTensor q = bf16_tensor({T, c.Hq * c.D}), gate = bf16_tensor({T, c.Hq * c.D}), out = bf16_tensor({T, c.Hq * c.D});
+  q.fill_normal(rng, 1.5);
+  gate.fill_normal(rng, 2.0);
+  HostTensor bt(DType::kI32, {S, max_blocks});
+  bt.fill_ints(table);
+  HostTensor qs = i32_tensor(qsl), sl = i32_tensor(lens);
+  Mirror dkc(*gpu_, kc), dvc(*gpu_, vc), dq(*gpu_, q), dgate(*gpu_, gate), dout(*gpu_, out), dbt(*gpu_, bt),
+      dqs(*gpu_, qs), dsl(*gpu_, sl);
+  dout.poison();
+  auto args = [&](const TensorView& qv, const TensorView& k, const TensorView& v, const TensorView& b,
+                  const TensorView& qsv, const TensorView& slv, const TensorView& g, const TensorView& o) {
+    PagedAttentionArgs a{qv, KvCacheView{k, v}, b, qsv, slv, c.gate ? g : TensorView{}, o, c.Hq, c.Hkv, c.D};
+    if (c.hints) {
+      a.max_query_len = max_q;
+      a.max_seq_len = max_len;
+    }
+    return a;
+  };
+  paged_attention(*cpu_, args(q.view(), kc.view(), vc.view(), bt.view(), qs.view(), sl.view(), gate.view(), out.view()));
+  paged_attention(*gpu_, args(dq.view(), dkc.view(), dvc.view(), dbt.view(), dqs.view(), dsl.view(), dgate.view(),
+                              dout.view()));
+  expect_close(std::string("paged_attention ") + c.name, dout, out, kTolAttention);
+}
+
+std::vector<std::pair<int64_t, int64_t>> decode_batch(int n, int64_t base) {
+  std::vector<std::pair<int64_t, int64_t>> v;
+  for (int i = 0; i < n; ++i) v.emplace_back(1, base + 37 * i);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PagedAttentionTest,
+    ::testing::Values(
+        AttnCase{"prefill d32", 4, 2, 32, 16, {{45, 0}}, true, true},
+        AttnCase{"prefill d64 mixed", 4, 2, 64, 16, {{70, 130}, {1, 33}, {0, 5}, {17, 0}}, true, false},
+        AttnCase{"prefill d256 g6", 24, 4, 256, 16, {{200, 0}}, true, true},
+        AttnCase{"chunked prefill d256", 24, 4, 256, 16, {{130, 900}, {1, 50}}, true, true},
+        AttnCase{"decode d256 split", 24, 4, 256, 16, decode_batch(3, 1500), true, true},
+        AttnCase{"decode d256 no hints", 24, 4, 256, 16, decode_batch(5, 300), true, false},
+        AttnCase{"decode d128 g8", 16, 2, 128, 32, decode_batch(8, 700), false, true},
+        AttnCase{"decode d32 g3 bs4", 6, 2, 32, 4, decode_batch(4, 90), true, true},
+        AttnCase{"prefill d64 no gate", 2, 1, 64, 8, {{33, 20}, {64, 0}}, false, true}),
+    [](const ::testing::TestParamInfo<AttnCase>& i) {
+      std::string n = i.param.name;
+      for (char& ch : n) {
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      }
+      return n;
+    });
+
+}  // namespace
+}  // namespace hyllm::test

@@ -1,0 +1,96 @@
+#pragma once
+// The CUDA op harness: every op runs on the CPU reference backend and on the
+// CUDA backend from the same fresh random inputs; CUDA outputs are poisoned
+// (NaN / -1) before each run; the normalised error max|gpu - cpu| / max|cpu|
+// is checked against a threshold stated per op and recorded for the summary
+// table printed at the end of the run.
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "ops_test_util.h"
+
+namespace hyllm::test {
+
+// Largest normalised error seen per op (and output), for the summary.
+inline std::map<std::string, std::pair<double, double>>& error_table() {
+  static std::map<std::string, std::pair<double, double>> table;  // name -> (max error, threshold)
+  return table;
+}
+
+// A host tensor and its device copy.
+class Mirror {
+ public:
+  Mirror(Backend& be, HostTensor& host) : be_(&be), host_(&host) {
+    const TensorView v = host.view();
+    dev_ = DeviceBuffer(be, v.dtype(), v.shape());
+    upload();
+  }
+  void upload() { be_->copy_to_device(dev_.data(), host_->buf.data(), host_->buf.size()); }
+  // Fills the device copy with 0xff bytes: NaN for floats, -1 for ints.
+  void poison() {
+    std::vector<uint8_t> ff(host_->buf.size(), 0xff);
+    be_->copy_to_device(dev_.data(), ff.data(), ff.size());
+  }
+  TensorView view() const { return dev_.view(); }
+  // The device values as doubles (same conversions as HostTensor::get).
+  std::vector<double> values() const {
+    HostTensor tmp(host_->dtype(), host_->view().shape());
+    be_->copy_to_host(tmp.buf.data(), dev_.data(), tmp.buf.size());
+    return tmp.values();
+  }
+
+ private:
+  Backend* be_;
+  HostTensor* host_;
+  DeviceBuffer dev_;
+};
+
+class CudaOpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+    cpu_ = make_cpu_backend();
+    gpu_ = make_cuda_backend(0);
+    seed_ = fresh_seed();
+  }
+
+  // Checks the device output against the CPU output and records the error.
+  void expect_close(const std::string& name, const Mirror& gpu_out, const HostTensor& cpu_out, double threshold) {
+    const double err = normalized_error(gpu_out.values(), cpu_out.values());
+    auto& e = error_table()[name];
+    e.first = std::max(e.first, err);
+    e.second = threshold;
+    EXPECT_LE(err, threshold) << name << " (seed " << seed_ << ")";
+  }
+  void expect_equal(const std::string& name, const Mirror& gpu_out, const HostTensor& cpu_out) {
+    expect_close(name, gpu_out, cpu_out, 0.0);
+  }
+
+  std::unique_ptr<Backend> cpu_, gpu_;
+  uint32_t seed_ = 0;
+};
+
+// Thresholds (normalised error, see above). A bf16 output rounded once from
+// the same fp32 value differs by at most one bf16 step of the largest element
+// when fp32 summation order differs: 2^-7 relative at worst.
+inline constexpr double kOneBf16Step = 1.0 / 128;
+inline constexpr double kTolElementwise = kOneBf16Step;
+inline constexpr double kTolGemm = kOneBf16Step;
+inline constexpr double kTolF32Gemm = 1e-5;
+// Flash attention rounds the softmax weights to bf16 for the P V product.
+inline constexpr double kTolAttention = 2e-2;
+// The delta rule's output is bf16; its fp32 state follows another (exact)
+// evaluation order than the chunked CPU reference.
+inline constexpr double kTolDeltaOut = 2e-2;
+inline constexpr double kTolDeltaState = 1e-3;
+// Two GEMMs with bf16 roundings between them.
+inline constexpr double kTolMoe = 3e-2;
+
+}  // namespace hyllm::test

@@ -1,0 +1,105 @@
+// Harness: gdn_conv and gated_delta_rule (both algorithms) with state slots,
+// sequence starts, padding sequences and multi-chunk prefills.
+#include <algorithm>
+#include <numeric>
+
+#include "cuda_test_util.h"
+
+namespace hyllm::test {
+namespace {
+
+struct Batch {
+  std::vector<int64_t> qsl{0}, slots, init;
+  int64_t T = 0;
+};
+
+// Sequences of the given lengths on distinct random slots out of num_slots;
+// every other sequence continues from its state.
+Batch make_batch(Rng& rng, const std::vector<int64_t>& lens, int64_t num_slots) {
+  Batch b;
+  std::vector<int64_t> perm(static_cast<size_t>(num_slots));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng.gen());
+  for (size_t s = 0; s < lens.size(); ++s) {
+    b.T += lens[s];
+    b.qsl.push_back(b.T);
+    b.slots.push_back(perm[s]);
+    b.init.push_back(static_cast<int64_t>(rng.integer(0, 1)));
+  }
+  return b;
+}
+
+TEST_F(CudaOpTest, GdnConv) {
+  Rng rng(seed_);
+  for (const auto& lens : std::vector<std::vector<int64_t>>{{1}, {1, 1, 1, 1, 1}, {5, 0, 2, 300}, {1, 40, 1}}) {
+    const int64_t C = 8 * (1 + rng.integer(0, 40)), K = 4, slots = 8, extra = 24;
+    const Batch b = make_batch(rng, lens, slots);
+    HostTensor x = bf16_tensor({b.T, C + extra}), w = bf16_tensor({C, 1, K}), st = bf16_tensor({slots, K - 1, C});
+    HostTensor out = bf16_tensor({b.T, C});
+    x.fill_normal(rng, 2.0);
+    w.fill_normal(rng, 0.5);
+    st.fill_normal(rng, 2.0);
+    HostTensor qsl = i32_tensor(b.qsl), idx = i32_tensor(b.slots), init = i32_tensor(b.init);
+    Mirror dx(*gpu_, x), dw(*gpu_, w), dst(*gpu_, st), dout(*gpu_, out), dqsl(*gpu_, qsl), didx(*gpu_, idx),
+        dinit(*gpu_, init);
+    dout.poison();
+    gdn_conv(*cpu_, {ColSlice(x.view(), extra, C), w.view(), st.view(), qsl.view(), idx.view(), init.view(), out.view()});
+    gdn_conv(*gpu_, {ColSlice(dx.view(), extra, C), dw.view(), dst.view(), dqsl.view(), didx.view(), dinit.view(),
+                     dout.view()});
+    expect_close("gdn_conv out", dout, out, kTolElementwise);
+    expect_equal("gdn_conv state", dst, st);
+  }
+}
+
+struct DeltaCase {
+  const char* name;
+  int64_t Hk, Hv, Dk, Dv;
+  std::vector<int64_t> lens;
+  DeltaRuleAlgorithm algo;
+};
+
+class DeltaRuleTest : public CudaOpTest, public ::testing::WithParamInterface<DeltaCase> {};
+
+TEST_P(DeltaRuleTest, MatchesCpu) {
+  const DeltaCase& c = GetParam();
+  Rng rng(seed_);
+  const int64_t slots = static_cast<int64_t>(c.lens.size()) + 2;
+  const Batch b = make_batch(rng, c.lens, slots);
+  const int64_t W = 2 * c.Hk * c.Dk + c.Hv * c.Dv;
+  HostTensor qkv = bf16_tensor({b.T, W}), ab = bf16_tensor({b.T, 2 * c.Hv}), A_log = f32_tensor({c.Hv}),
+             dt = bf16_tensor({c.Hv}), state = f32_tensor({slots, c.Hv, c.Dv, c.Dk}), out = bf16_tensor({b.T, c.Hv * c.Dv});
+  qkv.fill_normal(rng);
+  ab.fill_normal(rng, 1.5);
+  A_log.fill_uniform(rng, -1.0, 1.0);
+  dt.fill_normal(rng, 0.5);
+  state.fill_normal(rng, 0.1);
+  HostTensor qsl = i32_tensor(b.qsl), idx = i32_tensor(b.slots), init = i32_tensor(b.init);
+  Mirror dqkv(*gpu_, qkv), dab(*gpu_, ab), dA(*gpu_, A_log), ddt(*gpu_, dt), dstate(*gpu_, state), dout(*gpu_, out),
+      dqsl(*gpu_, qsl), didx(*gpu_, idx), dinit(*gpu_, init);
+  dout.poison();
+  auto args = [&](const TensorView& q, const TensorView& abv, const TensorView& A, const TensorView& d,
+                  const TensorView& s, const TensorView& qs, const TensorView& ix, const TensorView& in,
+                  const TensorView& o) {
+    return GatedDeltaRuleArgs{q, ColSlice(abv, c.Hv, c.Hv), ColSlice(abv, 0, c.Hv), A, d, s, qs, ix, in, o,
+                              c.Hk, c.Hv, c.Dk, c.Dv, c.algo, 0};
+  };
+  gated_delta_rule(*cpu_, args(qkv.view(), ab.view(), A_log.view(), dt.view(), state.view(), qsl.view(), idx.view(),
+                               init.view(), out.view()));
+  gated_delta_rule(*gpu_, args(dqkv.view(), dab.view(), dA.view(), ddt.view(), dstate.view(), dqsl.view(),
+                               didx.view(), dinit.view(), dout.view()));
+  const std::string algo = c.algo == DeltaRuleAlgorithm::kChunked ? "chunked" : "recurrent";
+  expect_close("gated_delta_rule out " + algo, dout, out, kTolDeltaOut);
+  expect_close("gated_delta_rule state " + algo, dstate, state, kTolDeltaState);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, DeltaRuleTest,
+    ::testing::Values(DeltaCase{"decode_27b_heads", 16, 48, 128, 128, {1, 1, 1}, DeltaRuleAlgorithm::kRecurrent},
+                      DeltaCase{"prefill_chunks", 2, 4, 64, 32, {150, 1, 64}, DeltaRuleAlgorithm::kChunked},
+                      DeltaCase{"ratio3_small", 2, 6, 16, 32, {7, 0, 70}, DeltaRuleAlgorithm::kChunked},
+                      DeltaCase{"odd_dims", 2, 2, 24, 24, {33, 2}, DeltaRuleAlgorithm::kRecurrent},
+                      DeltaCase{"prefill_27b_heads", 16, 48, 128, 128, {130}, DeltaRuleAlgorithm::kChunked}),
+    [](const ::testing::TestParamInfo<DeltaCase>& i) { return std::string(i.param.name); });
+
+}  // namespace
+}  // namespace hyllm::test

@@ -1,0 +1,106 @@
+// Harness: the GPU sampler against the host sampler (engine/sampler.h) on the
+// same logits and parameters: tokens must be equal, logprobs within fp32.
+#include "backend/device_sampler.h"
+#include "cuda_test_util.h"
+#include "engine/sampler.h"
+
+namespace hyllm::test {
+namespace {
+
+struct RowSpec {
+  SamplingParams params;
+  std::vector<int32_t> prompt, output, banned;
+  uint64_t seed = 0, index = 0;
+};
+
+TEST_F(CudaOpTest, SamplerMatchesHost) {
+  Rng rng(seed_);
+  auto sampler = make_cuda_sampler(*gpu_);
+  int64_t mismatches = 0, rows_checked = 0;
+  double max_lp_err = 0.0;
+  for (int64_t V : {int64_t{5000}, int64_t{248320}}) {
+    std::vector<RowSpec> specs;
+    const int R = V > 10000 ? 6 : 48;
+    for (int r = 0; r < R; ++r) {
+      RowSpec s;
+      SamplingParams& p = s.params;
+      const int kind = r % 8;
+      p.temperature = kind == 0 ? 0.0f : static_cast<float>(rng.uniform(0.3, 1.5));
+      if (kind == 1 || kind == 5) p.top_k = static_cast<int>(rng.integer(1, 60));
+      if (kind == 2 || kind == 5) p.top_p = static_cast<float>(rng.uniform(0.2, 0.95));
+      if (kind == 3) p.min_p = static_cast<float>(rng.uniform(0.01, 0.3));
+      if (kind == 4 || kind == 0) {
+        p.repetition_penalty = static_cast<float>(rng.uniform(1.05, 1.5));
+        p.frequency_penalty = static_cast<float>(rng.uniform(0.0, 0.8));
+        p.presence_penalty = static_cast<float>(rng.uniform(0.0, 0.8));
+      }
+      if (kind == 6) p.logprobs = static_cast<int>(rng.integer(0, 8));
+      for (int i = 0; i < 30; ++i) s.prompt.push_back(static_cast<int32_t>(rng.integer(0, V - 1)));
+      for (int i = 0; i < 12; ++i) s.output.push_back(static_cast<int32_t>(rng.integer(0, 40)));  // repeats
+      if (r % 3 == 0) s.banned = {static_cast<int32_t>(rng.integer(0, V - 1)), 7};
+      s.seed = rng.gen()();
+      s.index = static_cast<uint64_t>(rng.integer(0, 1000));
+      specs.push_back(std::move(s));
+    }
+    HostTensor logits = f32_tensor({R, V});
+    logits.fill_normal(rng, 3.0);
+    Mirror dlogits(*gpu_, logits);
+    std::vector<DeviceSamplingRow> rows;
+    for (const RowSpec& s : specs) {
+      DeviceSamplingRow d;
+      d.temperature = s.params.temperature;
+      d.top_p = s.params.top_p;
+      d.top_k = s.params.top_k;
+      d.min_p = s.params.min_p;
+      d.repetition_penalty = s.params.repetition_penalty;
+      d.frequency_penalty = s.params.frequency_penalty;
+      d.presence_penalty = s.params.presence_penalty;
+      d.num_logprobs = s.params.logprobs.value_or(-1);
+      d.seed = s.seed;
+      d.sample_index = s.index;
+      d.banned_ids = s.banned;
+      d.prompt_ids = s.prompt;
+      d.output_ids = s.output;
+      rows.push_back(d);
+    }
+    const auto got = sampler->sample(dlogits.view(), rows);
+    Sampler host;
+    for (int r = 0; r < R; ++r) {
+      SeqWork w;
+      w.sample = true;
+      w.sampling = &specs[r].params;
+      w.prompt_ids = specs[r].prompt;
+      w.output_ids = specs[r].output;
+      w.banned_token_ids = specs[r].banned;
+      w.seed = specs[r].seed;
+      w.sample_index = specs[r].index;
+      const SampledToken want =
+          host.sample(std::span<const float>(logits.buf.data_as<const float>() + r * V, static_cast<size_t>(V)), w);
+      ++rows_checked;
+      if (got[r].token != want.token) {
+        ++mismatches;
+        ADD_FAILURE() << "row " << r << " V=" << V << " kind " << r % 8 << ": gpu " << got[r].token << " host "
+                      << want.token << " (seed " << seed_ << ")";
+      }
+      if (specs[r].params.logprobs) {
+        max_lp_err = std::max(max_lp_err, static_cast<double>(std::fabs(got[r].logprob - want.logprob)));
+        ASSERT_EQ(got[r].top_logprobs.size(), want.top_logprobs.size());
+        for (size_t i = 0; i < want.top_logprobs.size(); ++i) {
+          EXPECT_EQ(got[r].top_logprobs[i].first, want.top_logprobs[i].first);
+          max_lp_err = std::max(max_lp_err, static_cast<double>(std::fabs(got[r].top_logprobs[i].second -
+                                                                          want.top_logprobs[i].second)));
+        }
+      }
+    }
+  }
+  auto& e = error_table()["sampler token mismatches"];
+  e.first = std::max(e.first, static_cast<double>(mismatches));
+  auto& l = error_table()["sampler logprob abs error"];
+  l.first = std::max(l.first, max_lp_err);
+  l.second = 1e-5;
+  EXPECT_LE(max_lp_err, 1e-5);
+  EXPECT_EQ(rows_checked, 54);
+}
+
+}  // namespace
+}  // namespace hyllm::test

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Packs this (Debian 12) machine's build dependencies of the CUDA targets into
+# one archive that the GPU machine unpacks at /tmp/hyllm-deps: its image has
+# nvcc, CMake and ninja but none of the Debian -dev packages. Headers, shared
+# libraries, CMake package files, pkg-config files (their /usr paths rewritten
+# to the unpack location) and pkgconf itself.
+#   tools/cuda/pack_host_deps.sh [OUT_ARCHIVE]   (default .carry/cuda/deps.tar.xz)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+OUT_ARCHIVE=${1:-$ROOT/.carry/cuda/deps.tar.xz}
+PREFIX=/tmp/hyllm-deps
+STAGE=$(mktemp -d)
+trap 'rm -rf "$STAGE"' EXIT
+
+PACKAGES="libcli11-dev libcpp-httplib-dev libcpp-httplib0.11 libfmt-dev libfmt9 libgmock-dev libgtest-dev
+  libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libopenblas0 libpcre2-dev libpcre2-8-0
+  libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libspdlog-dev libspdlog1.10 libutf8proc-dev libutf8proc2
+  libxxhash-dev libxxhash0 nlohmann-json3-dev pkgconf pkgconf-bin libpkgconf3 libgfortran5 libquadmath0"
+# Only the pkg-config files of what cpp-httplib.pc requires (configure-time only).
+PC_ONLY="libssl-dev libbrotli-dev zlib1g-dev"
+
+for pkg in $PACKAGES; do
+  dpkg -L "$pkg" | while read -r f; do
+    [[ -f "$f" || -L "$f" ]] || continue
+    case "$f" in
+      /usr/share/doc/* | /usr/share/man/* | /usr/share/lintian/* | /usr/src/*) continue ;;
+      *openblas*.a | */liblapack* | */libblas.a) continue ;;
+    esac
+    mkdir -p "$STAGE$(dirname "$f")"
+    cp -a "$f" "$STAGE$f"
+  done
+done
+for pkg in $PC_ONLY; do
+  dpkg -L "$pkg" | grep '\.pc$' | while read -r f; do
+    mkdir -p "$STAGE$(dirname "$f")"
+    cp -a "$f" "$STAGE$f"
+  done
+done
+# Debian's alternatives links point outside the tree: replace them by their targets.
+find "$STAGE" -type l | while read -r l; do
+  target=$(readlink "$l")
+  if [[ "$target" == /* ]]; then
+    rm "$l"
+    cp -L "$target" "$l"
+  fi
+done
+find "$STAGE" -name '*.pc' -exec sed -i "s#/usr#$PREFIX/usr#g" {} +
+mkdir -p "$(dirname "$OUT_ARCHIVE")"
+tar -C "$STAGE" -cf - usr | xz -T2 -6 > "$OUT_ARCHIVE"
+ls -la "$OUT_ARCHIVE"

@@ -63,12 +63,20 @@ if [[ -n "${HYLLM_PREBUILT:-}" ]]; then
   note "device build (background): $(tail -1 "$OUT/build.log")"
 fi
 
-# 2. Model parity (tiny models and the default model against their goldens), when built.
-if [[ -x "$BUILD/tests/golden/test_golden_cuda" ]]; then
-  "$BUILD/tests/golden/test_golden_cuda" --gtest_brief=1 > "$OUT/parity.log" 2>&1 &&
-    note "model parity: passed" || note "model parity: FAILED"
+# 2. Model parity (tiny models and the default model against their goldens),
+# when the golden harness exists in this tree.
+PARITY=${HYLLM_PARITY_BIN:-$BUILD/tests/golden_cuda/test_golden_cuda}
+if [[ -z "${HYLLM_PARITY_BIN:-}" && -f tests/golden/harness.h ]]; then
+  cmake --build "$BUILD" -j"$JOBS" --target test_golden_cuda > "$OUT/parity_build.log" 2>&1 ||
+    note "model parity: build FAILED (see parity_build.log)"
+fi
+if [[ -x "$PARITY" ]]; then
+  start=$(date +%s)
+  "$PARITY" > "$OUT/parity.log" 2>&1 && note "model parity: passed in $(( $(date +%s) - start )) s" ||
+    note "model parity: FAILED (see parity.log)"
+  grep -E "^\[.*(greedy|teacher-forced)" "$OUT/parity.log" | sed 's/^/  /' | head -40 > "$OUT/parity_summary.txt"
 else
-  note "model parity: not built here (no CUDA golden test target)"
+  note "model parity: not run (no golden harness in this tree)"
 fi
 
 # 3. Real-scale steps (random weights, BF16).
@@ -81,5 +89,6 @@ echo
 echo "================ summary ================"
 cat "$OUT/gpu.txt"
 for s in "${summary[@]}"; do echo "$s"; done
+[[ -f "$OUT/parity_summary.txt" ]] && cat "$OUT/parity_summary.txt"
 sed -n '/cuda op output/,$p' "$OUT/harness.log" | grep -E "cuda op output|FAIL|sampler|paged|delta|moe_experts|linear"
 for cfg in qwen3_5_27b qwen3_5_35b_a3b; do cat "$OUT/bench_$cfg.log"; done

@@ -1,0 +1,187 @@
+#include "engine/runner/model_runner.h"
+
+#include <algorithm>
+
+#include "engine/sampler.h"
+#include "util/status.h"
+
+namespace hyllm {
+
+namespace {
+
+DeviceBuffer i32_buffer(Backend& be, int64_t n) { return DeviceBuffer(be, DType::kI32, Shape{n}); }
+
+template <typename T>
+void upload(Backend& be, const DeviceBuffer& dst, const std::vector<T>& src, size_t count) {
+  if (count > 0) be.copy_to_device(dst.data(), src.data(), count * sizeof(T));
+}
+
+TensorView i32_view(const DeviceBuffer& b, Shape s) { return b.view().reshape(Shape{b.view().numel()}).slice_rows(0, s.numel()).reshape(s); }
+
+}  // namespace
+
+ModelRunner::ModelRunner(std::unique_ptr<Model> model, const RunnerOptions& options)
+    : model_(std::move(model)), opts_(options) {
+  HYLLM_CHECK(model_ != nullptr, "ModelRunner without a model");
+  const ModelOptions& mo = model_->options();
+  if (opts_.max_num_tokens > mo.max_num_tokens || opts_.max_num_seqs > mo.max_num_seqs)
+    fail(ErrorCode::kInvalidArgument, "runner capacity ({} tokens, {} seqs) exceeds the model's ({}, {})",
+         opts_.max_num_tokens, opts_.max_num_seqs, mo.max_num_tokens, mo.max_num_seqs);
+  Backend& be = model_->backend();
+  const int64_t T = opts_.max_num_tokens, S = opts_.max_num_seqs;
+  dev_.token_ids = i32_buffer(be, T);
+  dev_.positions = i32_buffer(be, T);
+  dev_.slot_mapping = i32_buffer(be, T);
+  dev_.query_start_loc = i32_buffer(be, S + 1);
+  dev_.seq_lens = i32_buffer(be, S);
+  dev_.state_indices = i32_buffer(be, S);
+  dev_.has_initial_state = i32_buffer(be, S);
+  dev_.sample_rows = i32_buffer(be, S);
+  token_ids_.resize(T);
+  positions_.resize(T);
+  slot_mapping_.resize(T);
+  query_start_loc_.resize(S + 1);
+  seq_lens_.resize(S);
+  state_indices_.resize(S);
+  has_initial_state_.resize(S);
+  sample_rows_.resize(S);
+}
+
+CacheLayout ModelRunner::cache_layout() const {
+  CacheLayout c;
+  c.kv_bytes_per_token = model_->kv_bytes_per_token();
+  c.bytes_per_state_slot = model_->state_bytes_per_slot();
+  c.num_attention_layers = static_cast<int>(model_->num_attention_layers());
+  c.num_gdn_layers = static_cast<int>(model_->num_gdn_layers());
+  return c;
+}
+
+int ModelRunner::vocab_size() const { return static_cast<int>(model_->vocab_size()); }
+
+size_t ModelRunner::cache_memory_budget() const {
+  if (opts_.cache_memory_bytes > 0) return opts_.cache_memory_bytes;
+  Backend& be = model_->backend();
+  if (be.device().kind == DeviceKind::kCpu) return size_t{1} << 30;
+  return static_cast<size_t>(static_cast<double>(be.memory_info().free_bytes) * 0.9);
+}
+
+void ModelRunner::allocate_cache(const CacheAllocation& a) {
+  if (a.block_size <= 0) fail(ErrorCode::kUnsupported, "KV block size {} must be positive", a.block_size);
+  if (a.num_blocks <= 0 && model_->num_attention_layers() > 0)
+    fail(ErrorCode::kInvalidArgument, "no KV blocks for {} attention layers", model_->num_attention_layers());
+  if (a.num_state_slots <= 0 && model_->num_gdn_layers() > 0)
+    fail(ErrorCode::kInvalidArgument, "no state slots for {} GDN layers", model_->num_gdn_layers());
+  model_->allocate_cache(a.num_blocks, a.block_size, a.num_state_slots);
+  block_size_ = a.block_size;
+  num_blocks_ = a.num_blocks;
+  num_slots_ = a.num_state_slots;
+  max_blocks_per_seq_ = (opts_.max_model_len + block_size_ - 1) / block_size_;
+  dev_.block_tables = i32_buffer(model_->backend(), opts_.max_num_seqs * max_blocks_per_seq_);
+  block_tables_.assign(static_cast<size_t>(opts_.max_num_seqs * max_blocks_per_seq_), 0);
+}
+
+StepContext ModelRunner::plan(const StepInput& input) {
+  const int64_t S = static_cast<int64_t>(input.seqs.size());
+  if (S == 0 || S > opts_.max_num_seqs)
+    fail(ErrorCode::kInvalidArgument, "a step of {} sequences (capacity {})", S, opts_.max_num_seqs);
+  HYLLM_CHECK(block_size_ > 0, "execute before allocate_cache");
+  const int64_t bs = block_size_, V = model_->vocab_size();
+  int64_t T = 0, R = 0, max_q = 0, max_len = 0;
+  bool decode_only = true;
+  query_start_loc_[0] = 0;
+  for (int64_t s = 0; s < S; ++s) {
+    const SeqWork& w = input.seqs[s];
+    const int64_t n = static_cast<int64_t>(w.token_ids.size());
+    const int64_t end = w.start_pos + n;
+    if (n == 0) fail(ErrorCode::kInternal, "sequence {} has no tokens in this step", w.seq_id);
+    if (T + n > opts_.max_num_tokens)
+      fail(ErrorCode::kInternal, "step has more than {} tokens", opts_.max_num_tokens);
+    if (w.start_pos < 0 || end > opts_.max_model_len)
+      fail(ErrorCode::kInvalidArgument, "sequence {} reaches position {} (max_model_len {})", w.seq_id, end,
+           opts_.max_model_len);
+    const int64_t blocks_needed = (end + bs - 1) / bs;
+    if (model_->num_attention_layers() > 0 && static_cast<int64_t>(w.block_table.size()) < blocks_needed)
+      fail(ErrorCode::kInternal, "sequence {}: block table of {} blocks for {} tokens", w.seq_id,
+           w.block_table.size(), end);
+    if (model_->num_gdn_layers() > 0 && (w.state_slot < 0 || w.state_slot >= num_slots_))
+      fail(ErrorCode::kInternal, "sequence {}: state slot {} of {}", w.seq_id, w.state_slot, num_slots_);
+    int32_t* table = &block_tables_[s * max_blocks_per_seq_];
+    std::fill(table, table + max_blocks_per_seq_, 0);
+    const int64_t copy = std::min<int64_t>(static_cast<int64_t>(w.block_table.size()), max_blocks_per_seq_);
+    for (int64_t b = 0; b < copy; ++b) {
+      if (w.block_table[b] < 0 || w.block_table[b] >= num_blocks_)
+        fail(ErrorCode::kInternal, "sequence {}: block id {} of {}", w.seq_id, w.block_table[b], num_blocks_);
+      table[b] = w.block_table[b];
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      const int32_t tok = w.token_ids[j];
+      if (tok < 0 || tok >= V) fail(ErrorCode::kInvalidArgument, "token id {} outside the vocabulary [0, {})", tok, V);
+      const int64_t pos = w.start_pos + j;
+      token_ids_[T + j] = tok;
+      positions_[T + j] = static_cast<int32_t>(pos);
+      slot_mapping_[T + j] =
+          model_->num_attention_layers() > 0 ? static_cast<int32_t>(table[pos / bs] * bs + pos % bs) : -1;
+    }
+    T += n;
+    query_start_loc_[s + 1] = static_cast<int32_t>(T);
+    seq_lens_[s] = static_cast<int32_t>(end);
+    state_indices_[s] = std::max<int32_t>(w.state_slot, 0);
+    has_initial_state_[s] = w.start_pos > 0 ? 1 : 0;
+    if (w.sample) sample_rows_[R++] = static_cast<int32_t>(T - 1);
+    max_q = std::max(max_q, n);
+    max_len = std::max(max_len, end);
+    decode_only = decode_only && n == 1;
+  }
+  Backend& be = model_->backend();
+  upload(be, dev_.token_ids, token_ids_, T);
+  upload(be, dev_.positions, positions_, T);
+  upload(be, dev_.slot_mapping, slot_mapping_, T);
+  upload(be, dev_.query_start_loc, query_start_loc_, S + 1);
+  upload(be, dev_.seq_lens, seq_lens_, S);
+  upload(be, dev_.block_tables, block_tables_, S * max_blocks_per_seq_);
+  upload(be, dev_.state_indices, state_indices_, S);
+  upload(be, dev_.has_initial_state, has_initial_state_, S);
+  upload(be, dev_.sample_rows, sample_rows_, R);
+
+  StepContext ctx;
+  ctx.num_tokens = T;
+  ctx.num_seqs = S;
+  ctx.token_ids = i32_view(dev_.token_ids, Shape{T});
+  ctx.positions = i32_view(dev_.positions, Shape{T});
+  ctx.slot_mapping = i32_view(dev_.slot_mapping, Shape{T});
+  ctx.query_start_loc = i32_view(dev_.query_start_loc, Shape{S + 1});
+  ctx.seq_lens = i32_view(dev_.seq_lens, Shape{S});
+  ctx.block_tables = i32_view(dev_.block_tables, Shape{S, max_blocks_per_seq_});
+  ctx.state_indices = i32_view(dev_.state_indices, Shape{S});
+  ctx.has_initial_state = i32_view(dev_.has_initial_state, Shape{S});
+  ctx.sample_rows = i32_view(dev_.sample_rows, Shape{R});
+  ctx.max_query_len = max_q;
+  ctx.max_seq_len = max_len;
+  ctx.decode_only = decode_only;
+  return ctx;
+}
+
+StepOutput ModelRunner::execute(const StepInput& input) {
+  for (auto [src, dst] : input.kv_block_copies) model_->copy_kv_block(src, dst);
+  for (auto [src, dst] : input.state_slot_copies) model_->copy_state_slot(src, dst);
+  StepContext ctx = plan(input);
+  TensorView logits = model_->forward(ctx);
+  const int64_t R = ctx.sample_rows.numel(), V = model_->vocab_size();
+  logits_host_.resize(static_cast<size_t>(R * V));
+  Backend& be = model_->backend();
+  if (R > 0) be.copy_to_host(logits_host_.data(), logits.data(), logits_host_.size() * sizeof(float));
+  be.synchronize();
+
+  StepOutput out;
+  int64_t row = 0;
+  for (const SeqWork& w : input.seqs) {
+    if (!w.sample) continue;
+    std::span<const float> l(logits_host_.data() + row * V, static_cast<size_t>(V));
+    ++row;
+    if (w.sampling == nullptr) fail(ErrorCode::kInternal, "sequence {} is sampled without SamplingParams", w.seq_id);
+    out.sampled.push_back(sampler_.sample(l, w));
+  }
+  return out;
+}
+
+}  // namespace hyllm

@@ -1,0 +1,76 @@
+#include "model/layers/attention.h"
+
+namespace hyllm {
+
+GatedAttention GatedAttention::load(WeightLoader& w, const ModelConfig& cfg, const std::string& prefix) {
+  if (!cfg.attn_output_gate)
+    fail(ErrorCode::kUnsupported, "attention without the output gate (attn_output_gate false) is not supported");
+  GatedAttention a;
+  const std::string p = prefix + ".self_attn.";
+  a.qkv_ = Linear::load(w, {p + "q_proj", p + "k_proj", p + "v_proj"});
+  a.o_proj_ = Linear::load(w, {p + "o_proj"});
+  // ModelOpt checkpoints may carry calibrated FP8 KV-cache scales; the KV
+  // cache here is bf16, which needs none.
+  for (const char* kv : {"k_scale", "v_scale"})
+    if (w.contains(p + kv)) w.read_host(p + kv);
+  a.q_norm_ = load_param(w, p + "q_norm.weight");
+  a.k_norm_ = load_param(w, p + "k_norm.weight");
+  a.rotary_ = {cfg.rotary_dim, static_cast<float>(cfg.rope_theta)};
+  a.num_q_heads_ = cfg.num_attention_heads;
+  a.num_kv_heads_ = cfg.num_key_value_heads;
+  a.head_dim_ = cfg.head_dim;
+  a.hidden_ = cfg.hidden_size;
+  a.eps_ = static_cast<float>(cfg.rms_norm_eps);
+  return a;
+}
+
+TensorView GatedAttention::forward(Backend& be, Scratch& s, const TensorView& x, const StepContext& ctx,
+                                   const KvCacheView& cache) const {
+  const int64_t T = x.dim(0);
+  const int64_t width = num_q_heads_ * head_dim_;
+  auto parts = qkv_.forward(be, s, x);
+  TensorView q = s.take(DType::kBF16, Shape{T, width});
+  TensorView gate = s.take(DType::kBF16, Shape{T, width});
+  AttentionPrepArgs prep;
+  prep.q_gate = parts[0];
+  prep.k = parts[1];
+  prep.v = parts[2];
+  prep.q_norm = q_norm_;
+  prep.k_norm = k_norm_;
+  prep.positions = ctx.positions;
+  prep.slot_mapping = ctx.slot_mapping;
+  prep.q_out = q;
+  prep.gate_out = gate;
+  prep.cache = cache;
+  prep.num_q_heads = num_q_heads_;
+  prep.num_kv_heads = num_kv_heads_;
+  prep.head_dim = head_dim_;
+  prep.rotary_dim = rotary_.rotary_dim;
+  prep.rope_theta = rotary_.theta;
+  prep.eps = eps_;
+  attention_prep(be, prep);
+
+  TensorView o = s.take(DType::kBF16, Shape{T, width});
+  PagedAttentionArgs att;
+  att.q = q;
+  att.cache = cache;
+  att.block_tables = ctx.block_tables;
+  att.query_start_loc = ctx.query_start_loc;
+  att.seq_lens = ctx.seq_lens;
+  att.gate = gate;
+  att.out = o;
+  att.num_q_heads = num_q_heads_;
+  att.num_kv_heads = num_kv_heads_;
+  att.head_dim = head_dim_;
+  att.max_query_len = ctx.max_query_len;
+  att.max_seq_len = ctx.max_seq_len;
+  paged_attention(be, att);
+  return o_proj_.forward_one(be, s, o);
+}
+
+size_t GatedAttention::scratch_bytes(int64_t T) const {
+  return qkv_.scratch_bytes(T) + 3 * Scratch::bytes_for(DType::kBF16, T, num_q_heads_ * head_dim_) +
+         o_proj_.scratch_bytes(T);
+}
+
+}  // namespace hyllm

@@ -1,0 +1,37 @@
+#pragma once
+// Qwen3.5 gated full attention: one merged q(+gate)/k/v projection, per-head
+// q/k RMSNorm (1+w) and partial RoPE, paged causal GQA over the cached
+// context, sigmoid output gate, o_proj.
+
+#include <string>
+
+#include "model/config/model_config.h"
+#include "model/layers/linear.h"
+#include "model/layers/params.h"
+#include "model/step_context.h"
+
+namespace hyllm {
+
+class GatedAttention {
+ public:
+  // `prefix` is the layer's canonical prefix, "layers.3".
+  static GatedAttention load(WeightLoader& w, const ModelConfig& cfg, const std::string& prefix);
+
+  // x [T, H] bf16 -> [T, H] bf16 (scratch). Writes the tokens' k/v to `cache`.
+  TensorView forward(Backend& be, Scratch& s, const TensorView& x, const StepContext& ctx,
+                     const KvCacheView& cache) const;
+  size_t scratch_bytes(int64_t tokens) const;
+
+  int64_t num_kv_heads() const { return num_kv_heads_; }
+  int64_t head_dim() const { return head_dim_; }
+
+ private:
+  Linear qkv_;
+  Linear o_proj_;
+  TensorView q_norm_, k_norm_;
+  Rotary rotary_;
+  int64_t num_q_heads_ = 0, num_kv_heads_ = 0, head_dim_ = 0, hidden_ = 0;
+  float eps_ = 1e-6f;
+};
+
+}  // namespace hyllm

@@ -1,0 +1,41 @@
+#pragma once
+// Qwen3.5 Gated DeltaNet (linear attention): merged in_proj_qkv|in_proj_z and
+// in_proj_b|in_proj_a projections, causal depthwise conv over q|k|v with the
+// conv state, the gated delta rule with fp32 recurrent state (chunked for
+// prefill, recurrent for pure decode steps), the gated RMSNorm (plain w,
+// SiLU(z)) per value head, out_proj.
+
+#include <string>
+
+#include "model/config/model_config.h"
+#include "model/layers/linear.h"
+#include "model/layers/params.h"
+#include "model/step_context.h"
+
+namespace hyllm {
+
+// One GDN layer's state slots: conv [slots, K-1, C] bf16, recurrent
+// [slots, Hv, Dv, Dk] f32.
+struct GdnStateView {
+  TensorView conv;
+  TensorView recurrent;
+};
+
+class GatedDeltaNet {
+ public:
+  static GatedDeltaNet load(WeightLoader& w, const ModelConfig& cfg, const std::string& prefix);
+
+  TensorView forward(Backend& be, Scratch& s, const TensorView& x, const StepContext& ctx,
+                     const GdnStateView& state) const;
+  size_t scratch_bytes(int64_t tokens) const;
+
+ private:
+  Linear qkvz_;  // parts: qkv [conv_dim], z [value_dim]
+  Linear ba_;    // parts: b [Hv], a [Hv]
+  Linear out_proj_;
+  TensorView conv_weight_, A_log_, dt_bias_, norm_weight_;
+  int64_t hk_ = 0, hv_ = 0, dk_ = 0, dv_ = 0, conv_dim_ = 0, hidden_ = 0;
+  float eps_ = 1e-6f;
+};
+
+}  // namespace hyllm

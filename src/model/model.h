@@ -1,0 +1,63 @@
+#pragma once
+// A loaded language model on a backend. The runner plans a step into a
+// StepContext and calls forward(), which returns fp32 logits only for the
+// rows it was asked to sample. The model owns its weights and its caches
+// (paged KV for attention layers, state slots for GDN layers); it never sees
+// the engine, environment variables or devices beyond the Backend interface.
+//
+//   auto model = load_model("models/x", backend, {.max_num_tokens = 2048});
+//   model->allocate_cache(num_blocks, block_size, num_slots);
+//   TensorView logits = model->forward(ctx);   // [R, vocab] f32, device memory
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+
+#include "backend/backend.h"
+#include "model/config/model_config.h"
+#include "model/loader/weight_source.h"
+#include "model/step_context.h"
+
+namespace hyllm {
+
+struct ModelOptions {
+  int64_t max_num_tokens = 2048;  // the largest step (sizes activation memory)
+  int64_t max_num_seqs = 256;     // the most rows sampled in one step
+  LoadFormat load_format = LoadFormat::kAuto;
+  uint64_t seed = 0;              // for LoadFormat::kDummy
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  virtual const ModelConfig& config() const = 0;
+  virtual Backend& backend() const = 0;
+  virtual int64_t vocab_size() const = 0;
+
+  // Cache sizes, per KV token (all attention layers, K and V) and per GDN
+  // state slot (all GDN layers, conv and recurrent state).
+  virtual size_t kv_bytes_per_token() const = 0;
+  virtual size_t state_bytes_per_slot() const = 0;
+  virtual int64_t num_attention_layers() const = 0;
+  virtual int64_t num_gdn_layers() const = 0;
+  // (Re)allocates zeroed caches.
+  virtual void allocate_cache(int64_t num_blocks, int64_t block_size, int64_t num_slots) = 0;
+  virtual void copy_kv_block(int32_t src, int32_t dst) = 0;
+  virtual void copy_state_slot(int32_t src, int32_t dst) = 0;
+
+  // One step; ctx.num_tokens <= max_num_tokens and rows <= max_num_seqs.
+  // Returns logits [R, vocab] f32 in device memory, valid until the next call.
+  virtual TensorView forward(const StepContext& ctx) = 0;
+
+  virtual size_t weight_bytes() const = 0;
+  virtual size_t activation_bytes() const = 0;
+  virtual const ModelOptions& options() const = 0;
+};
+
+// Reads config.json, opens the weights (checked against the architecture's
+// tensor catalogue) and builds the model for the architecture.
+std::unique_ptr<Model> load_model(const std::filesystem::path& model_dir, Backend& backend,
+                                  const ModelOptions& options = {});
+
+}  // namespace hyllm

@@ -1,0 +1,237 @@
+#include "model/qwen3_5.h"
+
+#include <algorithm>
+#include <variant>
+#include <vector>
+
+#include "model/layers/attention.h"
+#include "model/layers/gated_delta_net.h"
+#include "model/layers/linear.h"
+#include "model/layers/mlp.h"
+#include "model/layers/moe.h"
+#include "model/layers/params.h"
+#include "model/layers/scratch.h"
+#include "util/log.h"
+
+namespace hyllm {
+
+namespace {
+
+struct Layer {
+  RmsNorm input_norm;
+  RmsNorm post_norm;
+  std::variant<GatedAttention, GatedDeltaNet> mixer;
+  std::variant<Mlp, MoeBlock> ffn;
+  int cache_index = 0;  // index among the layers of its kind
+};
+
+struct AttentionCache {
+  DeviceBuffer k, v;
+};
+struct GdnCache {
+  DeviceBuffer conv, recurrent;
+};
+
+class Qwen35Model final : public Model {
+ public:
+  Qwen35Model(const ModelConfig& cfg, const WeightSource& src, Backend& be, const ModelOptions& opts)
+      : cfg_(cfg), be_(be), opts_(opts) {
+    WeightLoader w(be, src);
+    const float eps = static_cast<float>(cfg.rms_norm_eps);
+    embed_ = w.load("embed_tokens.weight", DType::kBF16);
+    int attn = 0, gdn = 0;
+    for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
+      const std::string p = "layers." + std::to_string(i);
+      Layer l{RmsNorm::load(w, p + ".input_layernorm.weight", eps),
+              RmsNorm::load(w, p + ".post_attention_layernorm.weight", eps),
+              GatedAttention{}, Mlp{}, 0};
+      if (cfg.layer_types[i] == LayerType::kFullAttention) {
+        l.mixer = GatedAttention::load(w, cfg, p);
+        l.cache_index = attn++;
+      } else {
+        l.mixer = GatedDeltaNet::load(w, cfg, p);
+        l.cache_index = gdn++;
+      }
+      if (cfg.is_moe)
+        l.ffn = MoeBlock::load(w, cfg, p + ".mlp");
+      else
+        l.ffn = Mlp::load(w, p + ".mlp");
+      layers_.push_back(std::move(l));
+    }
+    final_norm_ = RmsNorm::load(w, "norm.weight", eps);
+    if (cfg.tie_word_embeddings)
+      lm_head_ = LinearWeight::bf16(embed_);
+    else
+      lm_head_ = Linear::load(w, {"lm_head"}).weight();
+    num_attention_ = attn;
+    num_gdn_ = gdn;
+
+    auto left = w.unconsumed();
+    if (!left.empty())
+      fail(ErrorCode::kCorruptData, "{}: {} tensors were not used by the model, e.g. {}", src.describe(),
+           left.size(), left.front());
+    weight_bytes_ = w.device_bytes();
+    weight_buffers_ = w.take_buffers();
+    allocate_activations();
+  }
+
+  const ModelConfig& config() const override { return cfg_; }
+  Backend& backend() const override { return be_; }
+  int64_t vocab_size() const override { return cfg_.vocab_size; }
+  const ModelOptions& options() const override { return opts_; }
+  size_t weight_bytes() const override { return weight_bytes_; }
+  size_t activation_bytes() const override { return activation_bytes_; }
+  int64_t num_attention_layers() const override { return num_attention_; }
+  int64_t num_gdn_layers() const override { return num_gdn_; }
+
+  size_t kv_bytes_per_token() const override {
+    return static_cast<size_t>(num_attention_ * 2 * cfg_.num_key_value_heads * cfg_.head_dim) *
+           dtype_size(DType::kBF16);
+  }
+  size_t state_bytes_per_slot() const override {
+    size_t conv = static_cast<size_t>((cfg_.linear_conv_kernel_dim - 1) * cfg_.linear_conv_dim()) * 2;
+    size_t rec = static_cast<size_t>(cfg_.linear_num_value_heads * cfg_.linear_value_head_dim *
+                                     cfg_.linear_key_head_dim) * 4;
+    return num_gdn_ * (conv + rec);
+  }
+
+  void allocate_cache(int64_t num_blocks, int64_t block_size, int64_t num_slots) override {
+    attn_cache_.clear();
+    gdn_cache_.clear();
+    for (int i = 0; i < num_attention_; ++i) {
+      Shape s{num_blocks, block_size, cfg_.num_key_value_heads, cfg_.head_dim};
+      AttentionCache c{DeviceBuffer(be_, DType::kBF16, s), DeviceBuffer(be_, DType::kBF16, s)};
+      be_.fill_zero(c.k.data(), c.k.size());
+      be_.fill_zero(c.v.data(), c.v.size());
+      attn_cache_.push_back(std::move(c));
+    }
+    for (int i = 0; i < num_gdn_; ++i) {
+      GdnCache c{DeviceBuffer(be_, DType::kBF16,
+                              Shape{num_slots, cfg_.linear_conv_kernel_dim - 1, cfg_.linear_conv_dim()}),
+                 DeviceBuffer(be_, DType::kF32,
+                              Shape{num_slots, cfg_.linear_num_value_heads, cfg_.linear_value_head_dim,
+                                    cfg_.linear_key_head_dim})};
+      be_.fill_zero(c.conv.data(), c.conv.size());
+      be_.fill_zero(c.recurrent.data(), c.recurrent.size());
+      gdn_cache_.push_back(std::move(c));
+    }
+    num_blocks_ = num_blocks;
+    num_slots_ = num_slots;
+  }
+
+  void copy_kv_block(int32_t src, int32_t dst) override {
+    HYLLM_CHECK(src >= 0 && dst >= 0 && src < num_blocks_ && dst < num_blocks_, "kv block {} -> {}", src, dst);
+    for (auto& c : attn_cache_) {
+      size_t bytes = c.k.size() / static_cast<size_t>(num_blocks_);
+      be_.copy_on_device(static_cast<char*>(c.k.data()) + dst * bytes,
+                         static_cast<char*>(c.k.data()) + src * bytes, bytes);
+      be_.copy_on_device(static_cast<char*>(c.v.data()) + dst * bytes,
+                         static_cast<char*>(c.v.data()) + src * bytes, bytes);
+    }
+  }
+
+  void copy_state_slot(int32_t src, int32_t dst) override {
+    HYLLM_CHECK(src >= 0 && dst >= 0 && src < num_slots_ && dst < num_slots_, "state slot {} -> {}", src, dst);
+    for (auto& c : gdn_cache_) {
+      for (DeviceBuffer* b : {&c.conv, &c.recurrent}) {
+        size_t bytes = b->size() / static_cast<size_t>(num_slots_);
+        be_.copy_on_device(static_cast<char*>(b->data()) + dst * bytes,
+                           static_cast<char*>(b->data()) + src * bytes, bytes);
+      }
+    }
+  }
+
+  TensorView forward(const StepContext& ctx) override {
+    const int64_t T = ctx.num_tokens;
+    const int64_t R = ctx.sample_rows.numel();
+    HYLLM_CHECK(T > 0 && T <= opts_.max_num_tokens, "step of {} tokens (capacity {})", T, opts_.max_num_tokens);
+    HYLLM_CHECK(R <= opts_.max_num_seqs, "{} sampled rows (capacity {})", R, opts_.max_num_seqs);
+    HYLLM_CHECK(num_attention_ == 0 || !attn_cache_.empty(), "forward before allocate_cache");
+    scratch_.release(0);
+    const int64_t H = cfg_.hidden_size;
+    TensorView residual = residual_.view().slice_rows(0, T);
+    TensorView x = x_.view().slice_rows(0, T);
+    TensorView logits = logits_.view().slice_rows(0, R);
+
+    embedding(be_, {ctx.token_ids, embed_, residual});
+    layers_[0].input_norm.apply(be_, residual, x);
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const Layer& l = layers_[i];
+      {
+        ScratchScope scope(scratch_);
+        TensorView m;
+        if (const auto* a = std::get_if<GatedAttention>(&l.mixer)) {
+          const auto& c = attn_cache_[l.cache_index];
+          m = a->forward(be_, scratch_, x, ctx, KvCacheView{c.k.view(), c.v.view()});
+        } else {
+          const auto& c = gdn_cache_[l.cache_index];
+          m = std::get<GatedDeltaNet>(l.mixer).forward(be_, scratch_, x, ctx,
+                                                        GdnStateView{c.conv.view(), c.recurrent.view()});
+        }
+        l.post_norm.apply(be_, m, x, residual, residual);
+      }
+      ScratchScope scope(scratch_);
+      TensorView f;
+      if (const auto* mlp = std::get_if<Mlp>(&l.ffn))
+        f = mlp->forward(be_, scratch_, x);
+      else
+        f = std::get<MoeBlock>(l.ffn).forward(be_, scratch_, x);
+      if (i + 1 < layers_.size()) {
+        layers_[i + 1].input_norm.apply(be_, f, x, residual, residual);
+        continue;
+      }
+      // Last layer: finish the residual stream only at the sampled rows.
+      if (R == 0) break;
+      TensorView f_rows = scratch_.take(DType::kBF16, Shape{R, H});
+      TensorView r_rows = scratch_.take(DType::kBF16, Shape{R, H});
+      TensorView normed = scratch_.take(DType::kBF16, Shape{R, H});
+      gather_rows(be_, {f, ctx.sample_rows, f_rows});
+      gather_rows(be_, {residual, ctx.sample_rows, r_rows});
+      final_norm_.apply(be_, f_rows, normed, r_rows, r_rows);
+      linear(be_, {normed, lm_head_, logits});
+    }
+    return logits;
+  }
+
+ private:
+  void allocate_activations() {
+    const int64_t T = opts_.max_num_tokens, R = opts_.max_num_seqs, H = cfg_.hidden_size;
+    size_t mixer = 0, ffn = 0;
+    for (const auto& l : layers_) {
+      mixer = std::max(mixer, std::visit([&](const auto& m) { return m.scratch_bytes(T); }, l.mixer));
+      ffn = std::max(ffn, std::visit([&](const auto& f) { return f.scratch_bytes(T); }, l.ffn));
+    }
+    size_t final_rows = 3 * Scratch::bytes_for(DType::kBF16, R, H);
+    scratch_ = Scratch(be_, mixer + ffn + final_rows);
+    residual_ = DeviceBuffer(be_, DType::kBF16, Shape{T, H});
+    x_ = DeviceBuffer(be_, DType::kBF16, Shape{T, H});
+    logits_ = DeviceBuffer(be_, DType::kF32, Shape{R, cfg_.vocab_size});
+    activation_bytes_ = scratch_.capacity() + residual_.size() + x_.size() + logits_.size();
+  }
+
+  ModelConfig cfg_;
+  Backend& be_;
+  ModelOptions opts_;
+  std::vector<DeviceBuffer> weight_buffers_;
+  TensorView embed_;
+  std::vector<Layer> layers_;
+  RmsNorm final_norm_;
+  LinearWeight lm_head_;
+  int num_attention_ = 0, num_gdn_ = 0;
+  size_t weight_bytes_ = 0, activation_bytes_ = 0;
+
+  Scratch scratch_;
+  DeviceBuffer residual_, x_, logits_;
+  std::vector<AttentionCache> attn_cache_;
+  std::vector<GdnCache> gdn_cache_;
+  int64_t num_blocks_ = 0, num_slots_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_qwen3_5(const ModelConfig& config, const WeightSource& weights, Backend& backend,
+                                    const ModelOptions& options) {
+  return std::make_unique<Qwen35Model>(config, weights, backend, options);
+}
+
+}  // namespace hyllm

@@ -1,0 +1,33 @@
+#pragma once
+// What one forward step reads besides the weights: flat tokens of S sequences
+// (no padding) and their per-token / per-sequence metadata, all as device
+// tensors of the backend the model runs on (see backend/ops.h for the
+// meaning of each), plus host-side sizes. The runner plans these on the host
+// into fixed-capacity buffers; views here cover the used prefix.
+
+#include <cstdint>
+
+#include "tensor/tensor.h"
+
+namespace hyllm {
+
+struct StepContext {
+  int64_t num_tokens = 0;  // T
+  int64_t num_seqs = 0;    // S
+  TensorView token_ids;          // [T] i32
+  TensorView positions;          // [T] i32
+  TensorView slot_mapping;       // [T] i32: KV slot of each token (block * block_size + offset)
+  TensorView query_start_loc;    // [S + 1] i32
+  TensorView seq_lens;           // [S] i32: tokens in the cache after this step
+  TensorView block_tables;       // [S, max_blocks_per_seq] i32
+  TensorView state_indices;      // [S] i32: GDN state slot of each sequence
+  TensorView has_initial_state;  // [S] i32: 0 when the sequence starts in this step
+  TensorView sample_rows;        // [R] i32: flat token indices whose logits are wanted
+  int64_t max_query_len = 0;     // host hints for launch sizing
+  int64_t max_seq_len = 0;
+  // True when every sequence computes one token (pure decode): the GDN uses
+  // its recurrent form.
+  bool decode_only = false;
+};
+
+}  // namespace hyllm

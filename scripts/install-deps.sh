@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libcpp-httplib-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcli11-dev
   libfmt-dev libspdlog-dev libxxhash-dev libopenblas-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev liblzma-dev
   nodejs npm curl
 )
 

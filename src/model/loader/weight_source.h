@@ -80,7 +80,7 @@ class WeightSource {
     return std::nullopt;
   }
 
-  // "safetensors (3 files) in /models/x" or "dummy (seed 0)".
+  // "safetensors (3 shards in /models/x)" or "dummy weights (seed 0)".
   virtual std::string describe() const = 0;
 
   // A hint that `name` will be read soon (mmap'd sources start reading its

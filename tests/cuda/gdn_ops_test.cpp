@@ -80,8 +80,11 @@ TEST_P(DeltaRuleTest, MatchesCpu) {
   auto args = [&](const TensorView& q, const TensorView& abv, const TensorView& A, const TensorView& d,
                   const TensorView& s, const TensorView& qs, const TensorView& ix, const TensorView& in,
                   const TensorView& o) {
+    // The host hint picks the kernel on CUDA: 1 the direct decode kernel,
+    // 0 (unknown) or more the staged one.
+    const int64_t hint = c.algo == DeltaRuleAlgorithm::kRecurrent ? *std::max_element(c.lens.begin(), c.lens.end()) : 0;
     return GatedDeltaRuleArgs{q, ColSlice(abv, c.Hv, c.Hv), ColSlice(abv, 0, c.Hv), A, d, s, qs, ix, in, o,
-                              c.Hk, c.Hv, c.Dk, c.Dv, c.algo, 0};
+                              c.Hk, c.Hv, c.Dk, c.Dv, c.algo, hint};
   };
   gated_delta_rule(*cpu_, args(qkv.view(), ab.view(), A_log.view(), dt.view(), state.view(), qsl.view(), idx.view(),
                                init.view(), out.view()));
@@ -98,6 +101,9 @@ INSTANTIATE_TEST_SUITE_P(
                       DeltaCase{"prefill_chunks", 2, 4, 64, 32, {150, 1, 64}, DeltaRuleAlgorithm::kChunked},
                       DeltaCase{"ratio3_small", 2, 6, 16, 32, {7, 0, 70}, DeltaRuleAlgorithm::kChunked},
                       DeltaCase{"odd_dims", 2, 2, 24, 24, {33, 2}, DeltaRuleAlgorithm::kRecurrent},
+                      DeltaCase{"decode_small", 2, 6, 16, 32, {1, 1, 0, 1}, DeltaRuleAlgorithm::kRecurrent},
+                      DeltaCase{"decode_odd_dv", 1, 3, 32, 17, {1, 1}, DeltaRuleAlgorithm::kRecurrent},
+                      DeltaCase{"prefill_odd_dv", 1, 3, 32, 17, {40, 3}, DeltaRuleAlgorithm::kChunked},
                       DeltaCase{"prefill_27b_heads", 16, 48, 128, 128, {130}, DeltaRuleAlgorithm::kChunked}),
     [](const ::testing::TestParamInfo<DeltaCase>& i) { return std::string(i.param.name); });
 

@@ -116,6 +116,12 @@ std::unique_ptr<CudaGraph> cuda_capture_graph(Backend& be, const std::function<v
   return std::make_unique<CudaGraphImpl>(stream, graph);
 }
 
+void cuda_poison_scratch(Backend& be, uint8_t byte) {
+  auto* k = dynamic_cast<CudaKernels*>(&be.kernels());
+  HYLLM_CHECK(k != nullptr, "cuda_poison_scratch needs the cuda backend, got {}", be.name());
+  k->poison_scratch(byte);
+}
+
 void cuda_fill_uniform(Backend& be, void* dst, DType dtype, size_t n, uint64_t seed, float mean, float scale) {
   HYLLM_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "cuda_fill_uniform: dtype {} is not f32/bf16",
               dtype_name(dtype));

@@ -2,6 +2,7 @@
 // The CUDA backend's factory. This header is CUDA-free so that apps can
 // include it; everything that touches the CUDA runtime stays in this folder.
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -23,6 +24,11 @@ class CudaGraph {
   virtual void replay() = 0;
 };
 std::unique_ptr<CudaGraph> cuda_capture_graph(Backend& cuda_backend, const std::function<void()>& body);
+
+// Fills the kernels' scratch arena (as far as it has grown) with `byte`: the
+// op harness poisons it between runs so that a kernel reading scratch it did
+// not write fails its check.
+void cuda_poison_scratch(Backend& cuda_backend, uint8_t byte);
 
 // The GPU sampler of a CUDA backend (backend/device_sampler.h).
 std::unique_ptr<DeviceSampler> make_cuda_sampler(Backend& cuda_backend);

@@ -50,6 +50,10 @@ void* CudaKernels::scratch(size_t bytes) {
   return scratch_;
 }
 
+void CudaKernels::poison_scratch(uint8_t byte) {
+  if (scratch_ != nullptr) HYLLM_CUDA_CHECK(cudaMemsetAsync(scratch_, byte, scratch_bytes_, stream_));
+}
+
 void CudaKernels::linear(const LinearArgs& a) {
   if (a.w.format != WeightFormat::kBf16) {
     fail(ErrorCode::kUnsupported, "linear: {} weights are not implemented on the cuda backend yet (bf16 only)",

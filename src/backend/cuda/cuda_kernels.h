@@ -39,6 +39,7 @@ class CudaKernels final : public Kernels {
   // Growing it waits for the stream (the old arena may still be in use), so a
   // warm-up step sizes it before any graph capture.
   void* scratch(size_t bytes);
+  void poison_scratch(uint8_t byte);
 
  protected:
   const char* table_name() const override { return "the cuda backend"; }

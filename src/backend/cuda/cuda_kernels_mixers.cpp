@@ -127,6 +127,7 @@ void CudaKernels::gated_delta_rule(const GatedDeltaRuleArgs& a) {
   p.num_v_heads = to_int(a.num_v_heads, "num_v_heads");
   p.k_dim = to_int(a.k_dim, "k_dim");
   p.v_dim = to_int(a.v_dim, "v_dim");
+  p.max_query_len = to_int(a.max_query_len, "max_query_len");
   const size_t bytes = cuda::gated_delta_rule_scratch_bytes(p);
   cuda::launch_gated_delta_rule(p, bytes ? scratch(bytes) : nullptr, stream_);
   check_launch("gated_delta_rule");

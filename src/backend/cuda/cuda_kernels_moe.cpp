@@ -1,6 +1,8 @@
 // The CUDA kernel table's MoE ops: routing, and the routed experts as
 // permute -> grouped gate/up GEMM -> SwiGLU -> grouped down GEMM -> combine,
 // all on the stream with no host read of the routing.
+#include <algorithm>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/launch/dense.h"
@@ -62,12 +64,14 @@ void CudaKernels::moe_experts(const MoeExpertsArgs& a) {
   }
   if (T == 0) return;
   const int64_t P = T * k;
-  // Scratch: offsets [E+1], sorted_token [P], row_of [P], gate_up [P, 2I], hidden [P, I], y [P, H].
+  // Scratch: offsets [E+1], active [E+1], sorted_token [P], row_of [P], gate_up [P, 2I], hidden [P, I], y [P, H].
   auto align = [](size_t b) { return (b + 255) & ~size_t{255}; };
   const size_t b_off = align((E + 1) * 4), b_idx = align(P * 4), b_gu = align(P * 2 * I * 2),
                b_hid = align(P * I * 2), b_y = align(P * H * 2);
-  char* s = static_cast<char*>(scratch(b_off + 2 * b_idx + b_gu + b_hid + b_y));
+  char* s = static_cast<char*>(scratch(2 * b_off + 2 * b_idx + b_gu + b_hid + b_y));
   int32_t* offsets = reinterpret_cast<int32_t*>(s);
+  int32_t* active = reinterpret_cast<int32_t*>(s + b_off);
+  s += b_off;
   int32_t* sorted_token = reinterpret_cast<int32_t*>(s + b_off);
   int32_t* row_of = reinterpret_cast<int32_t*>(s + b_off + b_idx);
   uint16_t* gate_up = reinterpret_cast<uint16_t*>(s + b_off + 2 * b_idx);
@@ -82,13 +86,18 @@ void CudaKernels::moe_experts(const MoeExpertsArgs& a) {
   pp.offsets = offsets;
   pp.sorted_token = sorted_token;
   pp.row_of = row_of;
+  pp.active = active;
   cuda::launch_moe_permute(pp, stream_);
+  // Blocks only for experts that can have rows: at most one per routed row.
+  const int grid_groups = static_cast<int>(std::min<int64_t>(E, P));
 
   cuda::GroupedGemmParams g1;
   g1.x = bf(a.x);
   g1.x_stride = H;
   g1.row_index = sorted_token;
   g1.offsets = offsets;
+  g1.active = active;
+  g1.grid_groups = grid_groups;
   g1.groups = static_cast<int>(E);
   g1.k = static_cast<int>(H);
   g1.out_stride = 2 * I;
@@ -120,6 +129,8 @@ void CudaKernels::moe_experts(const MoeExpertsArgs& a) {
   g2.x = hidden;
   g2.x_stride = I;
   g2.offsets = offsets;
+  g2.active = active;
+  g2.grid_groups = grid_groups;
   g2.groups = static_cast<int>(E);
   g2.k = static_cast<int>(I);
   g2.n = static_cast<int>(H);

@@ -163,10 +163,143 @@ __global__ void __launch_bounds__(kRowsPerBlock * kLanesPerRow) recurrent_kernel
   }
 }
 
+// 4-byte asynchronous copy global -> shared.
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(smem)), "l"(gmem));
+}
+
+// The same recurrence for sequences of many tokens: the block stages the
+// per-token inputs it shares (q, k, the scalars, its rows' v) in shared memory,
+// kChunk tokens at a time, double buffered with cp.async, so that the token
+// loop reads shared memory instead of waiting on L2. Needs an even v_dim (v is
+// staged as bf16 pairs).
+constexpr int kChunk = 16;
+
+template <int EPL>
+__global__ void __launch_bounds__(kRowsPerBlock * kLanesPerRow) staged_kernel(GatedDeltaRuleParams p, Scratch s) {
+  extern __shared__ float smem[];
+  const int seq = blockIdx.z, vh = blockIdx.y;
+  const int t0 = p.query_start_loc[seq], n = p.query_start_loc[seq + 1] - t0;
+  if (n == 0) return;
+  const int64_t slot = p.state_indices[seq];
+  if (slot < 0 || slot >= p.num_slots) return;
+  const int Dk = p.k_dim, Hk = p.num_k_heads, Hv = p.num_v_heads;
+  const int kh = vh / (Hv / Hk);
+  const int row0 = blockIdx.x * kRowsPerBlock;
+  // Stage layout per buffer: q[kChunk][Dk] k[kChunk][Dk] scal[kChunk][4] v[kChunk][kRowsPerBlock / 2] (bf16 pairs)
+  const int stage_floats = 2 * kChunk * Dk + kChunk * 4 + kChunk * (kRowsPerBlock / 2);
+  const int64_t W = 2LL * Hk * Dk + static_cast<int64_t>(Hv) * p.v_dim;
+  auto issue = [&](int buf, int c0) {
+    float* st = smem + buf * stage_floats;
+    const int cn = min(kChunk, n - c0);
+    for (int i = threadIdx.x; i < cn * Dk; i += blockDim.x) {
+      const int tt = i / Dk, d = i % Dk;
+      const int64_t t = t0 + c0 + tt;
+      cp_async4(st + tt * Dk + d, s.qn + (t * Hk + kh) * Dk + d);
+      cp_async4(st + kChunk * Dk + tt * Dk + d, s.kn + (t * Hk + kh) * Dk + d);
+    }
+    float* scal = st + 2 * kChunk * Dk;
+    for (int i = threadIdx.x; i < cn * 3; i += blockDim.x) {
+      const int tt = i / 3, which = i % 3;
+      const int64_t t = t0 + c0 + tt;
+      const float* src = which == 0 ? s.decay + t * Hv + vh : which == 1 ? s.beta + t * Hv + vh : s.kq + t * Hk + kh;
+      cp_async4(scal + tt * 4 + which, src);
+    }
+    float* vv = scal + kChunk * 4;
+    constexpr int kPairs = kRowsPerBlock / 2;
+    for (int i = threadIdx.x; i < cn * kPairs; i += blockDim.x) {
+      const int tt = i / kPairs, pr = i % kPairs;
+      const int j = row0 + 2 * pr;
+      if (j < p.v_dim) {
+        const int64_t t = t0 + c0 + tt;
+        cp_async4(vv + tt * kPairs + pr, p.qkv + t * W + 2LL * Hk * Dk + static_cast<int64_t>(vh) * p.v_dim + j);
+      }
+    }
+    cp_async_commit();
+  };
+
+  const int sub = threadIdx.x % kLanesPerRow;
+  const int r = threadIdx.x / kLanesPerRow;
+  const int j = row0 + r;
+  const bool row_ok = j < p.v_dim;
+  float* srow = p.state + ((slot * Hv + vh) * p.v_dim + (row_ok ? j : 0)) * Dk;
+  const bool init = p.has_initial_state[seq] != 0;
+  float st[EPL];
+#pragma unroll
+  for (int i = 0; i < EPL; ++i) {
+    const int d = i * kLanesPerRow + sub;
+    st[i] = (init && row_ok && d < Dk) ? srow[d] : 0.0f;
+  }
+  const int64_t out_stride = static_cast<int64_t>(Hv) * p.v_dim;
+  uint16_t* out = p.out + static_cast<int64_t>(vh) * p.v_dim + j;
+
+  issue(0, 0);
+  for (int c0 = 0, buf = 0; c0 < n; c0 += kChunk, buf ^= 1) {
+    if (c0 + kChunk < n) {
+      issue(buf ^ 1, c0 + kChunk);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const float* stq = smem + buf * stage_floats;
+    const float* stk = stq + kChunk * Dk;
+    const float* scal = stq + 2 * kChunk * Dk;
+    const uint16_t* vv = reinterpret_cast<const uint16_t*>(scal + kChunk * 4);
+    const int cn = min(kChunk, n - c0);
+    for (int tt = 0; tt < cn; ++tt) {
+      float q[EPL], k[EPL];
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) {
+        const int d = e * kLanesPerRow + sub;
+        q[e] = d < Dk ? stq[tt * Dk + d] : 0.0f;
+        k[e] = d < Dk ? stk[tt * Dk + d] : 0.0f;
+      }
+      const float decay = scal[tt * 4], beta = scal[tt * 4 + 1], kq = scal[tt * 4 + 2];
+      const float v = row_ok ? bf2f(vv[tt * kRowsPerBlock + r]) : 0.0f;
+      float dk = 0.0f, dq = 0.0f;
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) {
+        dk = __fmaf_rn(st[e], k[e], dk);
+        dq = __fmaf_rn(st[e], q[e], dq);
+      }
+#pragma unroll
+      for (int o = 1; o < kLanesPerRow; o <<= 1) {
+        dk += __shfl_xor_sync(0xffffffffu, dk, o);
+        dq += __shfl_xor_sync(0xffffffffu, dq, o);
+      }
+      const float u = beta * (v - decay * dk);
+      const float o = decay * dq + u * kq;
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) st[e] = __fmaf_rn(decay, st[e], u * k[e]);
+      if (row_ok && sub == 0) out[static_cast<int64_t>(t0 + c0 + tt) * out_stride] = f2bf(o);
+    }
+    __syncthreads();
+  }
+  if (row_ok) {
+#pragma unroll
+    for (int i = 0; i < EPL; ++i) {
+      const int d = i * kLanesPerRow + sub;
+      if (d < Dk) srow[d] = st[i];
+    }
+  }
+}
+
 template <int EPL>
 void launch_epl(const GatedDeltaRuleParams& p, const Scratch& s, cudaStream_t stream) {
   dim3 grid(ceil_div(p.v_dim, kRowsPerBlock), p.num_v_heads, p.num_seqs);
-  recurrent_kernel<EPL><<<grid, kRowsPerBlock * kLanesPerRow, 0, stream>>>(p, s);
+  // Decode (a few tokens per sequence) reads each token's inputs once: the
+  // direct kernel. Longer sequences stage them.
+  const bool staged = p.v_dim % 2 == 0 && (p.max_query_len == 0 || p.max_query_len > 4);
+  if (!staged) {
+    recurrent_kernel<EPL><<<grid, kRowsPerBlock * kLanesPerRow, 0, stream>>>(p, s);
+    return;
+  }
+  const size_t smem = 2 * sizeof(float) * (2 * kChunk * p.k_dim + kChunk * 4 + kChunk * (kRowsPerBlock / 2));
+  if (smem > 48 * 1024) {
+    cudaFuncSetAttribute(staged_kernel<EPL>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  }
+  staged_kernel<EPL><<<grid, kRowsPerBlock * kLanesPerRow, smem, stream>>>(p, s);
 }
 
 }  // namespace

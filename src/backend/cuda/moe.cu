@@ -86,13 +86,18 @@ __global__ void permute_kernel(MoePermuteParams p) {
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    int run = 0;
+    int run = 0, active = 0;
+    const int max_active = min(p.experts, n);
     for (int e = 0; e < p.experts; ++e) {
       p.offsets[e] = run;
       cursor[e] = run;
       run += counts[e];
+      if (counts[e] > 0 && active < max_active) p.active[active++] = e;
     }
     p.offsets[p.experts] = run;
+    // Every grid slot past the last active expert reads -1 (the grid has
+    // max_active blocks in y).
+    for (int i = active; i <= max_active; ++i) p.active[i] = -1;
   }
   __syncthreads();
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
@@ -115,7 +120,11 @@ constexpr size_t kGemmSmem = static_cast<size_t>(kStages) * 2 * kBM * kLd * 2;
 
 __global__ void __launch_bounds__(kGemmThreads) grouped_gemm_kernel(GroupedGemmParams p) {
   extern __shared__ __align__(16) uint16_t smem[];
-  const int g = blockIdx.y;
+  int g = blockIdx.y;
+  if (p.active != nullptr) {
+    g = p.active[g];
+    if (g < 0) return;
+  }
   const int begin = p.offsets[g], end = p.offsets[g + 1];
   if (begin >= end) return;
   const int n0 = blockIdx.x * kBN;
@@ -242,7 +251,7 @@ void launch_grouped_gemm(const GroupedGemmParams& p, cudaStream_t stream) {
     cudaFuncSetAttribute(grouped_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kGemmSmem));
     configured = true;
   }
-  dim3 grid(ceil_div(p.n, kBN), p.groups);
+  dim3 grid(ceil_div(p.n, kBN), p.active ? p.grid_groups : p.groups);
   grouped_gemm_kernel<<<grid, kGemmThreads, kGemmSmem, stream>>>(p);
 }
 

@@ -9,6 +9,10 @@ GatedAttention GatedAttention::load(WeightLoader& w, const ModelConfig& cfg, con
   const std::string p = prefix + ".self_attn.";
   a.qkv_ = Linear::load(w, {p + "q_proj", p + "k_proj", p + "v_proj"});
   a.o_proj_ = Linear::load(w, {p + "o_proj"});
+  // ModelOpt checkpoints may carry calibrated FP8 KV-cache scales; the KV
+  // cache here is bf16, which needs none.
+  for (const char* kv : {"k_scale", "v_scale"})
+    if (w.contains(p + kv)) w.read_host(p + kv);
   a.q_norm_ = load_param(w, p + "q_norm.weight");
   a.k_norm_ = load_param(w, p + "k_norm.weight");
   a.rotary_ = {cfg.rotary_dim, static_cast<float>(cfg.rope_theta)};

@@ -48,6 +48,7 @@ struct GatedDeltaRuleParams {
   int num_v_heads = 0;
   int k_dim = 0;
   int v_dim = 0;
+  int max_query_len = 0;  // host bound of any sequence's tokens, 0 = unknown
 };
 bool gated_delta_rule_supported(int k_dim);
 size_t gated_delta_rule_scratch_bytes(const GatedDeltaRuleParams& p);

@@ -33,6 +33,7 @@ struct MoePermuteParams {
   int32_t* offsets = nullptr;       // [E + 1]
   int32_t* sorted_token = nullptr;  // [T * top_k]
   int32_t* row_of = nullptr;        // [T * top_k]
+  int32_t* active = nullptr;        // [min(E, T * top_k) + 1]: experts with rows, ascending, then -1
 };
 void launch_moe_permute(const MoePermuteParams& p, cudaStream_t stream);
 
@@ -47,6 +48,10 @@ struct GroupedGemmParams {
   int64_t w_expert_stride = 0;
   const uint16_t* const* w_table = nullptr;
   const int32_t* offsets = nullptr;  // [groups + 1]
+  // Optional list of the groups that have rows (-1 ends it); block y then
+  // handles group active[y], so the grid needs only min(groups, rows) blocks in y.
+  const int32_t* active = nullptr;
+  int grid_groups = 0;  // blocks in y (groups when active is null)
   uint16_t* out = nullptr;
   int64_t out_stride = 0;
   int groups = 0;

@@ -18,8 +18,8 @@
 #include <sstream>
 #include <thread>
 
-#include "backend/cpu/cpu_backend.h"
 #include "command.h"
+#include "engine_setup.h"
 #include "engine/engine_client.h"
 #include "engine/runner/model_runner.h"
 #include "model/config/model_config.h"
@@ -31,9 +31,6 @@
 #include "util/log.h"
 #include "util/status.h"
 #include "util/version.h"
-#ifdef HYLLM_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
 
 namespace hyllm::app {
 namespace {
@@ -99,31 +96,6 @@ void wait_for_shutdown() {
   auto& s = shutdown_signal();
   std::unique_lock lock(s.mu);
   s.cv.wait(lock, [&] { return s.requested; });
-}
-
-fs::path default_model_dir() {
-  if (env().default_model_dir) return *env().default_model_dir;
-  return fs::path(HYLLM_SOURCE_DIR) / "models" / "hyllm-tiny";
-}
-
-bool cuda_available() {
-#ifdef HYLLM_HAVE_CUDA
-  return cuda_device_count() > 0;
-#else
-  return false;
-#endif
-}
-
-std::unique_ptr<Backend> make_backend(const std::string& device) {
-  if (device == "cpu") return make_cpu_backend();
-#ifdef HYLLM_HAVE_CUDA
-  if (device == "cuda") {
-    if (cuda_device_count() == 0) fail(ErrorCode::kUnavailable, "--device cuda: no CUDA device is visible");
-    return make_cuda_backend(0);
-  }
-#endif
-  if (device == "cuda") fail(ErrorCode::kUnsupported, "--device cuda: this build has no CUDA backend");
-  fail(ErrorCode::kInvalidArgument, "--device {}: expected cpu or cuda", device);
 }
 
 std::string read_text_file(const fs::path& path) {
@@ -201,7 +173,7 @@ int run_serve(ServeArgs& a) {
   const std::string model_arg = !a.model_positional.empty() ? a.model_positional : a.model;
   const fs::path model_dir = model_arg.empty() ? default_model_dir() : fs::path(model_arg);
   if (!fs::is_directory(model_dir)) fail(ErrorCode::kNotFound, "model directory {} does not exist", model_dir.string());
-  const std::string device = a.device.empty() ? (cuda_available() ? "cuda" : "cpu") : a.device;
+  const std::string device = resolve_device(a.device);
   const LoadFormat load_format = parse_load_format(a.load_format);
 
   // Cheap checks first: the config file, the flags that depend on it.
@@ -231,7 +203,7 @@ int run_serve(ServeArgs& a) {
   config.block_size = a.block_size;
   config.gpu_memory_utilization = a.gpu_memory_utilization;
   if (!a.kv_cache_memory.empty()) {
-    config.kv_cache_memory_bytes = static_cast<size_t>(parse_human_int(a.kv_cache_memory, "--kv-cache-memory"));
+    config.kv_cache_memory_bytes = parse_memory_size(a.kv_cache_memory);
   }
   config.kv_cache_dtype = a.kv_cache_dtype;
   config.enable_prefix_caching = a.enable_prefix_caching;

@@ -81,7 +81,7 @@ void add_serve_flags(CLI::App& sub, ServeArgs& a) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
   sub.add_option(names("kv-cache-memory", "--kv-cache-memory-bytes"), a.kv_cache_memory,
-                 "KV cache size in bytes (overrides --gpu-memory-utilization; 4G = 4 GiB)");
+                 "KV cache size (overrides --gpu-memory-utilization), e.g. 4G or 512M");
   sub.add_option(names("kv-cache-dtype"), a.kv_cache_dtype, "auto (the model's dtype)")->capture_default_str();
   sub.add_flag(negatable("enable-prefix-caching"),
                a.enable_prefix_caching, "Prefix caching (not available yet)");

@@ -112,6 +112,10 @@ InProcessEngine build_engine(const EngineFlags& f) {
   ro.max_num_seqs = config.max_num_seqs;
   ro.max_model_len = config.max_model_len;
   if (config.kv_cache_memory_bytes) ro.cache_memory_bytes = *config.kv_cache_memory_bytes;
+#ifdef HYLLM_HAVE_CUDA
+  // Sample on the GPU: no logits cross to the host.
+  if (device == "cuda") ro.device_sampler = make_cuda_sampler(*e.backend);
+#endif
   e.engine = make_engine_client(std::make_unique<ModelRunner>(std::move(model), ro), config);
   return e;
 }

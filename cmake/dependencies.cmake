@@ -10,6 +10,9 @@ pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+# SHA-256 and constant-time compares for API keys (OpenSSL, already a
+# dependency of cpp-httplib).
+pkg_check_modules(LIBCRYPTO REQUIRED IMPORTED_TARGET libcrypto)
 if(HYLLM_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

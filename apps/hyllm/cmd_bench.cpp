@@ -16,6 +16,7 @@
 #include "bench/serve_benchmark.h"
 #include "bench/svg_plot.h"
 #include "bench/tokenizer_adapter.h"
+#include "bench_offline.h"
 #include "command.h"
 #include "util/status.h"
 
@@ -234,9 +235,11 @@ void setup_bench(CLI::App& bench, int& exit_code) {
     std::cout << "Pinned " << pin_field << " = " << pin_value << " in " << pin_file << "\n";
     exit_code = 0;
   });
+
+  add_offline_bench_commands(bench, exit_code);
 }
 
-const CommandRegistration kBench{"bench", "Benchmark servers (serve, sweep, compare, pin)", setup_bench};
+const CommandRegistration kBench{"bench", "Benchmarks: serve, sweep, compare, pin (servers); throughput, latency (in process)", setup_bench};
 
 }  // namespace
 }  // namespace hyllm::app

@@ -17,12 +17,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backend/cpu/cpu_backend.h"
 #include "command.h"
+#include "engine_setup.h"
 #include "engine/runner/model_runner.h"
 #include "model/model.h"
 #include "text/tokenizer.h"
-#include "util/env.h"
 #include "util/log.h"
 #include "util/status.h"
 #ifdef HYLLM_HAVE_CUDA
@@ -46,11 +45,6 @@ struct GenerateOptions {
   int max_num_batched_tokens = 512;
 };
 
-std::filesystem::path default_model_dir() {
-  if (env().default_model_dir) return *env().default_model_dir;
-  return std::filesystem::path(HYLLM_SOURCE_DIR) / "models" / "hyllm-tiny";
-}
-
 std::vector<int32_t> parse_ids(const std::string& text) {
   std::vector<int32_t> ids;
   std::stringstream ss(text);
@@ -66,20 +60,6 @@ std::vector<int32_t> parse_ids(const std::string& text) {
     }
   }
   return ids;
-}
-
-std::unique_ptr<Backend> make_backend(const std::string& device) {
-  if (device == "cpu") return make_cpu_backend();
-#ifdef HYLLM_HAVE_CUDA
-  if (device == "cuda") return make_cuda_backend(0);
-#endif
-  fail(ErrorCode::kInvalidArgument, "--device {}: not available in this build (cpu{})", device,
-#ifdef HYLLM_HAVE_CUDA
-       ", cuda"
-#else
-       ""
-#endif
-  );
 }
 
 int run_generate(const GenerateOptions& o) {
@@ -115,6 +95,9 @@ int run_generate(const GenerateOptions& o) {
   ro.max_num_tokens = chunk;
   ro.max_num_seqs = 1;
   ro.max_model_len = static_cast<int64_t>(prompt.size()) + o.max_tokens;
+#ifdef HYLLM_HAVE_CUDA
+  if (o.device == "cuda") ro.device_sampler = make_cuda_sampler(*backend);
+#endif
   ModelRunner runner(std::move(model), ro);
   const int block_size = 16;
   const int blocks = static_cast<int>((ro.max_model_len + block_size - 1) / block_size);

@@ -18,7 +18,7 @@ namespace hyllm {
 // cannot change: an incomplete UTF-8 sequence at the end is held back (never
 // split). Invariant: the concatenation of every push() and finish() equals
 // tokenizer.decode(all ids, skip_special_tokens). The Tokenizer must outlive
-// this object.
+// this object (moving the Tokenizer is fine).
 class IncrementalDetokenizer {
  public:
   explicit IncrementalDetokenizer(const Tokenizer& tokenizer, bool skip_special_tokens = false);
@@ -33,7 +33,7 @@ class IncrementalDetokenizer {
   size_t pending_bytes() const;
 
  private:
-  const Tokenizer* tokenizer_;
+  const tokenizer_detail::TokenizerImpl* impl_;
   bool skip_special_;
   bool byte_level_;            // decoder is token-local over bytes: fast path
   std::string pending_;        // byte path: undecided trailing bytes

@@ -91,6 +91,10 @@ class Tokenizer {
   // A named template from the list form (e.g. "tool_use"); nullptr if absent.
   const std::string* chat_template_source(std::string_view name) const;
 
+  // Settings of the files that were read but are not applied (for example a
+  // truncation or padding section); callers may log them.
+  const std::vector<std::string>& load_warnings() const;
+
   // The parsed tokenizer_config.json text (empty when there was none), for
   // settings other parts read (model_max_length, clean_up_tokenization_spaces).
   const std::string& tokenizer_config_text() const;

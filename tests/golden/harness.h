@@ -4,6 +4,7 @@
 // chunked prefill, one token per decode step), optionally teacher-forced.
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,8 +39,11 @@ class Harness {
   static constexpr int kMaxLen = 512;
   static constexpr int kBlockSize = 16;
 
+  // Makes the runner's device sampler for the backend; empty: host sampling.
+  using SamplerFactory = std::function<std::shared_ptr<DeviceSampler>(Backend&)>;
+
   explicit Harness(const std::filesystem::path& model_dir, std::unique_ptr<Backend> backend = make_cpu_backend(),
-                   int64_t max_tokens = 1024)
+                   int64_t max_tokens = 1024, const SamplerFactory& make_sampler = {})
       : backend_(std::move(backend)) {
     ModelOptions mo;
     mo.max_num_tokens = max_tokens;
@@ -48,6 +52,8 @@ class Harness {
     ro.max_num_tokens = max_tokens;
     ro.max_num_seqs = kMaxSeqs;
     ro.max_model_len = kMaxLen;
+    ro.keep_logits = true;  // results carry every sampled row's logits
+    if (make_sampler) ro.device_sampler = make_sampler(*backend_);
     runner_ = std::make_unique<ModelRunner>(load_model(model_dir, *backend_, mo), ro);
     runner_->allocate_cache({kBlockSize, kMaxSeqs * blocks_per_seq(), kMaxSeqs});
   }

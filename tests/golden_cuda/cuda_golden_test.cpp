@@ -7,6 +7,8 @@
 //  - CUDA greedy tokens equal the CPU reference's up to the first step whose
 //    margin is below twice their logit difference;
 //  - many sequences in one batch give the tokens each gives alone.
+// The CUDA runs sample on the GPU (the runner's device sampler), so the greedy
+// tokens checked are the ones the engine would emit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -78,7 +80,9 @@ class CudaParity : public ::testing::TestWithParam<ModelParam> {
   void SetUp() override {
     if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
     golden_ = load(GetParam().golden, GetParam().tiny);
-    gpu_ = std::make_unique<Harness>(GetParam().dir, make_cuda_backend(0));
+    // The real runner path: tokens from the GPU sampler (logits also kept for the margin rules).
+    gpu_ = std::make_unique<Harness>(GetParam().dir, make_cuda_backend(0), 1024,
+                                     [](Backend& be) { return std::shared_ptr<DeviceSampler>(make_cuda_sampler(be)); });
   }
   Golden golden_;
   std::unique_ptr<Harness> gpu_;
@@ -109,7 +113,9 @@ TEST_P(CudaParity, GreedyTokensMatchGoldenAndCpu) {
     SeqResult h = cpu.run({run})[0];
     int same = 0;
     while (same < static_cast<int>(c.output.size()) && g.tokens[same] == c.output[same]) ++same;
-    if (c.bf16_comparable >= 0) EXPECT_GE(same, c.bf16_comparable) << GetParam().name << " case " << ci;
+    if (c.bf16_comparable >= 0) {
+      EXPECT_GE(same, c.bf16_comparable) << GetParam().name << " case " << ci;
+    }
     const int with_cpu = agreeing_steps(g, h);
     EXPECT_GE(with_cpu, 0) << GetParam().name << " case " << ci << ": cuda and cpu tokens differ at step "
                            << -with_cpu - 1 << " where the margin is large";

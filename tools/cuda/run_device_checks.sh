@@ -5,6 +5,14 @@
 # table last. Logs go to $OUT (or /tmp/hyllm-device-out).
 #
 #   tools/cuda/run_device_checks.sh            build here, then run everything
+#   HYLLM_CHECKS=parity,generate tools/cuda/... only these stages (default
+#                                              ops,parity,bench): ops = op
+#                                              harness, parity = model parity and the
+#                                              engine on CUDA through the real runner,
+#                                              generate = hyllm generate cuda vs cpu
+#                                              (builds the app, whose cpp-httplib needs
+#                                              brotli, OpenSSL and zlib headers in the
+#                                              deps archive), bench = real-scale steps
 #   HYLLM_PREBUILT=DIR tools/cuda/...          run binaries built elsewhere
 #                                              (DIR/test_cuda_ops, DIR/bench_cuda_step),
 #                                              building here in the background only to
@@ -21,6 +29,8 @@ mkdir -p "$OUT"
 DEPS_ARCHIVE=${HYLLM_DEPS_ARCHIVE:-$ROOT/.carry/cuda/deps.tar.xz}
 BUILD=${HYLLM_BUILD_DIR:-$ROOT/build-cuda}
 JOBS=${HYLLM_JOBS:-16}
+CHECKS=${HYLLM_CHECKS:-ops,parity,bench}
+has() { [[ ",$CHECKS," == *",$1,"* ]]; }
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
 
@@ -35,10 +45,15 @@ if [[ -f "$DEPS_ARCHIVE" ]]; then
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 
+TARGETS=()
+has ops && TARGETS+=(test_cuda_ops)
+has bench && TARGETS+=(bench_cuda_step)
+has parity && [[ -z "${HYLLM_PARITY_BIN:-}" ]] && TARGETS+=(test_golden_cuda)
+has generate && TARGETS+=(hyllm)
 build() {
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHYLLM_ENABLE_CUDA=ON \
     -DHYLLM_BUILD_BENCHMARKS=OFF -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc &&
-    cmake --build "$BUILD" -j"$JOBS" --target test_cuda_ops bench_cuda_step
+    cmake --build "$BUILD" -j"$JOBS" --target "${TARGETS[@]}"
 }
 
 if [[ -n "${HYLLM_PREBUILT:-}" ]]; then
@@ -53,34 +68,71 @@ else
 fi
 
 # 1. Op harness.
-start=$(date +%s)
-"$BIN/test_cuda_ops" --gtest_brief=1 > "$OUT/harness.log" 2>&1
-rc=$?
-note "op harness: $([[ $rc == 0 ]] && echo passed || echo FAILED) in $(( $(date +%s) - start )) s ($(grep -c ' ok$' "$OUT/harness.log") outputs ok, $(grep -c 'FAIL$' "$OUT/harness.log") over threshold)"
+if has ops; then
+  start=$(date +%s)
+  "$BIN/test_cuda_ops" --gtest_brief=1 > "$OUT/harness.log" 2>&1
+  rc=$?
+  note "op harness: $([[ $rc == 0 ]] && echo passed || echo FAILED) in $(( $(date +%s) - start )) s ($(grep -c ' ok$' "$OUT/harness.log") outputs ok, $(grep -c 'FAIL$' "$OUT/harness.log") over threshold)"
+fi
 
 if [[ -n "${HYLLM_PREBUILT:-}" ]]; then
   wait $build_pid
   note "device build (background): $(tail -1 "$OUT/build.log")"
 fi
 
-# 2. Model parity (tiny models and the default model against their goldens),
-# when the golden harness exists in this tree.
+# 2. Model parity (tiny models and the default model against their goldens,
+# greedy tokens from the GPU sampler of the real ModelRunner) and the engine on
+# CUDA through its EngineClient, when the golden harness exists in this tree.
 PARITY=${HYLLM_PARITY_BIN:-$BUILD/tests/golden_cuda/test_golden_cuda}
-if [[ -z "${HYLLM_PARITY_BIN:-}" && -f tests/golden/harness.h ]]; then
+if has parity && [[ -z "${HYLLM_PARITY_BIN:-}" && -f tests/golden/harness.h && -n "${HYLLM_PREBUILT:-}" ]]; then
   cmake --build "$BUILD" -j"$JOBS" --target test_golden_cuda > "$OUT/parity_build.log" 2>&1 ||
     note "model parity: build FAILED (see parity_build.log)"
 fi
-if [[ -x "$PARITY" ]]; then
+if has parity && [[ -x "$PARITY" ]]; then
   start=$(date +%s)
-  "$PARITY" > "$OUT/parity.log" 2>&1 && note "model parity: passed in $(( $(date +%s) - start )) s" ||
-    note "model parity: FAILED (see parity.log)"
-  grep -E "^\[.*(greedy|teacher-forced)" "$OUT/parity.log" | sed 's/^/  /' | head -40 > "$OUT/parity_summary.txt"
-else
+  "$PARITY" > "$OUT/parity.log" 2>&1 && note "model parity + engine on cuda: passed in $(( $(date +%s) - start )) s" ||
+    note "model parity + engine on cuda: FAILED (see parity.log: $(grep -c '^\[  FAILED' "$OUT/parity.log") lines)"
+  grep -E "^\[.*(greedy|teacher-forced|engine on cuda|differs)|^\[  (FAILED|PASSED|SKIPPED)" "$OUT/parity.log" | sed 's/^/  /' | head -60 > "$OUT/parity_summary.txt"
+elif has parity; then
   note "model parity: not run (no golden harness in this tree)"
+fi
+
+# 3. hyllm generate --device cuda vs cpu on the default model, greedy, from
+# the prompts of its goldens (tokens printed; the golden rule is parity's).
+if has generate && [[ -x "$BUILD/hyllm" ]]; then
+  python3 - > "$OUT/generate_prompts.txt" <<'PY'
+import json
+for c in json.load(open("tests/data/default_model/goldens.json"))["cases"][:3]:
+    print(",".join(map(str, c["prompt_ids"])), ",".join(map(str, c["output_ids"][:32])))
+PY
+  n=0; same=0
+  while read -r ids golden; do
+    n=$((n + 1))
+    for dev in cpu cuda; do
+      "$BUILD/hyllm" generate --model models/hyllm-tiny --prompt-ids "$ids" --max-tokens 32 --temperature 0 \
+        --ignore-eos --device $dev --json < /dev/null > "$OUT/gen_$dev.json" 2>> "$OUT/generate.log" || echo "generate $dev failed" >> "$OUT/generate.log"
+    done
+    python3 - "$OUT/gen_cuda.json" "$OUT/gen_cpu.json" "$golden" >> "$OUT/generate.log" <<'PY' || true
+import json, sys
+def toks(f):
+    try: return json.load(open(f))["token_ids"]
+    except Exception: return []
+c, h, g = toks(sys.argv[1]), toks(sys.argv[2]), [int(x) for x in sys.argv[3].split(",")]
+def prefix(a, b):
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]: n += 1
+    return n
+print(f"case: cuda equals golden for {prefix(c, g)}/{len(g)} tokens, cpu for {prefix(h, g)}/{len(g)}, cuda vs cpu {prefix(c, h)}")
+PY
+    [[ -s "$OUT/gen_cuda.json" ]] && same=$((same + 1))
+  done < "$OUT/generate_prompts.txt"
+  grep "^case:" "$OUT/generate.log" | sed 's/^/  /' > "$OUT/generate_summary.txt"
+  note "hyllm generate --device cuda: ran on $same/$n golden prompts (greedy, 32 tokens; prefixes equal to the golden below)"
 fi
 
 # 3. Real-scale steps (random weights, BF16).
 for cfg in qwen3_5_27b qwen3_5_35b_a3b; do
+  has bench || continue
   "$BIN/bench_cuda_step" "tests/data/configs/$cfg" --prefill 1024 --context 1024 --batches 1,8,32 --iters 20 \
     > "$OUT/bench_$cfg.log" 2>&1 || note "bench $cfg: FAILED"
 done
@@ -90,5 +142,7 @@ echo "================ summary ================"
 cat "$OUT/gpu.txt"
 for s in "${summary[@]}"; do echo "$s"; done
 [[ -f "$OUT/parity_summary.txt" ]] && cat "$OUT/parity_summary.txt"
-sed -n '/cuda op output/,$p' "$OUT/harness.log" | grep -E "cuda op output|FAIL|sampler|paged|delta|moe_experts|linear"
-for cfg in qwen3_5_27b qwen3_5_35b_a3b; do cat "$OUT/bench_$cfg.log"; done
+[[ -f "$OUT/generate_summary.txt" ]] && cat "$OUT/generate_summary.txt"
+[[ -f "$OUT/harness.log" ]] && sed -n '/cuda op output/,$p' "$OUT/harness.log" | grep -E "cuda op output|FAIL|sampler|paged|delta|moe_experts|linear"
+for cfg in qwen3_5_27b qwen3_5_35b_a3b; do [[ -f "$OUT/bench_$cfg.log" ]] && cat "$OUT/bench_$cfg.log"; done
+true

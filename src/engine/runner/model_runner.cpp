@@ -16,6 +16,9 @@ void upload(Backend& be, const DeviceBuffer& dst, const std::vector<T>& src, siz
   if (count > 0) be.copy_to_device(dst.data(), src.data(), count * sizeof(T));
 }
 
+// The top logprobs a DeviceSampler returns per row at most (backend/device_sampler.h).
+constexpr int kMaxDeviceTopLogprobs = 32;
+
 TensorView i32_view(const DeviceBuffer& b, Shape s) { return b.view().reshape(Shape{b.view().numel()}).slice_rows(0, s.numel()).reshape(s); }
 
 }  // namespace
@@ -161,25 +164,81 @@ StepContext ModelRunner::plan(const StepInput& input) {
   return ctx;
 }
 
-StepOutput ModelRunner::execute(const StepInput& input) {
-  for (auto [src, dst] : input.kv_block_copies) model_->copy_kv_block(src, dst);
-  for (auto [src, dst] : input.state_slot_copies) model_->copy_state_slot(src, dst);
-  StepContext ctx = plan(input);
-  TensorView logits = model_->forward(ctx);
-  const int64_t R = ctx.sample_rows.numel(), V = model_->vocab_size();
-  logits_host_.resize(static_cast<size_t>(R * V));
-  Backend& be = model_->backend();
-  if (R > 0) be.copy_to_host(logits_host_.data(), logits.data(), logits_host_.size() * sizeof(float));
-  be.synchronize();
+bool ModelRunner::can_sample_on_device(const StepInput& input) const {
+  if (opts_.device_sampler == nullptr) return false;
+  for (const SeqWork& w : input.seqs) {
+    if (w.sample && w.sampling != nullptr && w.sampling->logprobs.value_or(-1) > kMaxDeviceTopLogprobs) return false;
+  }
+  return true;
+}
 
-  StepOutput out;
+void ModelRunner::sample_on_device(const StepInput& input, const TensorView& logits, StepOutput& out) {
+  device_rows_.clear();
+  for (const SeqWork& w : input.seqs) {
+    if (!w.sample) continue;
+    const SamplingParams& p = *w.sampling;
+    DeviceSamplingRow r;
+    r.temperature = p.temperature;
+    r.top_p = p.top_p;
+    r.top_k = std::max(p.top_k, 0);
+    r.min_p = p.min_p;
+    r.repetition_penalty = p.repetition_penalty;
+    r.frequency_penalty = p.frequency_penalty;
+    r.presence_penalty = p.presence_penalty;
+    r.num_logprobs = p.logprobs.value_or(-1);
+    r.seed = w.seed;
+    r.sample_index = w.sample_index;
+    r.banned_ids = w.banned_token_ids;
+    r.prompt_ids = w.prompt_ids;
+    r.output_ids = w.output_ids;
+    device_rows_.push_back(r);
+  }
+  std::vector<DeviceSampledToken> tokens = opts_.device_sampler->sample(logits, device_rows_);
+  HYLLM_CHECK(tokens.size() == device_rows_.size(), "device sampler returned {} rows for {}", tokens.size(),
+              device_rows_.size());
+  size_t row = 0;
+  for (const SeqWork& w : input.seqs) {
+    if (!w.sample) continue;
+    DeviceSampledToken& t = tokens[row++];
+    HYLLM_CHECK(t.token >= 0, "every token is masked (seq {})", w.seq_id);
+    out.sampled.push_back(SampledToken{t.token, t.logprob, std::move(t.top_logprobs)});
+  }
+}
+
+void ModelRunner::sample_on_host(const StepInput& input, StepOutput& out) {
+  const int64_t V = model_->vocab_size();
   int64_t row = 0;
   for (const SeqWork& w : input.seqs) {
     if (!w.sample) continue;
     std::span<const float> l(logits_host_.data() + row * V, static_cast<size_t>(V));
     ++row;
-    if (w.sampling == nullptr) fail(ErrorCode::kInternal, "sequence {} is sampled without SamplingParams", w.seq_id);
     out.sampled.push_back(sampler_.sample(l, w));
+  }
+}
+
+StepOutput ModelRunner::execute(const StepInput& input) {
+  for (auto [src, dst] : input.kv_block_copies) model_->copy_kv_block(src, dst);
+  for (auto [src, dst] : input.state_slot_copies) model_->copy_state_slot(src, dst);
+  for (const SeqWork& w : input.seqs) {
+    if (w.sample && w.sampling == nullptr)
+      fail(ErrorCode::kInternal, "sequence {} is sampled without SamplingParams", w.seq_id);
+  }
+  StepContext ctx = plan(input);
+  TensorView logits = model_->forward(ctx);
+  const int64_t R = ctx.sample_rows.numel(), V = model_->vocab_size();
+  Backend& be = model_->backend();
+  const bool on_device = R > 0 && can_sample_on_device(input);
+  const bool to_host = R > 0 && (!on_device || opts_.keep_logits);
+  logits_host_.resize(to_host ? static_cast<size_t>(R * V) : 0);
+  // Enqueued before the device sampler's one synchronisation, so it is done by then.
+  if (to_host) be.copy_to_host(logits_host_.data(), logits.data(), logits_host_.size() * sizeof(float));
+
+  StepOutput out;
+  if (on_device) {
+    sample_on_device(input, logits, out);
+  } else {
+    be.synchronize();
+    sample_on_host(input, out);
   }
   return out;
 }

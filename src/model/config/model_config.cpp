@@ -155,6 +155,15 @@ int64_t ModelConfig::num_linear_attention_layers() const {
   return std::count(layer_types.begin(), layer_types.end(), LayerType::kLinearAttention);
 }
 
+std::string describe(const ModelConfig& c) {
+  std::string mlp = c.is_moe ? fmt::format("{} experts top-{}", c.num_experts, c.num_experts_per_tok)
+                             : fmt::format("intermediate {}", c.intermediate_size);
+  return fmt::format("{}: {} layers ({} linear attention, {} full attention), hidden {}, vocab {}, {}, {}{}, {}",
+                     c.architecture, c.num_hidden_layers, c.num_linear_attention_layers(),
+                     c.num_full_attention_layers(), c.hidden_size, c.vocab_size, mlp, dtype_name(c.dtype),
+                     c.tie_word_embeddings ? ", tied embeddings" : "", quant_method_name(c.quant.method));
+}
+
 ModelConfig parse_model_config(const json& config, const json* hf_quant_config, const std::string& source) {
   JsonFields top(config, source);
   const ArchInfo& arch = pick_architecture(top);

@@ -140,6 +140,11 @@ struct GenerationConfig {
   std::optional<bool> do_sample;
 };
 
+// One line for logs: "Qwen3_5MoeForConditionalGeneration: 40 layers (30 linear
+// attention, 10 full attention), hidden 2048, vocab 248320, 256 experts top-8,
+// bfloat16, fp8_block".
+std::string describe(const ModelConfig& config);
+
 // The architectures parse_model_config accepts.
 const std::vector<std::string>& supported_architectures();
 

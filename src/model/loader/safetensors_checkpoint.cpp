@@ -164,6 +164,12 @@ std::optional<std::span<const std::byte>> SafetensorsCheckpoint::mapped(const st
   return files_[loc.file]->bytes(*loc.entry);
 }
 
+void SafetensorsCheckpoint::prefetch(const std::string& name) const {
+  const TensorInfo& t = info(name);
+  const Location& loc = locations_[static_cast<size_t>(&t - tensors_.data())];
+  files_[loc.file]->prefetch(*loc.entry);
+}
+
 void SafetensorsCheckpoint::read(const std::string& name, void* host_dst) const {
   std::span<const std::byte> bytes = *mapped(name);
   std::memcpy(host_dst, bytes.data(), bytes.size());

@@ -35,6 +35,7 @@ class SafetensorsCheckpoint : public WeightSource {
   void read(const std::string& name, void* host_dst) const override;
   std::optional<std::span<const std::byte>> mapped(const std::string& name) const override;
   std::string describe() const override;
+  void prefetch(const std::string& name) const override;
 
   // Removes tensors from tensors() (e.g. those a check found unneeded).
   void drop(const std::vector<std::string>& names);

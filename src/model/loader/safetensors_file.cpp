@@ -67,6 +67,13 @@ std::span<const std::byte> SafetensorsFile::bytes(const SafetensorsEntry& e) con
   return {map_ + data_start_ + e.begin, static_cast<size_t>(e.nbytes())};
 }
 
+void SafetensorsFile::prefetch(const SafetensorsEntry& e) const {
+  static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t begin = (data_start_ + e.begin) / page * page;
+  const uint64_t end = data_start_ + e.end;
+  if (end > begin) ::madvise(const_cast<std::byte*>(map_) + begin, end - begin, MADV_WILLNEED);
+}
+
 void SafetensorsFile::validate_and_index() {
   const std::string file = path_.string();
   uint64_t header_len = 0;

@@ -61,6 +61,8 @@ class SafetensorsFile {
   const std::vector<SafetensorsEntry>& entries() const { return entries_; }
   // The entry's bytes inside the mapping; always in bounds by construction.
   std::span<const std::byte> bytes(const SafetensorsEntry& e) const;
+  // Asks the kernel to start reading the entry's pages (MADV_WILLNEED).
+  void prefetch(const SafetensorsEntry& e) const;
 
  private:
   SafetensorsFile() = default;

@@ -1,7 +1,6 @@
 #include "model/loader/weight_source.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "model/loader/checkpoint_check.h"
 #include "model/loader/dummy_weights.h"
@@ -77,20 +76,43 @@ std::unique_ptr<WeightSource> open_weights(const fs::path& model_dir, const Mode
   return ckpt;
 }
 
+LoadProgress::LoadProgress(const WeightSource& source)
+    : source_(source), start_(std::chrono::steady_clock::now()), last_report_(start_) {
+  for (const TensorInfo& t : source.tensors()) total_bytes_ += t.nbytes;
+}
+
+void LoadProgress::add(const TensorInfo& t) {
+  constexpr std::chrono::seconds kReportEvery{2};
+  ++stats_.tensors;
+  stats_.parameters += t.shape.numel();
+  stats_.bytes += t.nbytes;
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_report_ < kReportEvery) return;
+  last_report_ = now;
+  log::info("loading weights: {}/{} tensors, {:.2f}/{:.2f} GiB ({:.0f}%), {:.1f} s", stats_.tensors,
+            source_.tensors().size(), static_cast<double>(stats_.bytes) / 1073741824.0,
+            static_cast<double>(total_bytes_) / 1073741824.0,
+            total_bytes_ ? 100.0 * static_cast<double>(stats_.bytes) / static_cast<double>(total_bytes_) : 100.0,
+            std::chrono::duration<double>(now - start_).count());
+}
+
+LoadStats LoadProgress::finish() {
+  stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double gib = static_cast<double>(stats_.bytes) / 1073741824.0;
+  log::info("loaded {} tensors ({:.3f} B parameters, {:.2f} GiB) from {} in {:.2f} s ({:.2f} GiB/s)", stats_.tensors,
+            static_cast<double>(stats_.parameters) / 1e9, gib, source_.describe(), stats_.seconds,
+            stats_.seconds > 0 ? gib / stats_.seconds : 0.0);
+  return stats_;
+}
+
 LoadStats visit_tensors(const WeightSource& source,
                         const std::function<void(const TensorInfo&, const void* host_bytes)>& fn) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  auto last_report = start;
-  constexpr std::chrono::seconds kReportEvery{2};
-
   const std::vector<TensorInfo>& all = source.tensors();
-  uint64_t total_bytes = 0;
-  for (const TensorInfo& t : all) total_bytes += t.nbytes;
-
+  LoadProgress progress(source);
   HostBuffer scratch;
-  LoadStats stats;
-  for (const TensorInfo& t : all) {
+  for (size_t i = 0; i < all.size(); ++i) {
+    const TensorInfo& t = all[i];
+    if (i + 1 < all.size()) source.prefetch(all[i + 1].name);
     const void* bytes = nullptr;
     if (auto m = source.mapped(t.name)) {
       bytes = m->data();
@@ -100,23 +122,9 @@ LoadStats visit_tensors(const WeightSource& source,
       bytes = scratch.data();
     }
     fn(t, bytes);
-    ++stats.tensors;
-    stats.parameters += t.shape.numel();
-    stats.bytes += t.nbytes;
-    auto now = Clock::now();
-    if (now - last_report >= kReportEvery) {
-      last_report = now;
-      log::info("loading weights: {}/{} tensors, {:.2f}/{:.2f} GiB ({:.0f}%), {:.1f} s", stats.tensors, all.size(),
-                stats.bytes / 1073741824.0, total_bytes / 1073741824.0,
-                total_bytes ? 100.0 * static_cast<double>(stats.bytes) / static_cast<double>(total_bytes) : 100.0,
-                std::chrono::duration<double>(now - start).count());
-    }
+    progress.add(t);
   }
-  stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  log::info("loaded {} tensors ({:.3f} B parameters, {:.2f} GiB) from {} in {:.2f} s ({:.2f} GiB/s)", stats.tensors,
-            static_cast<double>(stats.parameters) / 1e9, stats.bytes / 1073741824.0, source.describe(), stats.seconds,
-            stats.seconds > 0 ? stats.bytes / 1073741824.0 / stats.seconds : 0.0);
-  return stats;
+  return progress.finish();
 }
 
 }  // namespace hyllm

@@ -26,6 +26,7 @@
 // every other tensor is whatever the checkpoint stores (bf16/fp16/fp32): the
 // model converts. Tensor bytes are row-major, little-endian.
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -79,8 +80,12 @@ class WeightSource {
     return std::nullopt;
   }
 
-  // "safetensors (3 files) in /models/x" or "dummy (seed 0)".
+  // "safetensors (3 shards in /models/x)" or "dummy weights (seed 0)".
   virtual std::string describe() const = 0;
+
+  // A hint that `name` will be read soon (mmap'd sources start reading its
+  // pages from disk in the background); a no-op where it means nothing.
+  virtual void prefetch(const std::string& name) const {}
 
   // Lookup by canonical name: nullptr / kNotFound naming the tensor and the source.
   const TensorInfo* find(std::string_view name) const;
@@ -109,11 +114,29 @@ struct LoadStats {
   double seconds = 0;
 };
 
+// Progress lines (every ~2 s, once a load has run that long) and the closing
+// summary for a load that copies tensors one by one in any order:
+//   LoadProgress progress(source);
+//   for (...) { copy t; progress.add(t); }
+//   progress.finish();
+class LoadProgress {
+ public:
+  explicit LoadProgress(const WeightSource& source);
+  void add(const TensorInfo& t);
+  // Logs "loaded N tensors (P B parameters, X GiB) from SOURCE in S s" and returns the totals.
+  LoadStats finish();
+
+ private:
+  const WeightSource& source_;
+  std::chrono::steady_clock::time_point start_, last_report_;
+  uint64_t total_bytes_ = 0;
+  LoadStats stats_;
+};
+
 // Calls fn(info, host_bytes) for every tensor in tensors() order. host_bytes
 // is the mapped memory when available, else a reused scratch buffer filled by
 // read(): it is valid only during the call, so copy from it before returning.
-// Logs progress every ~2 s when it takes longer than that, and a summary
-// (tensors, parameters, bytes, seconds) at the end.
+// Prefetches the next tensor while fn runs; reports through LoadProgress.
 LoadStats visit_tensors(const WeightSource& source,
                         const std::function<void(const TensorInfo&, const void* host_bytes)>& fn);
 

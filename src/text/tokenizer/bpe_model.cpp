@@ -14,9 +14,6 @@
 namespace hyllm::tokenizer_detail {
 namespace {
 
-// Ids above this are refused: a vocabulary that large is a corrupt file, and
-// the id-indexed tables would be huge.
-constexpr int64_t kMaxVocabId = 16 * 1024 * 1024;
 // Words at least this long are not cached (HF: MAX_LENGTH).
 constexpr size_t kMaxCachedWordBytes = 256;
 constexpr size_t kCacheCapacity = 1 << 16;
@@ -25,23 +22,6 @@ constexpr size_t kLinearMergeLimit = 96;
 
 std::atomic<uint64_t> next_instance_id{1};
 
-// A merge rule as two vocabulary strings.
-std::pair<std::string, std::string> parse_merge(const nlohmann::json& m, size_t index) {
-  if (m.is_string()) {
-    const auto& s = m.get_ref<const std::string&>();
-    const size_t space = s.find(' ');
-    if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
-      fail(ErrorCode::kCorruptData, "tokenizer.json: merge {} ({:?}) is not two tokens separated by one space",
-           index, s);
-    }
-    return {s.substr(0, space), s.substr(space + 1)};
-  }
-  if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-    return {m[0].get<std::string>(), m[1].get<std::string>()};
-  }
-  fail(ErrorCode::kCorruptData, "tokenizer.json: merge {} is neither \"a b\" nor [a, b]", index);
-}
-
 bool is_null_or_empty_string(const nlohmann::json& model, const char* key) {
   auto it = model.find(key);
   return it == model.end() || it->is_null() || (it->is_string() && it->get_ref<const std::string&>().empty());
@@ -49,17 +29,13 @@ bool is_null_or_empty_string(const nlohmann::json& model, const char* key) {
 
 }  // namespace
 
-struct BpeModel::Cache {
-  std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> words;
-};
-
-BpeModel::BpeModel(const nlohmann::json& model, bool byte_level)
+BpeModel::BpeModel(const nlohmann::json& model, TokenizerJson& parts, bool byte_level)
     : byte_level_(byte_level), instance_id_(next_instance_id.fetch_add(1)) {
   if (!model.is_object()) fail(ErrorCode::kCorruptData, "tokenizer.json: \"model\" is not an object");
   std::string type;
   if (auto it = model.find("type"); it != model.end() && it->is_string()) {
     type = it->get<std::string>();
-  } else if (model.contains("merges")) {
+  } else if (parts.has_merges) {
     type = "BPE";  // files written before models were tagged
   }
   if (type != "BPE") {
@@ -79,93 +55,73 @@ BpeModel::BpeModel(const nlohmann::json& model, bool byte_level)
   ignore_merges_ = json_bool(model, "ignore_merges", false);
   byte_fallback_ = json_bool(model, "byte_fallback", false);
   fuse_unk_ = json_bool(model, "fuse_unk", false);
+  if (!parts.has_vocab) fail(ErrorCode::kCorruptData, "tokenizer.json: model.vocab is missing or not an object");
+  if (!parts.has_merges) fail(ErrorCode::kCorruptData, "tokenizer.json: model.merges is missing or not a list");
+  vocab_ = std::move(parts.vocab);
 
-  const auto& vocab = json_field(model, "vocab", "model");
-  if (!vocab.is_object()) fail(ErrorCode::kCorruptData, "tokenizer.json: model.vocab is not an object");
-  int64_t max_id = -1;
-  for (const auto& [token, id_json] : vocab.items()) {
-    if (!id_json.is_number_integer()) {
-      fail(ErrorCode::kCorruptData, "tokenizer.json: vocab entry {:?} has no integer id", token);
-    }
-    const int64_t id = id_json.get<int64_t>();
-    if (id < 0 || id > kMaxVocabId) {
-      fail(ErrorCode::kCorruptData, "tokenizer.json: vocab id {} of {:?} is out of range", id, token);
-    }
-    max_id = std::max(max_id, id);
-  }
-  tokens_.resize(static_cast<size_t>(max_id + 1));
-  present_.assign(tokens_.size(), 0);
-  token_ids_.reserve(vocab.size());
-  if (byte_level_) symbol_ids_.reserve(vocab.size());
-  std::string bytes;
-  for (const auto& [token, id_json] : vocab.items()) {
-    const auto id = static_cast<int32_t>(id_json.get<int64_t>());
-    tokens_[id] = token;
-    present_[id] = 1;
-    token_ids_.insert_or_assign(token, id);
-    if (byte_level_) {
+  if (byte_level_) {
+    std::string bytes;
+    for (size_t id = 0; id < vocab_.id_limit(); ++id) {
+      if (!vocab_.contains_id(static_cast<int32_t>(id))) continue;
       bytes.clear();
       // Strings outside the alphabet can never equal a mapped word.
-      if (byte_level_to_bytes(token, bytes)) symbol_ids_.insert_or_assign(bytes, id);
+      if (byte_level_to_bytes(vocab_.get(static_cast<int32_t>(id)), bytes)) symbols_.add(bytes, static_cast<int32_t>(id));
     }
+    symbols_.build_index();
   }
   for (int b = 0; b < 256; ++b) {
-    byte_ids_[b] = -1;
-    if (byte_level_) {
-      auto it = symbol_ids_.find(std::string_view(reinterpret_cast<const char*>(&b), 1));
-      if (it != symbol_ids_.end()) byte_ids_[b] = it->second;
-    }
+    const char c = static_cast<char>(b);
+    byte_ids_[b] = byte_level_ ? symbols_.find(std::string_view(&c, 1)) : -1;
   }
 
   if (auto it = model.find("unk_token"); it != model.end() && it->is_string()) {
-    auto found = token_ids_.find(it->get_ref<const std::string&>());
-    if (found == token_ids_.end()) {
+    const int32_t id = vocab_.find(it->get_ref<const std::string&>());
+    if (id < 0) {
       fail(ErrorCode::kCorruptData, "tokenizer.json: unk_token {:?} is not in the vocabulary",
            it->get<std::string>());
     }
-    unk_id_ = found->second;
+    unk_id_ = id;
   }
 
-  const auto& merges = json_field(model, "merges", "model");
-  if (!merges.is_array()) fail(ErrorCode::kCorruptData, "tokenizer.json: model.merges is not a list");
-  merges_.reserve(merges.size());
-  for (size_t i = 0; i < merges.size(); ++i) {
-    const auto [a, b] = parse_merge(merges[i], i);
-    auto ia = token_ids_.find(a);
-    auto ib = token_ids_.find(b);
-    if (ia == token_ids_.end() || ib == token_ids_.end()) {
-      fail(ErrorCode::kCorruptData, "tokenizer.json: merge {} ({:?} {:?}) uses a token not in the vocabulary",
-           i, a, b);
+  merges_.reserve(parts.merges.size());
+  std::string joined;
+  for (size_t i = 0; i < parts.merges.size(); ++i) {
+    const std::string_view a = parts.merge_left(parts.merges[i]);
+    const std::string_view b = parts.merge_right(parts.merges[i]);
+    const int32_t ia = vocab_.find(a), ib = vocab_.find(b);
+    if (ia < 0 || ib < 0) {
+      fail(ErrorCode::kCorruptData, "tokenizer.json: merge {} ({:?} {:?}) uses a token not in the vocabulary", i, a, b);
     }
-    auto im = token_ids_.find(a + b);
-    if (im == token_ids_.end()) {
-      fail(ErrorCode::kCorruptData, "tokenizer.json: merge {} result {:?} is not in the vocabulary", i, a + b);
-    }
-    merges_.insert_or_assign(PairMap::key(ia->second, ib->second),
-                             (static_cast<uint64_t>(i) << 32) | static_cast<uint32_t>(im->second));
+    joined.assign(a);
+    joined.append(b);
+    const int32_t im = vocab_.find(joined);
+    if (im < 0) fail(ErrorCode::kCorruptData, "tokenizer.json: merge {} result {:?} is not in the vocabulary", i, joined);
+    merges_.insert_or_assign(PairMap::key(ia, ib), (static_cast<uint64_t>(i) << 32) | static_cast<uint32_t>(im));
   }
+  parts.merges = {};
+  parts.merge_text = {};
 }
 
 BpeModel::~BpeModel() = default;
 
 std::optional<int32_t> BpeModel::token_to_id(std::string_view token) const {
-  auto it = token_ids_.find(token);
-  if (it == token_ids_.end()) return std::nullopt;
-  return it->second;
+  const int32_t id = vocab_.find(token);
+  if (id < 0) return std::nullopt;
+  return id;
 }
 
-const std::string* BpeModel::id_to_token(int32_t id) const {
-  if (id < 0 || static_cast<size_t>(id) >= tokens_.size() || !present_[id]) return nullptr;
-  return &tokens_[id];
+std::optional<std::string_view> BpeModel::id_to_token(int32_t id) const {
+  if (!vocab_.contains_id(id)) return std::nullopt;
+  return vocab_.get(id);
 }
 
-BpeModel::Cache& BpeModel::thread_cache() const {
+WordCache& BpeModel::thread_cache() const {
   // One cache per thread and model, as in HF tokenizers: lookups take no lock.
-  thread_local std::unordered_map<uint64_t, std::unique_ptr<Cache>> caches;
+  thread_local std::unordered_map<uint64_t, std::unique_ptr<WordCache>> caches;
   auto it = caches.find(instance_id_);
   if (it != caches.end()) return *it->second;
   if (caches.size() >= 8) caches.clear();  // drop caches of models long gone
-  return *caches.emplace(instance_id_, std::make_unique<Cache>()).first->second;
+  return *caches.emplace(instance_id_, std::make_unique<WordCache>(kCacheCapacity)).first->second;
 }
 
 void BpeModel::initial_symbols(std::string_view word, std::vector<int32_t>& symbols) const {
@@ -180,9 +136,9 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<int32_t>& symb
     if (byte_fallback_) {
       std::vector<int32_t> fallback;
       for (unsigned char b : unit) {
-        auto it = token_ids_.find(fmt::format("<0x{:02X}>", b));
-        if (it == token_ids_.end()) break;
-        fallback.push_back(it->second);
+        const int32_t id = vocab_.find(fmt::format("<0x{:02X}>", b));
+        if (id < 0) break;
+        fallback.push_back(id);
       }
       if (fallback.size() == unit.size()) {
         flush_unk();
@@ -210,10 +166,9 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<int32_t>& symb
       const size_t start = i;
       next_code_point(word, i);
       const std::string_view unit = word.substr(start, i - start);
-      auto it = token_ids_.find(unit);
-      if (it != token_ids_.end()) {
+      if (const int32_t id = vocab_.find(unit); id >= 0) {
         flush_unk();
-        symbols.push_back(it->second);
+        symbols.push_back(id);
       } else {
         unknown(unit);
       }
@@ -305,36 +260,36 @@ void BpeModel::merge_symbols_long(std::vector<int32_t>& symbols) const {
   symbols.resize(out);
 }
 
-void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) const {
+void BpeModel::encode_words(std::span<const std::string_view> words, std::vector<int32_t>& out) const {
+  WordCache& cache = thread_cache();
+  for (std::string_view w : words) encode_word(w, &cache, out);
+}
+
+void BpeModel::encode_word(std::string_view word, WordCache* cache, std::vector<int32_t>& out) const {
   if (word.empty()) return;
   if (byte_level_ && word.size() == 1 && byte_ids_[static_cast<unsigned char>(word[0])] >= 0) {
     out.push_back(byte_ids_[static_cast<unsigned char>(word[0])]);
     return;
   }
-  const StringIdMap& symbol_map = byte_level_ ? symbol_ids_ : token_ids_;
   if (ignore_merges_) {
-    auto it = symbol_map.find(word);
-    if (it != symbol_map.end()) {
-      out.push_back(it->second);
+    const int32_t id = (byte_level_ ? symbols_ : vocab_).find(word);
+    if (id >= 0) {
+      out.push_back(id);
       return;
     }
   }
-  const bool cacheable = word.size() < kMaxCachedWordBytes;
-  Cache* cache = nullptr;
-  if (cacheable) {
-    cache = &thread_cache();
-    auto it = cache->words.find(word);
-    if (it != cache->words.end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
-      return;
-    }
+  if (word.size() >= kMaxCachedWordBytes) cache = nullptr;
+  uint64_t hash = 0;
+  if (cache) {
+    hash = WordCache::hash(word);
+    if (cache->find(word, hash, out)) return;
   }
-  std::vector<int32_t> symbols;
-  symbols.reserve(word.size());
+  thread_local std::vector<int32_t> symbols;
+  symbols.clear();
   initial_symbols(word, symbols);
   merge_symbols(symbols);
   out.insert(out.end(), symbols.begin(), symbols.end());
-  if (cache && cache->words.size() < kCacheCapacity) cache->words.emplace(std::string(word), std::move(symbols));
+  if (cache) cache->insert(word, hash, symbols);
 }
 
 }  // namespace hyllm::tokenizer_detail

@@ -39,9 +39,12 @@ bool byte_level_to_bytes(std::string_view text, std::string& out) {
   const size_t mark = out.size();
   size_t i = 0;
   while (i < text.size()) {
-    if (utf8_sequence_length(text, i) == 0) {
-      out.resize(mark);
-      return false;
+    const auto b = static_cast<unsigned char>(text[i]);
+    // Printable ASCII maps to itself: the common case of vocabulary strings.
+    if (b >= '!' && b <= '~') {
+      out.push_back(static_cast<char>(b));
+      ++i;
+      continue;
     }
     const char32_t cp = next_code_point(text, i);
     if (cp >= a.byte_of.size() || a.byte_of[cp] < 0) {

@@ -11,7 +11,8 @@ namespace hyllm::tokenizer_detail {
 const std::string& byte_level_char(unsigned char b);
 
 // Appends the bytes the alphabet text stands for; returns false (appending
-// nothing) when some code point of text is not in the alphabet.
+// nothing) when some code point of text is not in the alphabet. text must be
+// valid UTF-8 (strings from parsed JSON are).
 bool byte_level_to_bytes(std::string_view text, std::string& out);
 
 // The alphabet text for raw bytes.

@@ -10,9 +10,9 @@
 
 namespace hyllm::tokenizer_detail {
 
-std::string byte_level_token_bytes(const std::string& token) {
+std::string byte_level_token_bytes(std::string_view token) {
   std::string bytes;
-  if (!byte_level_to_bytes(token, bytes)) return token;
+  if (!byte_level_to_bytes(token, bytes)) return std::string(token);
   return bytes;
 }
 

@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -25,6 +26,6 @@ std::unique_ptr<Decoder> parse_decoder(const nlohmann::json& j);
 
 // The bytes ByteLevel decoding gives one token: its alphabet bytes, or the
 // token's own UTF-8 when some character is outside the alphabet.
-std::string byte_level_token_bytes(const std::string& token);
+std::string byte_level_token_bytes(std::string_view token);
 
 }  // namespace hyllm::tokenizer_detail

@@ -9,12 +9,12 @@ using tokenizer_detail::append_utf8_lossy;
 using tokenizer_detail::incomplete_utf8_suffix;
 
 IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tokenizer, bool skip_special_tokens)
-    : tokenizer_(&tokenizer),
+    : impl_(&tokenizer.impl()),
       skip_special_(skip_special_tokens),
       byte_level_(tokenizer.impl().byte_level_decode) {}
 
 std::string IncrementalDetokenizer::push(std::span<const int32_t> new_ids) {
-  const auto& impl = tokenizer_->impl();
+  const auto& impl = *impl_;
   std::string out;
   if (byte_level_) {
     // ByteLevel decoding is the lossy UTF-8 reading of the tokens' bytes
@@ -51,7 +51,7 @@ std::string IncrementalDetokenizer::finish() {
     pending_.clear();
     return out;
   }
-  const std::string full = tokenizer_->impl().decode(ids_, skip_special_);
+  const std::string full = impl_->decode(ids_, skip_special_);
   if (full.size() > emitted_.size() && full.compare(0, emitted_.size(), emitted_) == 0) {
     out = full.substr(emitted_.size());
   }

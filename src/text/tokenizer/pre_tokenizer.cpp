@@ -103,6 +103,23 @@ void split_all(std::vector<std::string_view>& pieces, Behavior behavior, SpansOf
   pieces.swap(out);
 }
 
+// Isolated splitting by a regex, the hot path of byte-level tokenizers: every
+// match and every gap becomes a piece (match flags do not matter).
+void split_isolated(const Regex& re, std::vector<std::string_view>& pieces) {
+  thread_local std::vector<std::string_view> out;
+  out.clear();
+  for (std::string_view piece : pieces) {
+    size_t prev = 0;
+    re.for_each_match(piece, [&](size_t s, size_t e) {
+      if (prev != s) out.push_back(piece.substr(prev, s - prev));
+      if (e != s) out.push_back(piece.substr(s, e - s));
+      prev = e;
+    });
+    if (prev != piece.size()) out.push_back(piece.substr(prev));
+  }
+  pieces.swap(out);
+}
+
 // Spans of regex matches and the gaps between them (Pattern for &SysRegex).
 void regex_spans(const Regex& re, bool invert, std::string_view piece, std::vector<Span>& spans) {
   if (piece.empty()) {
@@ -164,6 +181,10 @@ class SplitPreTokenizer final : public PreTokenizer {
   SplitPreTokenizer(Regex re, Behavior behavior, bool invert)
       : re_(std::move(re)), behavior_(behavior), invert_(invert) {}
   void split(std::vector<std::string_view>& pieces, PieceArena&) const override {
+    if (behavior_ == Behavior::kIsolated) {
+      split_isolated(re_, pieces);
+      return;
+    }
     split_all(pieces, behavior_, [&](std::string_view p, std::vector<Span>& spans) {
       regex_spans(re_, invert_, p, spans);
     });
@@ -194,11 +215,7 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
         }
       }
     }
-    if (use_regex_) {
-      split_all(pieces, Behavior::kIsolated, [&](std::string_view p, std::vector<Span>& spans) {
-        regex_spans(gpt2_regex(), false, p, spans);
-      });
-    }
+    if (use_regex_) split_isolated(gpt2_regex(), pieces);
   }
   bool is_byte_level() const override { return true; }
 

@@ -77,7 +77,7 @@ std::string oniguruma_to_pcre2(std::string_view p) {
           out += "[^" + std::string(kWordClassBody) + "]";
           break;
         case 'u':
-          if (i + 5 < p.size() + 0 && i + 6 <= p.size() && is_hex(p[i + 2]) && is_hex(p[i + 3]) &&
+          if (i + 6 <= p.size() && is_hex(p[i + 2]) && is_hex(p[i + 3]) &&
               is_hex(p[i + 4]) && is_hex(p[i + 5])) {
             out += "\\x{";
             out += p.substr(i + 2, 4);
@@ -154,6 +154,8 @@ Regex Regex::from_oniguruma(std::string_view pattern) {
 }
 
 Regex Regex::literal(std::string_view text) {
+  // HF: an empty literal pattern matches nothing.
+  if (text.empty()) return from_oniguruma("(?!)");
   std::string escaped;
   for (char c : text) {
     const auto u = static_cast<unsigned char>(c);

@@ -7,15 +7,95 @@
 #include <unordered_map>
 #include <vector>
 
+#include <xxhash.h>
+
 namespace hyllm::tokenizer_detail {
 
 struct StringHash {
   using is_transparent = void;
-  size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  size_t operator()(std::string_view s) const noexcept { return XXH3_64bits(s.data(), s.size()); }
 };
 
 // string -> id, looked up by string_view without building a string.
 using StringIdMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
+
+// Strings numbered by id, stored in one arena, with a flat open-addressing
+// index from string to id. Vocabularies have 150K-250K entries: one
+// allocation instead of one per string, and a lookup is about one cache miss.
+class StringTable {
+ public:
+  void reserve(size_t entries, size_t bytes) {
+    arena_.reserve(bytes);
+    spans_.reserve(entries);
+  }
+
+  // Adds s with the given id (ids need not be dense; a later duplicate
+  // string replaces the earlier mapping, as a JSON object's last key wins).
+  void add(std::string_view s, int32_t id) {
+    if (static_cast<size_t>(id) >= spans_.size()) spans_.resize(static_cast<size_t>(id) + 1, Span{0, kAbsent});
+    spans_[id] = Span{static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(s.size())};
+    arena_.append(s);
+    pending_.push_back(id);
+  }
+
+  // Builds the index; call after the last add() and before find().
+  void build_index() {
+    size_t cap = 16;
+    while (cap < pending_.size() * 2) cap <<= 1;
+    slots_.assign(cap, Slot{0, -1});
+    mask_ = cap - 1;
+    for (int32_t id : pending_) {
+      const std::string_view s = get(id);
+      const uint64_t h = XXH3_64bits(s.data(), s.size());
+      size_t i = h & mask_;
+      while (slots_[i].id >= 0) {
+        if (slots_[i].hash == static_cast<uint32_t>(h >> 32) && get(slots_[i].id) == s) break;
+        i = (i + 1) & mask_;
+      }
+      slots_[i] = Slot{static_cast<uint32_t>(h >> 32), id};
+    }
+    pending_.clear();
+    pending_.shrink_to_fit();
+  }
+
+  // The id of s, or -1.
+  int32_t find(std::string_view s) const {
+    if (slots_.empty()) return -1;
+    const uint64_t h = XXH3_64bits(s.data(), s.size());
+    const auto tag = static_cast<uint32_t>(h >> 32);
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      const Slot& slot = slots_[i];
+      if (slot.id < 0) return -1;
+      if (slot.hash == tag && get(slot.id) == s) return slot.id;
+    }
+  }
+
+  bool contains_id(int32_t id) const {
+    return id >= 0 && static_cast<size_t>(id) < spans_.size() && spans_[id].len != kAbsent;
+  }
+  // The string of an id that contains_id().
+  std::string_view get(int32_t id) const {
+    const Span& sp = spans_[id];
+    return std::string_view(arena_.data() + sp.offset, sp.len);
+  }
+  // One more than the largest id.
+  size_t id_limit() const { return spans_.size(); }
+
+ private:
+  static constexpr uint32_t kAbsent = ~0u;
+  struct Span {
+    uint32_t offset, len;
+  };
+  struct Slot {
+    uint32_t hash;  // high half of the string's hash
+    int32_t id;     // -1: empty
+  };
+  std::string arena_;
+  std::vector<Span> spans_;
+  std::vector<int32_t> pending_;
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+};
 
 // Open-addressing map from a pair of token ids to a packed value. Written by
 // hand because merge lookups dominate BPE time and std::unordered_map's node

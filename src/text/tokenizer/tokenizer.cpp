@@ -101,8 +101,8 @@ std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
 }
 
 std::string Tokenizer::id_to_token(int32_t id) const {
-  const std::string* s = impl_->token_string(id);
-  return s ? *s : std::string();
+  const auto s = impl_->token_string(id);
+  return s ? std::string(*s) : std::string();
 }
 
 bool Tokenizer::is_special(int32_t id) const {
@@ -144,6 +144,8 @@ const std::string* Tokenizer::chat_template_source(std::string_view name) const 
   auto it = named.find(name);
   return it == named.end() ? nullptr : &it->second;
 }
+
+const std::vector<std::string>& Tokenizer::load_warnings() const { return impl_->warnings; }
 
 const std::string& Tokenizer::tokenizer_config_text() const { return impl_->config.text; }
 

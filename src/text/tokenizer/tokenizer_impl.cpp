@@ -7,9 +7,9 @@
 
 namespace hyllm::tokenizer_detail {
 
-const std::string* TokenizerImpl::token_string(int32_t id) const {
-  if (id < 0 || id >= vocab_size) return nullptr;
-  if (const int32_t k = added_index[id]; k >= 0) return &added_decode_form[k];
+std::optional<std::string_view> TokenizerImpl::token_string(int32_t id) const {
+  if (id < 0 || id >= vocab_size) return std::nullopt;
+  if (const int32_t k = added_index[id]; k >= 0) return added_decode_form[k];
   return model->id_to_token(id);
 }
 
@@ -22,7 +22,7 @@ std::string_view TokenizerImpl::token_bytes(int32_t id) const {
 void TokenizerImpl::encode_plain(std::string_view text, std::vector<int32_t>& out) const {
   if (text.empty()) return;
   if (!pre_tokenizer) {
-    model->encode_word(text, out);
+    model->encode_words(std::span<const std::string_view>(&text, 1), out);
     return;
   }
   thread_local std::vector<std::string_view> pieces;
@@ -30,9 +30,9 @@ void TokenizerImpl::encode_plain(std::string_view text, std::vector<int32_t>& ou
   pieces.clear();
   pieces.push_back(text);
   pre_tokenizer->split(pieces, arena);
-  // encode_word never re-enters this function, so the thread-local list is
+  // encode_words never re-enters this function, so the thread-local list is
   // not reused while being walked.
-  for (std::string_view word : pieces) model->encode_word(word, out);
+  model->encode_words(pieces, out);
 }
 
 void TokenizerImpl::encode(std::string_view text, bool add_special_tokens, bool split_special_tokens,
@@ -87,10 +87,10 @@ std::string TokenizerImpl::decode(std::span<const int32_t> ids, bool skip_specia
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (int32_t id : ids) {
-    const std::string* t = token_string(id);
+    const auto t = token_string(id);
     if (!t) continue;
     if (skip_special_tokens && special[id]) continue;
-    tokens.push_back(*t);
+    tokens.emplace_back(*t);
   }
   std::string text;
   if (decoder) {

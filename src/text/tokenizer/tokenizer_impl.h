@@ -52,6 +52,7 @@ struct TokenizerImpl {
   std::vector<uint32_t> token_bytes_offset;  // vocab_size + 1 offsets
 
   TokenizerConfig config;
+  std::vector<std::string> warnings;  // settings read but not applied
 
   // Builds everything from the texts of tokenizer.json and tokenizer_config.json.
   void load(std::string_view tokenizer_json, std::string_view config_json);
@@ -61,7 +62,7 @@ struct TokenizerImpl {
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens) const;
   // HF id_to_token: the added token's (normalized) content or the vocabulary
   // string; nullptr for unknown ids.
-  const std::string* token_string(int32_t id) const;
+  std::optional<std::string_view> token_string(int32_t id) const;
   std::string_view token_bytes(int32_t id) const;
 
  private:

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "text/tokenizer/json_reader.h"
 #include "text/tokenizer/json_util.h"
 #include "text/tokenizer/utf8.h"
 #include "text/tokenizer/tokenizer_impl.h"
@@ -37,6 +38,20 @@ std::optional<std::string> config_token(const nlohmann::json& config, const char
   fail(ErrorCode::kCorruptData, "tokenizer_config.json: {} is neither a string nor a token object", key);
 }
 
+// The byte of a ByteFallback token "<0xXX>", or -1.
+int byte_fallback_value(std::string_view t) {
+  if (t.size() != 6 || t.substr(0, 3) != "<0x" || t[5] != '>') return -1;
+  int v = 0;
+  for (char c : t.substr(3, 2)) {
+    v <<= 4;
+    if (c >= '0' && c <= '9') v |= c - '0';
+    else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
+    else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
+    else return -1;
+  }
+  return v;
+}
+
 std::optional<bool> config_bool(const nlohmann::json& config, const char* key) {
   const auto& v = field_or_null(config, key);
   if (v.is_boolean()) return v.get<bool>();
@@ -46,20 +61,22 @@ std::optional<bool> config_bool(const nlohmann::json& config, const char* key) {
 }  // namespace
 
 void TokenizerImpl::load(std::string_view tokenizer_json, std::string_view config_json) {
-  nlohmann::json j = parse_json(tokenizer_json, "tokenizer.json");
+  TokenizerJson parts = read_tokenizer_json(tokenizer_json);
+  const nlohmann::json& j = parts.doc;
   if (!j.is_object()) fail(ErrorCode::kCorruptData, "tokenizer.json is not a JSON object");
   if (!j.contains("model")) fail(ErrorCode::kCorruptData, "tokenizer.json has no \"model\"");
 
   normalizer = parse_normalizer(field_or_null(j, "normalizer"));
   pre_tokenizer = parse_pre_tokenizer(field_or_null(j, "pre_tokenizer"));
-  model = std::make_unique<BpeModel>(j["model"], pre_tokenizer && pre_tokenizer->is_byte_level());
+  model = std::make_unique<BpeModel>(j["model"], parts, pre_tokenizer && pre_tokenizer->is_byte_level());
   post_processor = parse_post_processor(field_or_null(j, "post_processor"));
   decoder = parse_decoder(field_or_null(j, "decoder"));
-  if (const auto& t = field_or_null(j, "truncation"); !t.is_null()) {
-    fail(ErrorCode::kUnsupported, "tokenizer.json: truncation is not supported");
-  }
-  if (const auto& p = field_or_null(j, "padding"); !p.is_null()) {
-    fail(ErrorCode::kUnsupported, "tokenizer.json: padding is not supported");
+  // Serving checks lengths itself and never pads; a file that asks for
+  // either still loads, and says so.
+  for (const char* key : {"truncation", "padding"}) {
+    if (!field_or_null(j, key).is_null()) {
+      warnings.push_back(fmt::format("tokenizer.json sets {}; hyllm ignores it", key));
+    }
   }
   load_added_tokens(field_or_null(j, "added_tokens"));
   build_decode_tables();
@@ -144,10 +161,12 @@ void TokenizerImpl::build_decode_tables() {
   all_token_bytes.clear();
   for (int32_t id = 0; id < vocab_size; ++id) {
     token_bytes_offset[id] = static_cast<uint32_t>(all_token_bytes.size());
-    const std::string* s = token_string(id);
+    const auto s = token_string(id);
     if (!s) continue;
     if (byte_level_decode) {
       all_token_bytes += byte_level_token_bytes(*s);
+    } else if (const int byte = byte_fallback_value(*s); byte >= 0 && decoder && decoder->has_byte_fallback()) {
+      all_token_bytes += static_cast<char>(byte);  // "<0xE4>" stands for one raw byte
     } else {
       // Other decoders depend on neighbours; a token alone decodes to this.
       const int32_t one[1] = {id};

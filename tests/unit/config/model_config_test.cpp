@@ -96,6 +96,15 @@ TEST(ModelConfig, Qwen35_35B_A3B) {
   expect_common_qwen35(c);
 }
 
+TEST(ModelConfig, Describe) {
+  EXPECT_EQ(describe(load_model_config(fixture("qwen3_5_35b_a3b_fp8"))),
+            "Qwen3_5MoeForConditionalGeneration: 40 layers (30 linear attention, 10 full attention), hidden 2048, "
+            "vocab 248320, 256 experts top-8, bfloat16, fp8_block");
+  EXPECT_EQ(describe(load_model_config(fixture("qwen3_5_0_8b"))),
+            "Qwen3_5ForConditionalGeneration: 24 layers (18 linear attention, 6 full attention), hidden 1024, "
+            "vocab 248320, intermediate 3584, bfloat16, tied embeddings, none");
+}
+
 TEST(ModelConfig, FlatFormsMatchNested) {
   ModelConfig nested27 = load_model_config(fixture("qwen3_5_27b"));
   ModelConfig flat27 = load_model_config(fixture("qwen3_5_27b_flat"));

@@ -75,6 +75,14 @@ TEST(Checkpoint, DenseNestedRoundTrip) {
   EXPECT_NE(w->info("norm.weight").origin.find("model.language_model.norm.weight"), std::string::npos);
   EXPECT_EQ(w->find("layers.9.mlp.up_proj.weight"), nullptr);
   EXPECT_EQ(expect_error([&] { w->info("nope"); }).code(), ErrorCode::kNotFound);
+
+  // Visiting hands out the mapped bytes themselves, in file order.
+  size_t visited = 0;
+  visit_tensors(*w, [&](const TensorInfo& t, const void* host) {
+    EXPECT_EQ(host, static_cast<const void*>(w->mapped(t.name)->data())) << t.name;
+    ++visited;
+  });
+  EXPECT_EQ(visited, w->tensors().size());
 }
 
 TEST(Checkpoint, FlatNamesAndShards) {

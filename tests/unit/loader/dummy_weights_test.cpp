@@ -197,6 +197,17 @@ TEST(DummyWeights, VisitStreamsEveryTensor) {
 namespace hyllm {
 namespace {
 
+TEST(LoadProgress, CountsWhatWasAdded) {
+  ModelConfig c = parse_model_config(testing::tiny_config_json(false));
+  DummyWeights w(c, 0);
+  LoadProgress progress(w);
+  for (size_t i = 0; i < 3; ++i) progress.add(w.tensors()[i]);
+  LoadStats s = progress.finish();
+  EXPECT_EQ(s.tensors, 3);
+  EXPECT_EQ(s.bytes, w.tensors()[0].nbytes + w.tensors()[1].nbytes + w.tensors()[2].nbytes);
+  EXPECT_GE(s.seconds, 0.0);
+}
+
 TEST(LoadFormat, ParseAndOpenDummy) {
   EXPECT_EQ(parse_load_format("auto"), LoadFormat::kAuto);
   EXPECT_EQ(parse_load_format("safetensors"), LoadFormat::kSafetensors);

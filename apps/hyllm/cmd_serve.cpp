@@ -1,0 +1,357 @@
+// hyllm serve [MODEL_DIR]: the OpenAI-compatible server, with vLLM's flags.
+// It binds first and answers /health with 503 while the model loads, then
+// serves; SIGTERM (or Ctrl-C) stops new work, drains in-flight requests within
+// --shutdown-timeout, and exits. A second signal exits at once.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "command.h"
+#include "engine_setup.h"
+#include "engine/engine_client.h"
+#include "engine/runner/model_runner.h"
+#include "model/config/model_config.h"
+#include "model/loader/weight_source.h"
+#include "model/model.h"
+#include "serve/openai_server.h"
+#include "serve_args.h"
+#include "util/env.h"
+#include "util/log.h"
+#include "util/status.h"
+#include "util/version.h"
+
+namespace hyllm::app {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// Set by the signal thread, read by the main thread (static: the detached
+// signal thread may outlive run_serve's frame).
+struct ShutdownSignal {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool requested = false;
+};
+ShutdownSignal& shutdown_signal() {
+  static ShutdownSignal s;
+  return s;
+}
+
+// The signal handler only writes the signal number to a pipe (async-signal
+// safe, whichever thread the kernel picks); a thread reads the pipe and acts.
+int g_signal_pipe[2] = {-1, -1};
+
+extern "C" void forward_signal(int sig) {
+  const char c = static_cast<char>(sig);
+  [[maybe_unused]] ssize_t n = ::write(g_signal_pipe[1], &c, 1);
+}
+
+void start_signal_thread() {
+  if (::pipe2(g_signal_pipe, O_CLOEXEC) != 0) fail(ErrorCode::kIo, "cannot create the signal pipe");
+  struct sigaction sa {};
+  sa.sa_handler = forward_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  std::thread([] {
+    for (int count = 0;; ++count) {
+      char c = 0;
+      ssize_t n = ::read(g_signal_pipe[0], &c, 1);
+      if (n < 0 && errno == EINTR) {
+        --count;
+        continue;
+      }
+      if (n <= 0) return;
+      const char* name = c == SIGINT ? "SIGINT" : "SIGTERM";
+      if (count > 0) {
+        log::warn("Received {} again: exiting now", name);
+        std::_Exit(1);
+      }
+      log::info("Received {}: shutting down", name);
+      auto& s = shutdown_signal();
+      {
+        std::lock_guard lock(s.mu);
+        s.requested = true;
+      }
+      s.cv.notify_all();
+    }
+  }).detach();
+}
+
+void wait_for_shutdown() {
+  auto& s = shutdown_signal();
+  std::unique_lock lock(s.mu);
+  s.cv.wait(lock, [&] { return s.requested; });
+}
+
+std::string read_text_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(ErrorCode::kNotFound, "cannot read {}", path.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Flags that name features hyllm does not have yet: refused before anything loads.
+void refuse_missing_features(const ServeArgs& a) {
+  if (a.tensor_parallel_size != 1) {
+    fail(ErrorCode::kUnsupported, "--tensor-parallel-size {}: hyllm runs a model on one GPU only (use 1)",
+         a.tensor_parallel_size);
+  }
+  if (a.pipeline_parallel_size != 1) {
+    fail(ErrorCode::kUnsupported, "--pipeline-parallel-size {}: pipeline parallelism is not available (use 1)",
+         a.pipeline_parallel_size);
+  }
+  if (a.data_parallel_size != 1) {
+    fail(ErrorCode::kUnsupported, "--data-parallel-size {}: data parallelism is not available (use 1)",
+         a.data_parallel_size);
+  }
+  if (!a.reasoning_parser.empty()) {
+    fail(ErrorCode::kUnsupported, "--reasoning-parser {}: reasoning parsers are not available yet",
+         a.reasoning_parser);
+  }
+  if (a.enable_auto_tool_choice || !a.tool_call_parser.empty()) {
+    fail(ErrorCode::kUnsupported,
+         "--enable-auto-tool-choice / --tool-call-parser: tool-call parsing is not available yet (tools are "
+         "still passed to the chat template)");
+  }
+  if (!a.enable_chunked_prefill) {
+    fail(ErrorCode::kUnsupported, "--no-enable-chunked-prefill: hyllm always uses chunked prefill");
+  }
+}
+
+serve::SamplingDefaults sampling_defaults(const GenerationConfig& g) {
+  serve::SamplingDefaults d;
+  if (g.temperature) d.temperature = static_cast<float>(*g.temperature);
+  if (g.top_p) d.top_p = static_cast<float>(*g.top_p);
+  if (g.top_k) d.top_k = static_cast<int>(*g.top_k);
+  if (g.repetition_penalty) d.repetition_penalty = static_cast<float>(*g.repetition_penalty);
+  if (g.max_new_tokens) d.max_new_tokens = *g.max_new_tokens;
+  return d;
+}
+
+std::string describe_defaults(const serve::SamplingDefaults& d) {
+  std::string out;
+  auto add = [&](const char* k, std::string v) { out += fmt::format("{}'{}': {}", out.empty() ? "" : ", ", k, v); };
+  if (d.temperature) add("temperature", fmt::format("{}", *d.temperature));
+  if (d.top_p) add("top_p", fmt::format("{}", *d.top_p));
+  if (d.top_k) add("top_k", fmt::format("{}", *d.top_k));
+  if (d.repetition_penalty) add("repetition_penalty", fmt::format("{}", *d.repetition_penalty));
+  if (d.max_new_tokens) add("max_new_tokens", fmt::format("{}", *d.max_new_tokens));
+  return "{" + out + "}";
+}
+
+int run_serve(ServeArgs& a) {
+  start_signal_thread();
+  if (!a.uvicorn_log_level.empty() && a.uvicorn_log_level != "info") {
+    spdlog::set_level(spdlog::level::from_str(a.uvicorn_log_level == "warning" ? "warn" : a.uvicorn_log_level));
+  }
+  log::info("hyllm API server version {}", kVersion);
+  if (!a.non_default.empty()) {
+    std::string args;
+    for (const auto& [k, v] : a.non_default) args += fmt::format("{}'{}': {}", args.empty() ? "" : ", ", k, v);
+    log::info("non-default args: {{{}}}", args);
+  }
+  refuse_missing_features(a);
+  if (!a.model_positional.empty() && !a.model.empty() && a.model_positional != a.model) {
+    fail(ErrorCode::kInvalidArgument, "the model is given twice ({} and --model {})", a.model_positional, a.model);
+  }
+  const std::string model_arg = !a.model_positional.empty() ? a.model_positional : a.model;
+  const fs::path model_dir = model_arg.empty() ? default_model_dir() : fs::path(model_arg);
+  if (!fs::is_directory(model_dir)) fail(ErrorCode::kNotFound, "model directory {} does not exist", model_dir.string());
+  const std::string device = resolve_device(a.device);
+  const LoadFormat load_format = parse_load_format(a.load_format);
+
+  // Cheap checks first: the config file, the flags that depend on it.
+  ModelConfig model_config = load_model_config(model_dir);
+  if (a.dtype != "auto") {
+    auto wanted = dtype_from_torch_name(a.dtype);
+    if (!wanted) fail(ErrorCode::kInvalidArgument, "--dtype {}: expected auto, bfloat16, float16, half or float32", a.dtype);
+    if (*wanted != model_config.dtype) {
+      fail(ErrorCode::kUnsupported, "--dtype {}: hyllm runs a checkpoint in its own dtype ({}) only", a.dtype,
+           dtype_name(model_config.dtype));
+    }
+  }
+  if (!a.quantization.empty()) {
+    const bool fp8_checkpoint = model_config.quant.is_fp8();
+    if (!((a.quantization == "fp8" || a.quantization == "modelopt") && fp8_checkpoint)) {
+      fail(ErrorCode::kUnsupported,
+           "--quantization {}: hyllm runs the quantization its checkpoint declares ({}); online quantization is "
+           "not available yet",
+           a.quantization, quant_method_name(model_config.quant.method));
+    }
+  }
+
+  EngineConfig config;
+  config.max_model_len = a.max_model_len.empty()
+                             ? static_cast<int>(model_config.max_position_embeddings)
+                             : static_cast<int>(parse_human_int(a.max_model_len, "--max-model-len"));
+  config.block_size = a.block_size;
+  config.gpu_memory_utilization = a.gpu_memory_utilization;
+  if (!a.kv_cache_memory.empty()) {
+    config.kv_cache_memory_bytes = parse_memory_size(a.kv_cache_memory);
+  }
+  config.kv_cache_dtype = a.kv_cache_dtype;
+  config.enable_prefix_caching = a.enable_prefix_caching;
+  config.seed = a.seed;
+  config.max_logprobs = a.max_logprobs;
+  config.log_stats_interval_s = a.disable_log_stats ? 0.0 : 10.0;
+  config.max_num_seqs = a.max_num_seqs.value_or(256);
+  config.max_num_batched_tokens = a.max_num_batched_tokens.value_or(2048);
+  config.validate();
+
+  // Listen now, so that probes see 503 (not a refused connection) while loading.
+  std::vector<std::string> api_keys = a.api_key;
+  if (api_keys.empty() && env().api_key) api_keys.push_back(*env().api_key);
+  // Declared before the server: the engine inside it frees device memory
+  // through the backend, so the backend must outlive it.
+  std::unique_ptr<Backend> backend;
+  serve::ServerOptions server_options;
+  server_options.host = a.host;
+  server_options.port = a.port;
+  server_options.api_keys = api_keys;
+  serve::OpenAIServer server(server_options);
+  const int port = server.start();
+  log::info("Started server process [{}]; listening on http://{}:{} (the model is loading)", getpid(), a.host, port);
+  if (!api_keys.empty()) log::info("API key required on every route but /health, /version and /metrics");
+
+  const auto t_load = Clock::now();
+  backend = make_backend(device);
+  if (device == "cuda" && backend->memory_info().total_bytes >= (70ull << 30)) {
+    // vLLM's defaults on GPUs with >= 70 GiB (H100/H200 class).
+    if (!a.max_num_seqs) config.max_num_seqs = 1024;
+    if (!a.max_num_batched_tokens) config.max_num_batched_tokens = 8192;
+    config.validate();
+  }
+
+  const fs::path tokenizer_dir = a.tokenizer.empty() ? model_dir : fs::path(a.tokenizer);
+  auto tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_model_dir(tokenizer_dir));
+
+  auto ctx = std::make_unique<serve::ServingContext>();
+  if (!a.chat_template.empty()) {
+    std::string source = fs::is_regular_file(a.chat_template) ? read_text_file(a.chat_template) : a.chat_template;
+    ctx->chat_template.emplace(ChatTemplate::from_source(std::move(source)));
+  } else if (const std::string* source = tokenizer->chat_template_source()) {
+    ctx->chat_template.emplace(ChatTemplate::from_source(*source));
+  } else {
+    log::warn("The model has no chat template: /v1/chat/completions answers 400 unless --chat-template is given");
+  }
+  if (!a.default_chat_template_kwargs.empty()) {
+    try {
+      ctx->default_chat_template_kwargs = serve::Json::parse(a.default_chat_template_kwargs);
+    } catch (const std::exception& e) {
+      fail(ErrorCode::kInvalidArgument, "--default-chat-template-kwargs: not JSON: {}", e.what());
+    }
+    if (!ctx->default_chat_template_kwargs.is_object()) {
+      fail(ErrorCode::kInvalidArgument, "--default-chat-template-kwargs must be a JSON object");
+    }
+  }
+
+  GenerationConfig generation;
+  if (a.generation_config == "auto") {
+    generation = load_generation_config(model_dir);
+  } else if (a.generation_config != "vllm") {
+    generation = load_generation_config(a.generation_config);
+  }
+  ctx->sampling_defaults = sampling_defaults(generation);
+  if (a.generation_config != "vllm" && describe_defaults(ctx->sampling_defaults) != "{}") {
+    log::warn("Default sampling parameters have been overridden by the model's generation config: {}. Pass "
+              "--generation-config vllm to use vLLM's defaults instead.",
+              describe_defaults(ctx->sampling_defaults));
+  }
+  config.eos_token_ids.clear();
+  for (int64_t id : generation.eos_token_ids) config.eos_token_ids.push_back(static_cast<int32_t>(id));
+  for (int64_t id : model_config.eos_token_ids) {
+    if (std::find(config.eos_token_ids.begin(), config.eos_token_ids.end(), id) == config.eos_token_ids.end()) {
+      config.eos_token_ids.push_back(static_cast<int32_t>(id));
+    }
+  }
+
+  log::info("Loading model from {} on {}", model_dir.string(), backend->name());
+  ModelOptions model_options;
+  model_options.max_num_tokens = config.max_num_batched_tokens;
+  model_options.max_num_seqs = config.max_num_seqs;
+  model_options.load_format = load_format;
+  model_options.seed = a.seed;
+  auto model = load_model(model_dir, *backend, model_options);
+  const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
+  log::info("Model loading took {:.4f} GiB and {:.2f} seconds", model->weight_bytes() / double(1ull << 30), load_s);
+
+  RunnerOptions runner_options;
+  runner_options.max_num_tokens = config.max_num_batched_tokens;
+  runner_options.max_num_seqs = config.max_num_seqs;
+  runner_options.max_model_len = config.max_model_len;
+  if (config.kv_cache_memory_bytes) {
+    runner_options.cache_memory_bytes = *config.kv_cache_memory_bytes;
+  } else if (device == "cuda") {
+    // vLLM's --gpu-memory-utilization: the fraction of all device memory that
+    // weights, activations and the cache may use together.
+    MemoryInfo mem = backend->memory_info();
+    const double allowed = a.gpu_memory_utilization * static_cast<double>(mem.total_bytes);
+    const double used = static_cast<double>(mem.total_bytes - mem.free_bytes);
+    if (allowed <= used) {
+      fail(ErrorCode::kOutOfMemory,
+           "--gpu-memory-utilization {}: {:.2f} GiB allowed but {:.2f} GiB are already in use after loading",
+           a.gpu_memory_utilization, allowed / (1ull << 30), used / (1ull << 30));
+    }
+    runner_options.cache_memory_bytes = static_cast<size_t>(allowed - used);
+  }
+  auto runner = std::make_unique<ModelRunner>(std::move(model), runner_options);
+  const int32_t vocab = static_cast<int32_t>(runner->vocab_size());
+  if (tokenizer->vocab_size() > vocab) {
+    fail(ErrorCode::kCorruptData, "the tokenizer has {} ids but the model only {}", tokenizer->vocab_size(), vocab);
+  }
+  auto engine = make_engine_client(std::move(runner), config);
+
+  ctx->served_model_names = a.served_model_name;
+  if (ctx->served_model_names.empty()) {
+    ctx->served_model_names.push_back(model_arg.empty() ? model_dir.filename().string() : model_arg);
+  }
+  ctx->model_root = model_dir.string();
+  ctx->created = serve::unix_time_seconds();
+  ctx->max_model_len = config.max_model_len;
+  ctx->tokenizer = std::move(tokenizer);
+  ctx->engine = std::move(engine);
+  ctx->trust_request_chat_template = a.trust_request_chat_template;
+  const std::string served = ctx->model_name();
+  server.set_ready(std::move(ctx));
+
+  log::info("Available routes are:");
+  for (const auto& r : server.route_list()) log::info("{}", r);
+  log::info("Serving model '{}' on http://{}:{}", served, a.host, port);
+  log::info("Application startup complete. (init took {:.2f} seconds)",
+            std::chrono::duration<double>(Clock::now() - t_load).count());
+
+  wait_for_shutdown();
+  server.drain(std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_timeout * 1000)));
+  server.wait();
+  return 0;
+}
+
+void setup_serve(CLI::App& sub, int& exit_code) {
+  auto args = std::make_shared<ServeArgs>();
+  add_serve_flags(sub, *args);
+  sub.callback([args, &exit_code, &sub] {
+    record_non_default(sub, *args);
+    exit_code = run_serve(*args);
+  });
+}
+
+const CommandRegistration kRegistration{"serve", "Start the OpenAI-compatible server (vLLM's flags)", setup_serve};
+
+}  // namespace
+}  // namespace hyllm::app

@@ -1,0 +1,123 @@
+#include "engine_setup.h"
+
+#include <cmath>
+
+#include "backend/cpu/cpu_backend.h"
+#include "engine/runner/model_runner.h"
+#include "model/model.h"
+#include "util/env.h"
+#include "util/log.h"
+#include "util/status.h"
+#ifdef HYLLM_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace hyllm::app {
+
+void add_engine_flags(CLI::App& sub, EngineFlags& f) {
+  sub.add_option("--model", f.model, "Model directory (default: the embedded model)");
+  sub.add_option("--device", f.device, "cpu or cuda (default: cuda when a GPU is present)");
+  sub.add_option("--load-format", f.load_format, "auto, safetensors or dummy")->capture_default_str();
+  sub.add_option("--max-num-seqs", f.max_num_seqs)->capture_default_str();
+  sub.add_option("--max-num-batched-tokens", f.max_num_batched_tokens)->capture_default_str();
+  sub.add_option("--max-model-len", f.max_model_len, "Prompt + output cap (default: from the model config)");
+  sub.add_option("--kv-cache-memory", f.kv_cache_memory, "Cache memory, e.g. 20G (overrides --gpu-memory-utilization)");
+  sub.add_option("--gpu-memory-utilization", f.gpu_memory_utilization)->capture_default_str();
+  sub.add_option("--seed", f.seed)->capture_default_str();
+}
+
+std::filesystem::path default_model_dir() {
+  if (env().default_model_dir) return *env().default_model_dir;
+  return std::filesystem::path(HYLLM_SOURCE_DIR) / "models" / "hyllm-tiny";
+}
+
+std::string resolve_device(const std::string& requested) {
+  if (!requested.empty()) return requested;
+#ifdef HYLLM_HAVE_CUDA
+  if (cuda_device_count() > 0) return "cuda";
+#endif
+  return "cpu";
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& device) {
+  if (device == "cpu") return make_cpu_backend();
+#ifdef HYLLM_HAVE_CUDA
+  if (device == "cuda") {
+    if (cuda_device_count() == 0) fail(ErrorCode::kUnavailable, "--device cuda: no CUDA device is visible");
+    return make_cuda_backend(0);
+  }
+#endif
+  fail(ErrorCode::kInvalidArgument, "--device {}: not available in this build (cpu{})", device,
+#ifdef HYLLM_HAVE_CUDA
+       ", cuda"
+#else
+       ""
+#endif
+  );
+}
+
+size_t parse_memory_size(const std::string& text) {
+  if (text.empty()) fail(ErrorCode::kInvalidArgument, "empty memory size");
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (...) {
+    fail(ErrorCode::kInvalidArgument, "'{}' is not a memory size (e.g. 20G, 512M)", text);
+  }
+  std::string unit = text.substr(used);
+  double mult = 1;
+  if (unit == "" || unit == "B") mult = 1;
+  else if (unit == "K" || unit == "KiB" || unit == "k") mult = 1024.0;
+  else if (unit == "M" || unit == "MiB" || unit == "m") mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB" || unit == "g") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "T" || unit == "TiB" || unit == "t") mult = 1024.0 * 1024 * 1024 * 1024;
+  else fail(ErrorCode::kInvalidArgument, "'{}': unknown unit '{}' (use K, M, G or T)", text, unit);
+  if (!(v > 0) || !std::isfinite(v)) fail(ErrorCode::kInvalidArgument, "'{}' must be a positive size", text);
+  return static_cast<size_t>(v * mult);
+}
+
+InProcessEngine::~InProcessEngine() {
+  if (engine) engine->shutdown(std::chrono::milliseconds(0));
+  engine.reset();
+}
+
+InProcessEngine build_engine(const EngineFlags& f) {
+  InProcessEngine e;
+  e.model_dir = f.model.empty() ? default_model_dir() : std::filesystem::path(f.model);
+  e.model_config = load_model_config(e.model_dir);
+  const std::string device = resolve_device(f.device);
+
+  EngineConfig config;
+  config.max_num_seqs = f.max_num_seqs;
+  config.max_num_batched_tokens = f.max_num_batched_tokens;
+  config.max_model_len = f.max_model_len ? *f.max_model_len : static_cast<int>(e.model_config.max_position_embeddings);
+  if (f.kv_cache_memory) config.kv_cache_memory_bytes = parse_memory_size(*f.kv_cache_memory);
+  config.gpu_memory_utilization = f.gpu_memory_utilization;
+  config.seed = f.seed;
+  config.log_stats_interval_s = 0;
+  for (int64_t id : e.model_config.eos_token_ids) config.eos_token_ids.push_back(static_cast<int32_t>(id));
+  for (int64_t id : load_generation_config(e.model_dir).eos_token_ids) config.eos_token_ids.push_back(static_cast<int32_t>(id));
+  config.validate();
+
+  e.backend = make_backend(device);
+  ModelOptions mo;
+  mo.max_num_tokens = config.max_num_batched_tokens;
+  mo.max_num_seqs = config.max_num_seqs;
+  mo.load_format = parse_load_format(f.load_format);
+  mo.seed = f.seed;
+  auto model = load_model(e.model_dir, *e.backend, mo);
+  RunnerOptions ro;
+  ro.max_num_tokens = config.max_num_batched_tokens;
+  ro.max_num_seqs = config.max_num_seqs;
+  ro.max_model_len = config.max_model_len;
+  if (config.kv_cache_memory_bytes) ro.cache_memory_bytes = *config.kv_cache_memory_bytes;
+#ifdef HYLLM_HAVE_CUDA
+  // Sample on the GPU: no logits cross to the host.
+  if (device == "cuda") ro.device_sampler = make_cuda_sampler(*e.backend);
+#endif
+  e.engine = make_engine_client(std::make_unique<ModelRunner>(std::move(model), ro), config);
+  return e;
+}
+
+}  // namespace hyllm::app

@@ -1,0 +1,55 @@
+#pragma once
+// Builds an in-process engine (backend, model, runner, EngineClient) from a
+// model directory and the engine flags that `hyllm serve` and the offline
+// benchmarks share.
+
+#include <CLI/CLI.hpp>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "backend/backend.h"
+#include "engine/engine_client.h"
+#include "model/config/model_config.h"
+
+namespace hyllm::app {
+
+struct EngineFlags {
+  std::string model;  // empty: the embedded default model
+  std::string device;  // empty: cuda when a GPU is present, else cpu
+  std::string load_format = "auto";
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 2048;
+  std::optional<int> max_model_len;
+  std::optional<std::string> kv_cache_memory;  // "20G", "512M", bytes
+  double gpu_memory_utilization = 0.9;
+  uint64_t seed = 0;
+};
+
+void add_engine_flags(CLI::App& sub, EngineFlags& f);
+
+// The embedded default model's directory (HYLLM_MODEL_DIR overrides it).
+std::filesystem::path default_model_dir();
+// "cpu" or "cuda"; `requested` empty picks cuda when a GPU is present.
+std::string resolve_device(const std::string& requested);
+std::unique_ptr<Backend> make_backend(const std::string& device);
+// "20G" = 20 GiB, "512M", "1.5G", plain bytes; throws kInvalidArgument.
+size_t parse_memory_size(const std::string& text);
+
+struct InProcessEngine {
+  std::filesystem::path model_dir;
+  ModelConfig model_config;
+  std::unique_ptr<Backend> backend;  // outlives the engine: declared first
+  std::unique_ptr<EngineClient> engine;
+
+  InProcessEngine() = default;
+  InProcessEngine(InProcessEngine&&) = default;
+  InProcessEngine& operator=(InProcessEngine&&) = default;
+  ~InProcessEngine();  // stops the engine before the backend goes
+};
+
+InProcessEngine build_engine(const EngineFlags& f);
+
+}  // namespace hyllm::app

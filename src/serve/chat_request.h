@@ -1,0 +1,37 @@
+#pragma once
+// POST /v1/chat/completions: the request as parsed and validated, with the
+// messages normalised for the chat template (text parts joined, tool-call
+// arguments decoded into objects as Hugging Face templates expect).
+
+#include "serve/json.h"
+
+#include <optional>
+#include <string>
+
+#include "serve/sampling_request.h"
+
+namespace hyllm::serve {
+
+struct ChatRequest {
+  std::optional<std::string> model;
+  Json messages = Json::array();
+  Json tools;  // null when absent
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
+  bool echo = false;
+  bool add_special_tokens = false;
+  Json chat_template_kwargs = Json::object();
+  std::optional<std::string> chat_template;  // honoured only with --trust-request-chat-template
+  SamplingRequest sampling;
+};
+
+ChatRequest parse_chat_request(const Json& body);
+
+// The messages list on its own (also used by /tokenize).
+Json normalize_messages(const Json& messages);
+// tools and tool_choice; returns the tools to render (null when none).
+Json validate_tools(const Json* tools, const Json* tool_choice);
+// chat_template_kwargs without the keys the server itself sets.
+Json template_kwargs(const Json* kwargs);
+
+}  // namespace hyllm::serve

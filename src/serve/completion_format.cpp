@@ -1,0 +1,84 @@
+// text_completion bodies for /v1/completions.
+
+#include "serve/response_format.h"
+
+namespace hyllm::serve {
+namespace {
+
+class CompletionFormatter final : public ResponseFormatter {
+ public:
+  CompletionFormatter(ResponseOptions options, const Tokenizer& tokenizer, std::vector<std::string> echo_prompts,
+                      std::vector<std::vector<int32_t>> prompt_ids, int n)
+      : ResponseFormatter(std::move(options), tokenizer),
+        echo_(std::move(echo_prompts)),
+        prompt_ids_(std::move(prompt_ids)),
+        n_(n) {}
+
+  void stream_chunks(ChoiceEvent& ev, const Usage& usage, std::vector<Json>& out) override {
+    const size_t prompt = static_cast<size_t>(ev.index / n_);
+    const bool echo = prompt < echo_.size();
+    // Offsets count the whole choice text, the echoed prompt included.
+    const size_t offset = ev.text_offset + (echo ? utf8_length(echo_[prompt]) : 0);
+    Json choice;
+    choice["index"] = ev.index;
+    choice["text"] = ev.first && echo ? echo_[prompt] + ev.text : ev.text;
+    choice["logprobs"] = logprobs(ev.logprobs, offset);
+    choice["finish_reason"] = finish_reason_json(ev.finish_reason);
+    choice["stop_reason"] = stop_reason_json(ev.stop_reason);
+    if (options_.return_token_ids) {
+      if (ev.first) choice["prompt_token_ids"] = prompt_ids_.at(prompt);
+      choice["token_ids"] = ev.token_ids;
+    }
+    Json chunk = chunk_header(chunk_object());
+    chunk["choices"] = Json::array({std::move(choice)});
+    add_chunk_usage(chunk, usage);
+    out.push_back(std::move(chunk));
+  }
+
+  Json full_response(std::vector<ChoiceResult>& choices, const Usage& usage) override {
+    Json j = chunk_header(chunk_object());
+    j["choices"] = Json::array();
+    for (size_t i = 0; i < choices.size(); ++i) {
+      auto& c = choices[i];
+      const size_t prompt = i / static_cast<size_t>(n_);
+      std::string prefix = prompt < echo_.size() ? echo_[prompt] : std::string();
+      Json choice;
+      choice["index"] = i;
+      choice["text"] = prefix + c.text;
+      choice["logprobs"] = logprobs(c.logprobs, utf8_length(prefix));
+      choice["finish_reason"] = finish_reason_json(c.finish_reason);
+      choice["stop_reason"] = stop_reason_json(c.stop_reason);
+      choice["prompt_logprobs"] = nullptr;
+      if (options_.return_token_ids) {
+        choice["prompt_token_ids"] = prompt_ids_.at(prompt);
+        choice["token_ids"] = c.token_ids;
+      }
+      j["choices"].push_back(std::move(choice));
+    }
+    j["usage"] = usage_json(usage);
+    return j;
+  }
+
+ private:
+  const char* chunk_object() const override { return "text_completion"; }
+
+  Json logprobs(const std::vector<TokenLogprob>& tokens, size_t offset) const {
+    if (!options_.logprobs) return nullptr;
+    return completion_logprobs_json(tokens, *options_.logprobs, text_, offset);
+  }
+
+  std::vector<std::string> echo_;
+  std::vector<std::vector<int32_t>> prompt_ids_;
+  int n_;
+};
+
+}  // namespace
+
+std::unique_ptr<ResponseFormatter> make_completion_formatter(ResponseOptions options, const Tokenizer& tokenizer,
+                                                             std::vector<std::string> echo_prompts,
+                                                             std::vector<std::vector<int32_t>> prompt_ids, int n) {
+  return std::make_unique<CompletionFormatter>(std::move(options), tokenizer, std::move(echo_prompts),
+                                               std::move(prompt_ids), n);
+}
+
+}  // namespace hyllm::serve

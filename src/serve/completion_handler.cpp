@@ -1,0 +1,66 @@
+// POST /v1/completions.
+
+#include <fmt/format.h>
+
+#include "serve/api_error.h"
+#include "serve/completion_request.h"
+#include "serve/handlers.h"
+#include "serve/openai_json.h"
+
+namespace hyllm::serve {
+
+void check_token_ids(const std::vector<int32_t>& ids, int32_t vocab_size, const char* param) {
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab_size) throw bad_request(fmt::format("Token id {} is out of vocabulary", id), param);
+  }
+}
+
+void handle_completions(const ServingContext& ctx, ActivityCounter& activity, const std::string& body,
+                        httplib::Response& res) {
+  auto guard = activity.enter();
+  CompletionRequest req = parse_completion_request(parse_request_json(body));
+  ctx.check_model(req.model);
+  const Tokenizer& tok = *ctx.tokenizer;
+
+  std::vector<std::vector<int32_t>> prompt_ids;
+  std::vector<std::string> echo;
+  for (const PromptInput& p : req.prompts) {
+    std::vector<int32_t> ids = p.text ? tok.encode(*p.text, req.add_special_tokens) : p.token_ids;
+    if (ids.empty()) throw bad_request("Prompt cannot be empty", "prompt");
+    check_token_ids(ids, tok.vocab_size(), "prompt");
+    if (req.truncate_prompt_tokens && static_cast<int64_t>(ids.size()) > *req.truncate_prompt_tokens) {
+      ids.erase(ids.begin(), ids.end() - *req.truncate_prompt_tokens);
+    }
+    if (req.echo) echo.push_back(p.text && !req.truncate_prompt_tokens ? *p.text : tok.decode(ids, false));
+    prompt_ids.push_back(std::move(ids));
+  }
+
+  const std::string id = make_request_id("cmpl-");
+  GenerationOptions gen_options{req.sampling.skip_special_tokens, req.sampling.include_stop_str_in_output};
+  auto generation = std::make_unique<Generation>(*ctx.engine, tok, id, req.sampling.n, req.sampling.stop,
+                                                 gen_options);
+  for (const auto& ids : prompt_ids) {
+    SamplingParams params = resolve_sampling_params(req.sampling, ctx.sampling_defaults,
+                                                    static_cast<int64_t>(ids.size()), ctx.max_model_len,
+                                                    tok.vocab_size());
+    generation->add_prompt(ids, std::move(params));
+  }
+
+  ResponseOptions options;
+  options.id = id;
+  options.created = unix_time_seconds();
+  options.model = ctx.model_name();
+  options.logprobs = req.sampling.logprobs;
+  options.include_usage = req.sampling.include_usage;
+  options.continuous_usage = req.sampling.continuous_usage_stats;
+  options.return_token_ids = req.sampling.return_token_ids;
+  auto formatter = make_completion_formatter(std::move(options), tok, std::move(echo), std::move(prompt_ids),
+                                             req.sampling.n);
+  if (req.sampling.stream) {
+    respond_stream(res, std::move(generation), std::move(formatter), std::move(guard));
+  } else {
+    respond_whole(res, *generation, *formatter);
+  }
+}
+
+}  // namespace hyllm::serve

@@ -1,0 +1,37 @@
+#pragma once
+// POST /v1/completions: the request as parsed and validated, before the
+// prompt is tokenized.
+
+#include "serve/json.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "serve/sampling_request.h"
+
+namespace hyllm::serve {
+
+// One prompt: text to tokenize, or token ids given by the client.
+struct PromptInput {
+  std::optional<std::string> text;
+  std::vector<int32_t> token_ids;
+};
+
+struct CompletionRequest {
+  std::optional<std::string> model;
+  std::vector<PromptInput> prompts;  // a batch; choices are numbered prompt * n + i
+  bool echo = false;
+  bool add_special_tokens = true;
+  std::optional<int64_t> truncate_prompt_tokens;  // keep only the last k prompt tokens
+  SamplingRequest sampling;
+};
+
+CompletionRequest parse_completion_request(const Json& body);
+
+// The prompt field in any of its four forms: "text", ["a", "b"], [1, 2, 3],
+// [[1, 2], [3]]. Empty prompts are refused.
+std::vector<PromptInput> parse_prompt_field(const Json& prompt, size_t max_prompts);
+
+}  // namespace hyllm::serve

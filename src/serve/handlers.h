@@ -1,0 +1,27 @@
+#pragma once
+// The endpoint handlers. Each parses and validates its body, throws ApiError
+// for anything wrong (the router turns it into the OpenAI error shape), and
+// writes its response.
+
+#include <httplib.h>
+
+#include <string>
+
+#include "serve/json.h"
+#include "serve/response_writer.h"
+#include "serve/serving_context.h"
+
+namespace hyllm::serve {
+
+void handle_completions(const ServingContext& ctx, ActivityCounter& activity, const std::string& body,
+                        httplib::Response& res);
+void handle_chat_completions(const ServingContext& ctx, ActivityCounter& activity, const std::string& body,
+                             httplib::Response& res);
+void handle_tokenize(const ServingContext& ctx, const std::string& body, httplib::Response& res);
+void handle_detokenize(const ServingContext& ctx, const std::string& body, httplib::Response& res);
+Json models_json(const ServingContext& ctx);
+
+// Prompt ids checked against the vocabulary (400 naming the id).
+void check_token_ids(const std::vector<int32_t>& ids, int32_t vocab_size, const char* param);
+
+}  // namespace hyllm::serve

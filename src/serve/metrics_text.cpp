@@ -1,0 +1,55 @@
+#include "serve/metrics_text.h"
+
+#include "serve/prometheus.h"
+
+namespace hyllm::serve {
+
+std::string render_metrics(const EngineStats& s, std::string_view model_name) {
+  PrometheusWriter w(Labels{{"engine", "0"}, {"model_name", std::string(model_name)}});
+  w.gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
+          s.num_requests_running);
+  w.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", s.num_requests_waiting);
+  w.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", s.kv_cache_usage);
+  w.counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
+            static_cast<double>(s.num_preemptions));
+  w.counter("vllm:prompt_tokens", "Number of prefill tokens processed.", static_cast<double>(s.prompt_tokens));
+  w.counter("vllm:generation_tokens", "Number of generation tokens processed.",
+            static_cast<double>(s.generation_tokens));
+  w.counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
+            static_cast<double>(s.prefix_cache_queries));
+  w.counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
+            static_cast<double>(s.prefix_cache_hits));
+  std::vector<std::pair<std::string, double>> finished;
+  for (int r = 0; r < kNumFinishReasons; ++r) {
+    finished.emplace_back(std::string(finish_reason_name(static_cast<FinishReason>(r))),
+                          static_cast<double>(s.request_finished[r]));
+  }
+  w.labelled_counter("vllm:request_success", "Count of successfully processed requests.", "finished_reason",
+                     finished);
+  w.histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+              s.time_to_first_token);
+  w.histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+              s.inter_token_latency);
+  w.histogram("vllm:request_time_per_output_token_seconds",
+              "Histogram of time_per_output_token_seconds per request.", s.time_per_output_token);
+  w.histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
+              s.e2e_request_latency);
+  w.histogram("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+              s.queue_time);
+  w.histogram("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
+              s.inference_time);
+  w.histogram("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
+              s.prefill_time);
+  w.histogram("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
+              s.decode_time);
+  w.histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", s.prompt_tokens_per_request);
+  w.histogram("vllm:request_generation_tokens", "Number of generation tokens processed.",
+              s.generation_tokens_per_request);
+  w.histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", s.iteration_tokens);
+  w.histogram("vllm:request_params_n", "Histogram of the n request parameter.", s.params_n);
+  w.histogram("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.",
+              s.params_max_tokens);
+  return w.text();
+}
+
+}  // namespace hyllm::serve

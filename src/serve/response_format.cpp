@@ -1,0 +1,59 @@
+#include "serve/response_format.h"
+
+#include <variant>
+
+namespace hyllm::serve {
+
+std::string TokenizerText::text(int32_t token) const {
+  const int32_t one[] = {token};
+  return tokenizer_.decode(one, false);
+}
+
+std::string TokenizerText::bytes(int32_t token) const { return tokenizer_.token_bytes(token); }
+
+void ChoiceResult::add(ChoiceEvent&& ev) {
+  text += ev.text;
+  token_ids.insert(token_ids.end(), ev.token_ids.begin(), ev.token_ids.end());
+  for (auto& lp : ev.logprobs) logprobs.push_back(std::move(lp));
+  if (ev.finished()) {
+    finish_reason = ev.finish_reason;
+    stop_reason = std::move(ev.stop_reason);
+  }
+}
+
+Json finish_reason_json(FinishReason reason) {
+  if (reason == FinishReason::kNone) return nullptr;
+  return std::string(finish_reason_name(reason));
+}
+
+Json stop_reason_json(const StopReason& reason) {
+  if (const auto* id = std::get_if<int32_t>(&reason)) return *id;
+  if (const auto* s = std::get_if<std::string>(&reason)) return *s;
+  return nullptr;
+}
+
+Json ResponseFormatter::chunk_header(const char* object) const {
+  Json j;
+  j["id"] = options_.id;
+  j["object"] = object;
+  j["created"] = options_.created;
+  j["model"] = options_.model;
+  return j;
+}
+
+void ResponseFormatter::add_chunk_usage(Json& chunk, const Usage& usage) const {
+  if (options_.continuous_usage) {
+    chunk["usage"] = usage_json(usage);
+  } else if (options_.include_usage) {
+    chunk["usage"] = nullptr;
+  }
+}
+
+Json ResponseFormatter::usage_chunk(const Usage& usage) const {
+  Json j = chunk_header(chunk_object());
+  j["choices"] = Json::array();
+  j["usage"] = usage_json(usage);
+  return j;
+}
+
+}  // namespace hyllm::serve

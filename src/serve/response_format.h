@@ -1,0 +1,85 @@
+#pragma once
+// The bodies of completions and chat responses, streamed (one chunk per
+// choice event) and whole, in vLLM's field order and null conventions.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "serve/generation.h"
+#include "serve/json.h"
+#include "serve/openai_json.h"
+#include "text/tokenizer.h"
+
+namespace hyllm::serve {
+
+// Token strings and bytes for logprobs, from the tokenizer.
+class TokenizerText final : public TokenText {
+ public:
+  explicit TokenizerText(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+  std::string text(int32_t token) const override;
+  std::string bytes(int32_t token) const override;
+
+ private:
+  const Tokenizer& tokenizer_;
+};
+
+// A whole choice, accumulated from its events.
+struct ChoiceResult {
+  std::string text;
+  std::vector<int32_t> token_ids;
+  std::vector<TokenLogprob> logprobs;
+  FinishReason finish_reason = FinishReason::kNone;
+  StopReason stop_reason;
+  void add(ChoiceEvent&& ev);
+};
+
+Json finish_reason_json(FinishReason reason);  // null while running
+Json stop_reason_json(const StopReason& reason);
+
+struct ResponseOptions {
+  std::string id;
+  int64_t created = 0;
+  std::string model;
+  std::optional<int> logprobs;      // top-N when logprobs were asked for
+  bool include_usage = false;        // stream: a last chunk with usage
+  bool continuous_usage = false;     // stream: usage on every chunk
+  bool return_token_ids = false;
+};
+
+class ResponseFormatter {
+ public:
+  ResponseFormatter(ResponseOptions options, const Tokenizer& tokenizer)
+      : options_(std::move(options)), text_(tokenizer) {}
+  virtual ~ResponseFormatter() = default;
+
+  const ResponseOptions& options() const { return options_; }
+  // The SSE payloads for one choice event. `usage` is the running usage, for
+  // continuous_usage_stats.
+  virtual void stream_chunks(ChoiceEvent& ev, const Usage& usage, std::vector<Json>& out) = 0;
+  // The last chunk when include_usage: no choices, the final usage.
+  Json usage_chunk(const Usage& usage) const;
+  virtual Json full_response(std::vector<ChoiceResult>& choices, const Usage& usage) = 0;
+
+ protected:
+  Json chunk_header(const char* object) const;
+  void add_chunk_usage(Json& chunk, const Usage& usage) const;
+  virtual const char* chunk_object() const = 0;
+
+  ResponseOptions options_;
+  TokenizerText text_;
+};
+
+// /v1/completions: text_completion objects. Echo puts each prompt's text in
+// front of its choices.
+std::unique_ptr<ResponseFormatter> make_completion_formatter(ResponseOptions options, const Tokenizer& tokenizer,
+                                                             std::vector<std::string> echo_prompts,
+                                                             std::vector<std::vector<int32_t>> prompt_ids, int n);
+
+// /v1/chat/completions: chat.completion(.chunk) objects; a choice's first
+// chunk is the role delta {"role": "assistant", "content": ""}.
+std::unique_ptr<ResponseFormatter> make_chat_formatter(ResponseOptions options, const Tokenizer& tokenizer,
+                                                       std::string echo_prefix, std::vector<int32_t> prompt_ids);
+
+}  // namespace hyllm::serve

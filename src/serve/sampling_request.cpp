@@ -1,0 +1,178 @@
+#include "serve/sampling_request.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "serve/api_error.h"
+#include "serve/limits.h"
+
+namespace hyllm::serve {
+namespace {
+
+// vLLM treats temperatures below this as greedy.
+constexpr float kGreedyEpsilon = 1e-5f;
+
+}  // namespace
+
+int validate_logprobs_count(int64_t value, const char* field) {
+  if (value < 0) throw bad_request(fmt::format("`{}` must be a positive value.", field), field);
+  if (value > kMaxLogprobs) {
+    throw bad_request(fmt::format("Requested sample logprobs of {}, which is greater than max allowed: {}",
+                                  value, kMaxLogprobs),
+                      field);
+  }
+  return static_cast<int>(value);
+}
+
+void validate_max_tokens(SamplingRequest& s, std::optional<int64_t> max_tokens, const char* field) {
+  if (max_tokens) {
+    if (*max_tokens < 1) {
+      throw bad_request(fmt::format("max_tokens must be at least 1, got {}.", *max_tokens), field);
+    }
+    if (s.min_tokens > *max_tokens) {
+      throw bad_request(fmt::format("min_tokens must be less than or equal to max_tokens={}, got {}.",
+                                    *max_tokens, s.min_tokens),
+                        "min_tokens");
+    }
+  }
+  s.max_tokens = max_tokens;
+}
+
+SamplingRequest parse_sampling_request(const FieldReader& r) {
+  SamplingRequest s;
+
+  if (auto n = r.integer("n")) {
+    if (*n < 1) throw bad_request(fmt::format("n must be at least 1, got {}.", *n), "n");
+    if (*n > kMaxN) throw bad_request(fmt::format("n must be at most {}, got {}.", kMaxN, *n), "n");
+    s.n = static_cast<int>(*n);
+  }
+  if (auto best_of = r.integer("best_of"); best_of && *best_of != s.n) {
+    throw bad_request("best_of is not supported; use n", "best_of");
+  }
+  if (const auto* bias = r.object("logit_bias"); bias && !bias->empty()) {
+    throw bad_request("logit_bias is not supported", "logit_bias");
+  }
+
+  if (auto t = r.number("temperature")) {
+    if (*t < 0) throw bad_request(fmt::format("temperature must be non-negative, got {}.", *t), "temperature");
+    s.temperature = *t < kGreedyEpsilon ? 0.0f : static_cast<float>(*t);
+  }
+  if (auto p = r.number("top_p")) {
+    if (!(*p > 0 && *p <= 1)) throw bad_request(fmt::format("top_p must be in (0, 1], got {}.", *p), "top_p");
+    s.top_p = static_cast<float>(*p);
+  }
+  if (auto k = r.integer("top_k")) {
+    if (*k < -1) {
+      throw bad_request(fmt::format("top_k must be -1 (disable), or at least 1, got {}.", *k), "top_k");
+    }
+    s.top_k = *k <= 0 ? 0 : static_cast<int>(std::min<int64_t>(*k, std::numeric_limits<int>::max()));
+  }
+  if (auto p = r.number("min_p")) {
+    if (!(*p >= 0 && *p <= 1)) throw bad_request(fmt::format("min_p must be in [0, 1], got {}.", *p), "min_p");
+    s.min_p = static_cast<float>(*p);
+  }
+  if (auto p = r.number("presence_penalty")) {
+    if (!(*p >= -2 && *p <= 2)) {
+      throw bad_request(fmt::format("presence_penalty must be in [-2, 2], got {}.", *p), "presence_penalty");
+    }
+    s.presence_penalty = static_cast<float>(*p);
+  }
+  if (auto p = r.number("frequency_penalty")) {
+    if (!(*p >= -2 && *p <= 2)) {
+      throw bad_request(fmt::format("frequency_penalty must be in [-2, 2], got {}.", *p), "frequency_penalty");
+    }
+    s.frequency_penalty = static_cast<float>(*p);
+  }
+  if (auto p = r.number("repetition_penalty")) {
+    if (!(*p > 0)) {
+      throw bad_request(fmt::format("repetition_penalty must be greater than zero, got {}.", *p),
+                        "repetition_penalty");
+    }
+    s.repetition_penalty = static_cast<float>(*p);
+  }
+  if (auto m = r.integer("min_tokens")) {
+    if (*m < 0) {
+      throw bad_request(fmt::format("min_tokens must be greater than or equal to 0, got {}.", *m), "min_tokens");
+    }
+    s.min_tokens = *m;
+  }
+  if (auto seed = r.integer("seed")) s.seed = static_cast<uint64_t>(*seed);
+  s.ignore_eos = r.boolean("ignore_eos").value_or(false);
+  s.include_stop_str_in_output = r.boolean("include_stop_str_in_output").value_or(false);
+  s.skip_special_tokens = r.boolean("skip_special_tokens").value_or(true);
+  s.return_token_ids = r.boolean("return_token_ids").value_or(false);
+
+  s.stop = r.string_or_list("stop", kMaxStopStrings);
+  for (const auto& stop : s.stop) {
+    if (stop.empty()) throw bad_request("stop cannot contain an empty string.", "stop");
+    if (stop.size() > kMaxStopStringBytes) {
+      throw bad_request(fmt::format("stop strings are limited to {} bytes", kMaxStopStringBytes), "stop");
+    }
+  }
+  s.stop_token_ids = r.int_list("stop_token_ids", kMaxStopTokenIds);
+
+  s.stream = r.boolean("stream").value_or(false);
+  if (const auto* opts = r.object("stream_options")) {
+    if (!s.stream) {
+      throw bad_request("Stream options can only be defined when `stream=True`.", "stream_options");
+    }
+    FieldReader o(*opts);
+    s.include_usage = o.boolean("include_usage").value_or(false);
+    s.continuous_usage_stats = o.boolean("continuous_usage_stats").value_or(false);
+  }
+  if (auto suffix = r.string("suffix"); suffix && !suffix->empty()) {
+    throw bad_request("suffix is not currently supported", "suffix");
+  }
+  if (r.has("prompt_logprobs")) throw bad_request("prompt_logprobs is not supported", "prompt_logprobs");
+  return s;
+}
+
+SamplingParams resolve_sampling_params(const SamplingRequest& s, const SamplingDefaults& defaults,
+                                       int64_t prompt_tokens, int64_t max_model_len, int vocab_size) {
+  SamplingParams p;
+  p.n = s.n;
+  p.temperature = s.temperature.value_or(defaults.temperature.value_or(1.0f));
+  p.top_p = s.top_p.value_or(defaults.top_p.value_or(1.0f));
+  p.top_k = s.top_k.value_or(defaults.top_k.value_or(0));
+  p.min_p = s.min_p.value_or(defaults.min_p.value_or(0.0f));
+  p.repetition_penalty = s.repetition_penalty.value_or(defaults.repetition_penalty.value_or(1.0f));
+  p.presence_penalty = s.presence_penalty;
+  p.frequency_penalty = s.frequency_penalty;
+  p.seed = s.seed;
+  p.ignore_eos = s.ignore_eos;
+  p.stop = s.stop;
+  p.stop_token_ids = s.stop_token_ids;
+  p.logprobs = s.logprobs;
+
+  for (int32_t id : s.stop_token_ids) {
+    if (id < 0 || id >= vocab_size) {
+      throw bad_request(fmt::format("Token id {} in stop_token_ids is out of vocabulary", id), "stop_token_ids");
+    }
+  }
+
+  // The same text as vLLM (and OpenAI before it): clients match on
+  // "maximum context length is".
+  if (s.max_tokens) {
+    if (prompt_tokens + *s.max_tokens > max_model_len) {
+      throw bad_request(fmt::format("This model's maximum context length is {} tokens. However, you requested "
+                                    "{} tokens ({} in the messages, {} in the completion). Please reduce the "
+                                    "length of the messages or completion.",
+                                    max_model_len, prompt_tokens + *s.max_tokens, prompt_tokens, *s.max_tokens),
+                        "max_tokens");
+    }
+  } else if (prompt_tokens >= max_model_len) {
+    throw bad_request(fmt::format("This model's maximum context length is {} tokens. However, you requested "
+                                  "{} tokens in the messages, Please reduce the length of the messages.",
+                                  max_model_len, prompt_tokens),
+                      "messages");
+  }
+  int64_t max_tokens = s.max_tokens.value_or(max_model_len - prompt_tokens);
+  if (defaults.max_new_tokens) max_tokens = std::min(max_tokens, *defaults.max_new_tokens);
+  p.max_tokens = static_cast<int>(max_tokens);
+  p.min_tokens = static_cast<int>(std::min<int64_t>(s.min_tokens, max_tokens));
+  return p;
+}
+
+}  // namespace hyllm::serve

@@ -1,0 +1,66 @@
+#pragma once
+// The request fields that completions and chat share: sampling knobs, stops,
+// streaming options. Values are validated with vLLM's rules and messages;
+// defaults that depend on the model (generation_config, context length) are
+// resolved later by resolve_sampling_params.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampling_params.h"
+#include "serve/json_fields.h"
+
+namespace hyllm::serve {
+
+struct SamplingRequest {
+  int n = 1;
+  // Unset values take the model's generation_config defaults, else vLLM's.
+  std::optional<float> temperature;
+  std::optional<float> top_p;
+  std::optional<int> top_k;
+  std::optional<float> min_p;
+  std::optional<float> repetition_penalty;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  std::optional<int64_t> max_tokens;  // unset: up to the context length
+  int64_t min_tokens = 0;
+  std::optional<uint64_t> seed;
+  bool ignore_eos = false;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool include_stop_str_in_output = false;
+  bool skip_special_tokens = true;
+  std::optional<int> logprobs;  // top-N alternatives per token; unset = no logprobs
+  bool stream = false;
+  bool include_usage = false;           // stream_options.include_usage
+  bool continuous_usage_stats = false;  // stream_options.continuous_usage_stats
+  bool return_token_ids = false;        // vLLM: prompt and output ids in the response
+};
+
+// Parses everything but logprobs and max_tokens, whose spelling differs
+// between the two endpoints.
+SamplingRequest parse_sampling_request(const FieldReader& r);
+
+// Shared range checks for the logprobs count (0..kMaxLogprobs).
+int validate_logprobs_count(int64_t value, const char* field);
+// max_tokens >= 1 and min_tokens <= max_tokens.
+void validate_max_tokens(SamplingRequest& s, std::optional<int64_t> max_tokens, const char* field);
+
+// Model-level defaults a request falls back to (--generation-config).
+struct SamplingDefaults {
+  std::optional<float> temperature;
+  std::optional<float> top_p;
+  std::optional<int> top_k;
+  std::optional<float> min_p;
+  std::optional<float> repetition_penalty;
+  std::optional<int64_t> max_new_tokens;  // caps every request
+};
+
+// Resolves defaults and checks the request against the context: prompt_tokens
+// plus max_tokens must fit max_model_len (400 "maximum context length is").
+SamplingParams resolve_sampling_params(const SamplingRequest& s, const SamplingDefaults& defaults,
+                                       int64_t prompt_tokens, int64_t max_model_len, int vocab_size);
+
+}  // namespace hyllm::serve

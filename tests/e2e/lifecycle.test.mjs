@@ -1,0 +1,121 @@
+// API keys on and off, and SIGTERM: new work is refused, in-flight requests
+// finish within --shutdown-timeout (or are aborted with timeout 0), then the
+// process exits cleanly.
+
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import OpenAI from 'openai';
+
+import { sleep, startServer } from './harness.mjs';
+
+describe('api key', () => {
+  it('guards everything but /health, /version and /metrics', async () => {
+    const server = await startServer({ args: ['--api-key', 'sekrit'] });
+    try {
+      const get = (path, key) => fetch(`${server.base}${path}`, { headers: key ? { authorization: `Bearer ${key}` } : {} });
+      assert.equal((await get('/v1/models')).status, 401);
+      assert.equal((await get('/v1/models', 'wrong')).status, 401);
+      assert.equal((await get('/v1/models', 'sekri')).status, 401);
+      assert.equal((await get('/v1/models', 'sekrit')).status, 200);
+      for (const open of ['/health', '/version', '/metrics']) assert.equal((await get(open)).status, 200, open);
+      assert.equal((await get('/nonexistent')).status, 401);
+      const tok = await fetch(`${server.base}/tokenize`, {
+        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'x' }),
+      });
+      assert.equal(tok.status, 401);
+      const body = await (await get('/v1/models')).json();
+      assert.equal(body.error.code, 401);
+
+      const good = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'sekrit', maxRetries: 0 });
+      const r = await good.completions.create({ model: 'hyllm-tiny', prompt: 'x', max_tokens: 2 });
+      assert.equal(r.choices.length, 1);
+      const bad = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'nope', maxRetries: 0 });
+      await assert.rejects(bad.completions.create({ model: 'hyllm-tiny', prompt: 'x', max_tokens: 2 }), (e) => e.status === 401);
+    } finally {
+      assert.equal((await server.stop()).code, 0);
+    }
+  });
+
+  it('takes the key from HYLLM_API_KEY, and is open without one', async () => {
+    const server = await startServer({ env: { HYLLM_API_KEY: 'fromenv' } });
+    try {
+      assert.equal((await fetch(`${server.base}/v1/models`)).status, 401);
+      const ok = await fetch(`${server.base}/v1/models`, { headers: { authorization: 'Bearer fromenv' } });
+      assert.equal(ok.status, 200);
+    } finally {
+      await server.stop();
+    }
+    const open = await startServer();
+    try {
+      assert.equal((await fetch(`${open.base}/v1/models`)).status, 200);
+    } finally {
+      await open.stop();
+    }
+  });
+});
+
+describe('SIGTERM', () => {
+  async function startStreams(server, count, maxTokens) {
+    const client = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'none', maxRetries: 0, timeout: 120000 });
+    let firstToken;
+    const gotFirst = new Promise((r) => { firstToken = r; });
+    const runs = Array.from({ length: count }, async () => {
+      const stream = await client.completions.create({
+        model: 'hyllm-tiny', prompt: 'Draining:', max_tokens: maxTokens, ignore_eos: true, stream: true,
+        stream_options: { include_usage: true },
+      });
+      let tokens = 0;
+      let finish = null;
+      for await (const chunk of stream) {
+        if (chunk.choices.length) {
+          tokens += 1;
+          firstToken();
+          finish = chunk.choices[0].finish_reason ?? finish;
+        }
+      }
+      return { tokens, finish };
+    });
+    await gotFirst;
+    return runs;
+  }
+
+  it('drains in-flight requests within --shutdown-timeout, refusing new ones', async () => {
+    const server = await startServer({ args: ['--shutdown-timeout', '60'] });
+    const runs = await startStreams(server, 4, 150);
+    server.proc.kill('SIGTERM');
+    await sleep(100);
+    // New work is refused while draining (503), or the listener is already gone.
+    try {
+      const r = await fetch(`${server.base}/v1/completions`, {
+        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'x' }),
+      });
+      assert.equal(r.status, 503);
+      const h = await fetch(`${server.base}/health`);
+      assert.equal(h.status, 503);
+    } catch (e) {
+      assert.match(String(e.cause?.code ?? e), /ECONNREFUSED|ECONNRESET|UND_ERR_SOCKET/);
+    }
+    const results = await Promise.all(runs);
+    for (const r of results) {
+      assert.equal(r.finish, 'length');
+      assert.equal(r.tokens, 150);
+    }
+    const { code } = await server.exited;
+    assert.equal(code, 0, server.log());
+  });
+
+  it('aborts in-flight requests at once with --shutdown-timeout 0', async () => {
+    const server = await startServer();
+    const runs = await startStreams(server, 2, 900);
+    const t0 = Date.now();
+    server.proc.kill('SIGTERM');
+    const results = await Promise.all(runs);
+    for (const r of results) {
+      assert.equal(r.finish, 'abort');
+      assert.ok(r.tokens < 900);
+    }
+    const { code } = await server.exited;
+    assert.equal(code, 0, server.log());
+    assert.ok(Date.now() - t0 < 8000);
+  });
+});

@@ -1,0 +1,294 @@
+// The official openai client against the real server: chat and completions,
+// stream and non-stream equal under greedy decoding, usage, n, logprobs,
+// stop strings and token ids, seeds.
+
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import OpenAI from 'openai';
+
+import { metric, metrics, sseEvents, startServer } from './harness.mjs';
+
+let server;
+let client;
+const MODEL = 'hyllm-tiny';
+const PROMPT = 'The list type supports';
+const MESSAGES = [{ role: 'user', content: 'How do I sort a list in Python?' }];
+
+before(async () => {
+  server = await startServer();
+  client = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'none', maxRetries: 0, timeout: 60000 });
+});
+after(async () => {
+  const { code } = await server.stop();
+  assert.equal(code, 0, server.log());
+});
+
+async function collectStream(stream) {
+  const chunks = [];
+  for await (const chunk of stream) chunks.push(chunk);
+  return chunks;
+}
+
+async function tokenize(prompt) {
+  const r = await fetch(`${server.base}/tokenize`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt }),
+  });
+  return (await r.json()).tokens;
+}
+
+describe('models and info', () => {
+  it('lists the served model', async () => {
+    const models = await client.models.list();
+    assert.equal(models.data.length, 1);
+    assert.equal(models.data[0].id, MODEL);
+    assert.equal(models.data[0].object, 'model');
+    assert.equal(models.data[0].max_model_len, 1024);
+  });
+
+  it('answers /version and /health', async () => {
+    const v = await (await fetch(`${server.base}/version`)).json();
+    assert.match(v.version, /^\d+\.\d+\.\d+/);
+    const h = await fetch(`${server.base}/health`);
+    assert.equal(h.status, 200);
+  });
+
+  it('tokenizes and detokenizes', async () => {
+    const ids = await tokenize(PROMPT);
+    assert.ok(ids.length > 1);
+    const r = await fetch(`${server.base}/detokenize`, {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ tokens: ids }),
+    });
+    assert.equal((await r.json()).prompt, PROMPT);
+    const chat = await fetch(`${server.base}/tokenize`, {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ messages: MESSAGES, add_generation_prompt: true }),
+    });
+    const body = await chat.json();
+    assert.equal(body.count, body.tokens.length);
+    assert.equal(body.max_model_len, 1024);
+  });
+});
+
+describe('completions', () => {
+  it('stream and non-stream agree under greedy decoding, with exact usage', async () => {
+    const params = { model: MODEL, prompt: PROMPT, max_tokens: 12, temperature: 0, ignore_eos: true };
+    const whole = await client.completions.create(params);
+    assert.equal(whole.object, 'text_completion');
+    assert.equal(whole.choices.length, 1);
+    assert.equal(whole.choices[0].finish_reason, 'length');
+    const promptIds = await tokenize(PROMPT);
+    assert.deepEqual(whole.usage.prompt_tokens, promptIds.length);
+    assert.equal(whole.usage.completion_tokens, 12);
+    assert.equal(whole.usage.total_tokens, promptIds.length + 12);
+
+    const chunks = await collectStream(await client.completions.create({
+      ...params, stream: true, stream_options: { include_usage: true }, return_token_ids: true,
+    }));
+    const withChoices = chunks.filter((c) => c.choices.length > 0);
+    // One event per generated token, none before the first token.
+    assert.equal(withChoices.length, 12);
+    for (const c of withChoices) assert.equal(c.choices[0].token_ids.length, 1);
+    for (const c of withChoices) assert.equal(c.usage, null);
+    assert.equal(withChoices.map((c) => c.choices[0].text).join(''), whole.choices[0].text);
+    assert.equal(withChoices.at(-1).choices[0].finish_reason, 'length');
+    const last = chunks.at(-1);
+    assert.deepEqual(last.choices, []);
+    assert.deepEqual(last.usage.prompt_tokens, whole.usage.prompt_tokens);
+    assert.deepEqual(last.usage.completion_tokens, 12);
+    assert.ok(chunks.every((c) => c.id === chunks[0].id && c.created === chunks[0].created && c.model === MODEL));
+  });
+
+  it('takes token-id prompts and batches, numbering choices prompt * n + i', async () => {
+    const ids = await tokenize(PROMPT);
+    const byIds = await client.completions.create({ model: MODEL, prompt: ids, max_tokens: 5, temperature: 0 });
+    const byText = await client.completions.create({ model: MODEL, prompt: PROMPT, max_tokens: 5, temperature: 0 });
+    assert.equal(byIds.choices[0].text, byText.choices[0].text);
+    const batch = await client.completions.create({
+      model: MODEL, prompt: [PROMPT, 'A dictionary'], n: 2, max_tokens: 4, temperature: 0,
+    });
+    assert.deepEqual(batch.choices.map((c) => c.index), [0, 1, 2, 3]);
+    assert.equal(batch.choices[0].text, byText.choices[0].text.slice(0, batch.choices[0].text.length));
+    assert.equal(batch.choices[0].text, batch.choices[1].text);
+    assert.equal(batch.usage.completion_tokens, batch.choices.length * 4);
+  });
+
+  it('echoes the prompt and returns logprobs', async () => {
+    const echo = await client.completions.create({ model: MODEL, prompt: PROMPT, max_tokens: 3, temperature: 0, echo: true });
+    assert.ok(echo.choices[0].text.startsWith(PROMPT));
+    const r = await client.completions.create({ model: MODEL, prompt: PROMPT, max_tokens: 6, temperature: 0, logprobs: 3 });
+    const lp = r.choices[0].logprobs;
+    assert.equal(lp.tokens.length, 6);
+    assert.equal(lp.token_logprobs.length, 6);
+    assert.equal(lp.tokens.join(''), r.choices[0].text);
+    for (let i = 0; i < 6; ++i) {
+      assert.ok(lp.token_logprobs[i] <= 0);
+      const top = lp.top_logprobs[i];
+      assert.ok(Object.keys(top).length >= 1 && Object.keys(top).length <= 4);
+      // Greedy: the sampled token is the most likely one.
+      assert.equal(Math.max(...Object.values(top)), lp.token_logprobs[i]);
+    }
+    assert.equal(lp.text_offset[0], 0);
+  });
+
+  it('stops at stop strings, in stream and non-stream alike', async () => {
+    const base = await client.completions.create({ model: MODEL, prompt: PROMPT, max_tokens: 20, temperature: 0, ignore_eos: true });
+    const text = base.choices[0].text;
+    // A stop string from the middle of the greedy text, spanning characters of
+    // several tokens.
+    const start = Math.floor(text.length / 2);
+    const stop = text.slice(start, start + 4);
+    const expected = text.slice(0, text.indexOf(stop));
+    const stopped = await client.completions.create({ model: MODEL, prompt: PROMPT, max_tokens: 20, temperature: 0, ignore_eos: true, stop: [stop] });
+    assert.equal(stopped.choices[0].text, expected);
+    assert.equal(stopped.choices[0].finish_reason, 'stop');
+    assert.equal(stopped.choices[0].stop_reason, stop);
+    assert.ok(stopped.usage.completion_tokens < 20);
+    const chunks = await collectStream(await client.completions.create({
+      model: MODEL, prompt: PROMPT, max_tokens: 20, temperature: 0, ignore_eos: true, stop: stop, stream: true,
+    }));
+    assert.equal(chunks.map((c) => c.choices[0]?.text ?? '').join(''), expected);
+    assert.equal(chunks.at(-1).choices[0].finish_reason, 'stop');
+  });
+
+  it('stops at stop_token_ids', async () => {
+    const base = await client.completions.create({ model: MODEL, prompt: PROMPT, max_tokens: 10, temperature: 0, ignore_eos: true, return_token_ids: true });
+    const ids = base.choices[0].token_ids;
+    const stopId = ids[3];
+    const firstAt = ids.indexOf(stopId);
+    const r = await client.completions.create({ model: MODEL, prompt: PROMPT, max_tokens: 10, temperature: 0, ignore_eos: true, stop_token_ids: [stopId], return_token_ids: true });
+    assert.deepEqual(r.choices[0].token_ids, ids.slice(0, firstAt + 1));
+    assert.equal(r.choices[0].finish_reason, 'stop');
+    assert.equal(r.choices[0].stop_reason, stopId);
+    assert.equal(r.usage.completion_tokens, firstAt + 1);
+  });
+
+  it('reproduces a seeded sample and gives n distinct choices', async () => {
+    const params = { model: MODEL, prompt: PROMPT, max_tokens: 10, temperature: 1.0, top_p: 1, top_k: 0, seed: 1234, n: 3 };
+    const a = await client.completions.create(params);
+    const b = await client.completions.create(params);
+    assert.deepEqual(a.choices.map((c) => c.text), b.choices.map((c) => c.text));
+    assert.deepEqual(a.choices.map((c) => c.index), [0, 1, 2]);
+    const other = await client.completions.create({ ...params, seed: 99 });
+    assert.notDeepEqual(other.choices.map((c) => c.text), a.choices.map((c) => c.text));
+  });
+});
+
+describe('chat completions', () => {
+  it('stream and non-stream agree under greedy decoding', async () => {
+    const params = { model: MODEL, messages: MESSAGES, max_completion_tokens: 16, temperature: 0 };
+    const whole = await client.chat.completions.create(params);
+    assert.equal(whole.object, 'chat.completion');
+    assert.equal(whole.choices[0].message.role, 'assistant');
+    const content = whole.choices[0].message.content;
+    assert.ok(['stop', 'length'].includes(whole.choices[0].finish_reason));
+
+    const chunks = await collectStream(await client.chat.completions.create({
+      ...params, stream: true, stream_options: { include_usage: true },
+    }));
+    assert.equal(chunks[0].object, 'chat.completion.chunk');
+    assert.deepEqual(chunks[0].choices[0].delta, { role: 'assistant', content: '' });
+    const text = chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('');
+    assert.equal(text, content);
+    const final = chunks.filter((c) => c.choices.length > 0).at(-1);
+    assert.equal(final.choices[0].finish_reason, whole.choices[0].finish_reason);
+    assert.deepEqual(chunks.at(-1).choices, []);
+    assert.deepEqual(chunks.at(-1).usage, whole.usage);
+    // Role chunk, then one chunk per generated token.
+    assert.equal(chunks.length, 1 + whole.usage.completion_tokens + 1);
+  });
+
+  it('returns chat logprobs with top alternatives', async () => {
+    const r = await client.chat.completions.create({
+      model: MODEL, messages: MESSAGES, max_completion_tokens: 5, temperature: 0, logprobs: true, top_logprobs: 2,
+    });
+    const content = r.choices[0].logprobs.content;
+    assert.equal(content.length, r.usage.completion_tokens);
+    for (const t of content) {
+      assert.equal(t.top_logprobs.length, 2);
+      assert.ok(t.logprob <= 0);
+      assert.ok(Array.isArray(t.bytes));
+      assert.equal(t.top_logprobs[0].logprob, t.logprob);
+    }
+  });
+
+  it('gives n choices, stop strings and system prompts', async () => {
+    const r = await client.chat.completions.create({
+      model: MODEL, n: 2, temperature: 0.8, seed: 7, max_completion_tokens: 8,
+      messages: [{ role: 'system', content: 'You are terse.' }, ...MESSAGES],
+    });
+    assert.deepEqual(r.choices.map((c) => c.index), [0, 1]);
+    const base = await client.chat.completions.create({ model: MODEL, messages: MESSAGES, max_completion_tokens: 16, temperature: 0 });
+    const text = base.choices[0].message.content;
+    if (text.length >= 4) {
+      const stop = text.slice(2, 4);
+      const r2 = await client.chat.completions.create({ model: MODEL, messages: MESSAGES, max_completion_tokens: 16, temperature: 0, stop });
+      assert.equal(r2.choices[0].message.content, text.slice(0, text.indexOf(stop)));
+      assert.equal(r2.choices[0].finish_reason, 'stop');
+    }
+  });
+
+  it('accepts content parts, tools and chat_template_kwargs', async () => {
+    const r = await client.chat.completions.create({
+      model: MODEL, max_completion_tokens: 4, temperature: 0,
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'Hello' }, { type: 'text', text: 'there' }] }],
+      tools: [{ type: 'function', function: { name: 'lookup', description: 'Look up a word', parameters: { type: 'object', properties: { word: { type: 'string' } } } } }],
+      chat_template_kwargs: { enable_thinking: false },
+    });
+    assert.equal(r.choices.length, 1);
+  });
+
+  it('sends raw SSE framing exactly', async () => {
+    const { status, headers, events } = await sseEvents(`${server.base}/v1/chat/completions`, {
+      model: MODEL, messages: MESSAGES, max_tokens: 3, temperature: 0, ignore_eos: true, stream: true,
+    });
+    assert.equal(status, 200);
+    assert.match(headers.get('content-type'), /^text\/event-stream/);
+    for (const e of events) assert.match(e, /^data: [^\n]+$/);
+    assert.equal(events.at(-1), 'data: [DONE]');
+    const payloads = events.slice(0, -1).map((e) => JSON.parse(e.slice(6)));
+    assert.equal(payloads.length, 1 + 3);
+    assert.ok(payloads.every((p) => !('usage' in p)));
+  });
+});
+
+describe('streaming delivery', () => {
+  it('sends each event as it is generated, even to clients that accept gzip', async () => {
+    const r = await fetch(`${server.base}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'accept-encoding': 'gzip, deflate, br' },
+      body: JSON.stringify({ model: MODEL, prompt: PROMPT, max_tokens: 500, ignore_eos: true, stream: true }),
+    });
+    assert.equal(r.status, 200);
+    assert.equal(r.headers.get('content-encoding'), null);
+    const reader = r.body.getReader();
+    const { value } = await reader.read();
+    assert.match(new TextDecoder().decode(value), /^data: /);
+    // The first event arrived while the request is still generating.
+    assert.equal(metric(await metrics(server.base), 'vllm:num_requests_running'), 1);
+    await reader.cancel();
+  });
+});
+
+describe('errors through the client', () => {
+  it('404 for an unknown model', async () => {
+    await assert.rejects(client.completions.create({ model: 'gpt-9', prompt: 'x' }), (e) => {
+      assert.equal(e.status, 404);
+      assert.equal(e.message.includes('The model `gpt-9` does not exist.'), true);
+      return true;
+    });
+  });
+
+  it('400 for a prompt over the context', async () => {
+    const long = 'word '.repeat(1500);
+    await assert.rejects(client.completions.create({ model: MODEL, prompt: long, max_tokens: 10 }), (e) => {
+      assert.equal(e.status, 400);
+      assert.match(e.message, /maximum context length is 1024/);
+      return true;
+    });
+    await assert.rejects(client.chat.completions.create({ model: MODEL, messages: MESSAGES, max_tokens: 5000 }), (e) => {
+      assert.equal(e.status, 400);
+      assert.match(e.message, /maximum context length is/);
+      return true;
+    });
+  });
+});

@@ -1,0 +1,226 @@
+#include <gtest/gtest.h>
+
+#include "serve/api_error.h"
+#include "serve/chat_request.h"
+#include "serve/completion_request.h"
+#include "serve/json_fields.h"
+#include "serve/sampling_request.h"
+
+namespace hyllm::serve {
+namespace {
+
+using json = Json;
+
+// Runs fn and returns the ApiError it throws (fails the test if none).
+template <typename F>
+ApiError expect_api_error(F&& fn) {
+  try {
+    fn();
+  } catch (const ApiError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no ApiError thrown";
+  return ApiError(0, "");
+}
+
+CompletionRequest completion(const char* text) { return parse_completion_request(json::parse(text)); }
+ChatRequest chat(const char* text) { return parse_chat_request(json::parse(text)); }
+
+TEST(RequestJson, RejectsNonObjectsAndDeepNesting) {
+  EXPECT_EQ(expect_api_error([] { parse_request_json("[1,2]"); }).status(), 400);
+  EXPECT_EQ(expect_api_error([] { parse_request_json("{\"a\":"); }).status(), 400);
+  std::string deep(200, '[');
+  deep = "{\"a\":" + deep + std::string(200, ']') + "}";
+  auto e = expect_api_error([&] { parse_request_json(deep); });
+  EXPECT_NE(std::string(e.what()).find("nesting"), std::string::npos);
+  EXPECT_TRUE(parse_request_json("{\"a\": [[1]]}").is_object());
+}
+
+TEST(CompletionRequest, PromptForms) {
+  EXPECT_EQ(completion(R"({"prompt": "hi"})").prompts.at(0).text, "hi");
+  auto ids = completion(R"({"prompt": [1, 2, 3]})");
+  ASSERT_EQ(ids.prompts.size(), 1u);
+  EXPECT_EQ(ids.prompts[0].token_ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(completion(R"({"prompt": ["a", "b"]})").prompts.size(), 2u);
+  EXPECT_EQ(completion(R"({"prompt": [[1], [2, 3]]})").prompts[1].token_ids.size(), 2u);
+  for (const char* bad : {R"({"prompt": ""})", R"({"prompt": []})", R"({"prompt": [[]]})", R"({})",
+                          R"({"prompt": 5})", R"({"prompt": ["a", 1]})", R"({"prompt": [1, "a"]})",
+                          R"({"prompt": [-1]})", R"({"prompt": [1.5]})"}) {
+    EXPECT_EQ(expect_api_error([&] { completion(bad); }).status(), 400) << bad;
+  }
+  EXPECT_NE(std::string(expect_api_error([] { completion(R"({"prompt": ""})"); }).what()).find("empty"),
+            std::string::npos);
+}
+
+TEST(CompletionRequest, DefaultsAndLogprobs) {
+  auto r = completion(R"({"prompt": "x"})");
+  EXPECT_EQ(r.sampling.max_tokens, 16);
+  EXPECT_FALSE(r.sampling.logprobs);
+  EXPECT_FALSE(completion(R"({"prompt": "x", "max_tokens": null})").sampling.max_tokens);
+  EXPECT_EQ(completion(R"({"prompt": "x", "logprobs": 3})").sampling.logprobs, 3);
+  EXPECT_EQ(completion(R"({"prompt": "x", "max_tokens": 4.0})").sampling.max_tokens, 4);
+  auto over = expect_api_error([] { completion(R"({"prompt": "x", "logprobs": 21})"); });
+  EXPECT_EQ(over.status(), 400);
+  EXPECT_EQ(over.param(), "logprobs");
+  EXPECT_EQ(expect_api_error([] { completion(R"({"prompt": "x", "logprobs": -1})"); }).status(), 400);
+  EXPECT_EQ(expect_api_error([] { completion(R"({"prompt": "x", "echo": true, "logprobs": 1})"); }).status(),
+            400);
+}
+
+TEST(SamplingRequest, RangesFollowVllm) {
+  struct Case {
+    const char* body;
+    const char* param;
+  };
+  const Case cases[] = {
+      {R"({"prompt":"x","n":0})", "n"},
+      {R"({"prompt":"x","n":100000})", "n"},
+      {R"({"prompt":"x","temperature":-0.5})", "temperature"},
+      {R"({"prompt":"x","temperature":"hot"})", "temperature"},
+      {R"({"prompt":"x","top_p":0})", "top_p"},
+      {R"({"prompt":"x","top_p":1.5})", "top_p"},
+      {R"({"prompt":"x","top_k":-2})", "top_k"},
+      {R"({"prompt":"x","min_p":2})", "min_p"},
+      {R"({"prompt":"x","presence_penalty":3})", "presence_penalty"},
+      {R"({"prompt":"x","frequency_penalty":-3})", "frequency_penalty"},
+      {R"({"prompt":"x","repetition_penalty":0})", "repetition_penalty"},
+      {R"({"prompt":"x","max_tokens":0})", "max_tokens"},
+      {R"({"prompt":"x","max_tokens":-5})", "max_tokens"},
+      {R"({"prompt":"x","max_tokens":1.5})", "max_tokens"},
+      {R"({"prompt":"x","min_tokens":-1})", "min_tokens"},
+      {R"({"prompt":"x","min_tokens":10,"max_tokens":5})", "min_tokens"},
+      {R"({"prompt":"x","stop":[""]})", "stop"},
+      {R"({"prompt":"x","stop":5})", "stop"},
+      {R"({"prompt":"x","stop_token_ids":["a"]})", "stop_token_ids"},
+      {R"({"prompt":"x","stream_options":{"include_usage":true}})", "stream_options"},
+      {R"({"prompt":"x","seed":"abc"})", "seed"},
+      {R"({"prompt":"x","best_of":3})", "best_of"},
+      {R"({"prompt":"x","logit_bias":{"1":5}})", "logit_bias"},
+      {R"({"prompt":"x","stream":"yes"})", "stream"},
+  };
+  for (const auto& c : cases) {
+    auto e = expect_api_error([&] { completion(c.body); });
+    EXPECT_EQ(e.status(), 400) << c.body;
+    EXPECT_EQ(e.param(), c.param) << c.body;
+  }
+  std::string many_stops = R"({"prompt":"x","stop":[)";
+  for (int i = 0; i < 100; ++i) many_stops += (i ? ",\"s" : "\"s") + std::to_string(i) + "\"";
+  many_stops += "]}";
+  EXPECT_EQ(expect_api_error([&] { completion(many_stops.c_str()); }).status(), 400);
+  EXPECT_NE(std::string(expect_api_error([] { completion(R"({"prompt":"x","top_p":1.5})"); }).what())
+                .find("top_p must be in (0, 1], got 1.5."),
+            std::string::npos);
+}
+
+TEST(SamplingRequest, ParsesKnobs) {
+  auto r = completion(R"({"prompt":"x","n":3,"temperature":0.000001,"top_p":0.9,"top_k":-1,"min_p":0.1,
+      "seed":42,"stop":"END","stop_token_ids":[7],"ignore_eos":true,"stream":true,
+      "stream_options":{"include_usage":true},"return_token_ids":true,"presence_penalty":0.5})");
+  EXPECT_EQ(r.sampling.n, 3);
+  EXPECT_EQ(r.sampling.temperature, 0.0f);  // below vLLM's epsilon: greedy
+  EXPECT_EQ(r.sampling.top_k, 0);
+  EXPECT_EQ(r.sampling.seed, 42u);
+  EXPECT_EQ(r.sampling.stop, (std::vector<std::string>{"END"}));
+  EXPECT_TRUE(r.sampling.include_usage);
+  EXPECT_TRUE(r.sampling.return_token_ids);
+  EXPECT_TRUE(r.sampling.ignore_eos);
+  EXPECT_FLOAT_EQ(r.sampling.presence_penalty, 0.5f);
+}
+
+TEST(SamplingRequest, ResolvesDefaultsAndContext) {
+  SamplingRequest s;
+  s.max_tokens = 10;
+  SamplingDefaults d;
+  d.temperature = 0.6f;
+  d.top_k = 20;
+  auto p = resolve_sampling_params(s, d, 5, 100, 1000);
+  EXPECT_FLOAT_EQ(p.temperature, 0.6f);
+  EXPECT_EQ(p.top_k, 20);
+  EXPECT_EQ(p.max_tokens, 10);
+  s.temperature = 0.0f;
+  EXPECT_FLOAT_EQ(resolve_sampling_params(s, d, 5, 100, 1000).temperature, 0.0f);
+
+  auto e = expect_api_error([&] { resolve_sampling_params(s, d, 95, 100, 1000); });
+  EXPECT_NE(std::string(e.what()).find("maximum context length is 100 tokens"), std::string::npos);
+  s.max_tokens.reset();
+  EXPECT_EQ(resolve_sampling_params(s, d, 40, 100, 1000).max_tokens, 60);
+  d.max_new_tokens = 8;
+  EXPECT_EQ(resolve_sampling_params(s, d, 40, 100, 1000).max_tokens, 8);
+  EXPECT_NE(std::string(expect_api_error([&] { resolve_sampling_params(s, d, 100, 100, 1000); }).what())
+                .find("maximum context length is"),
+            std::string::npos);
+  s.stop_token_ids = {5000};
+  EXPECT_EQ(expect_api_error([&] { resolve_sampling_params(s, d, 4, 100, 1000); }).param(), "stop_token_ids");
+}
+
+TEST(ChatRequest, NormalisesMessages) {
+  auto r = chat(R"({"messages":[{"role":"system","content":"be brief"},
+      {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},
+      {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function",
+        "function":{"name":"f","arguments":"{\"x\":1}"}}]},
+      {"role":"tool","tool_call_id":"c1","content":"42"}]})");
+  ASSERT_EQ(r.messages.size(), 4u);
+  EXPECT_EQ(r.messages[1]["content"], "a\nb");
+  EXPECT_TRUE(r.messages[2]["content"].is_null());
+  EXPECT_EQ(r.messages[2]["tool_calls"][0]["function"]["arguments"]["x"], 1);
+  EXPECT_EQ(r.messages[3]["tool_call_id"], "c1");
+  EXPECT_TRUE(r.add_generation_prompt);
+  EXPECT_FALSE(r.sampling.max_tokens);
+}
+
+TEST(ChatRequest, RejectsBadMessagesAndFields) {
+  const char* bad[] = {
+      R"({})",
+      R"({"messages":[]})",
+      R"({"messages":"hi"})",
+      R"({"messages":[{"content":"x"}]})",
+      R"({"messages":[{"role":"user","content":5}]})",
+      R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]})",
+      R"({"messages":[{"role":"user","content":"x"}],"tools":[]})",
+      R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"auto"})",
+      R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],
+          "tool_choice":{"type":"function","function":{"name":"g"}}})",
+      R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":2})",
+      R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":25})",
+      R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{}}})",
+      R"({"messages":[{"role":"user","content":"x"}],"chat_template":5})",
+      R"({"messages":[{"role":"user","content":"x"}],"continue_final_message":true})",
+      R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":0})",
+  };
+  for (const char* b : bad) EXPECT_EQ(expect_api_error([&] { chat(b); }).status(), 400) << b;
+  std::string many = R"({"messages":[)";
+  for (int i = 0; i < 5000; ++i) many += std::string(i ? "," : "") + R"({"role":"user","content":"x"})";
+  many += "]}";
+  EXPECT_EQ(expect_api_error([&] { chat(many.c_str()); }).status(), 400);
+}
+
+TEST(ChatRequest, LogprobsToolsAndKwargs) {
+  auto r = chat(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":3,
+      "max_tokens":9,"max_completion_tokens":5,
+      "tools":[{"type":"function","function":{"name":"f","parameters":{}}}],
+      "chat_template_kwargs":{"enable_thinking":false,"messages":"ignored"}})");
+  EXPECT_EQ(r.sampling.logprobs, 3);
+  EXPECT_EQ(r.sampling.max_tokens, 5);
+  EXPECT_EQ(r.tools.size(), 1u);
+  EXPECT_EQ(r.chat_template_kwargs, json({{"enable_thinking", false}}));
+  EXPECT_EQ(chat(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true})").sampling.logprobs, 0);
+  EXPECT_FALSE(chat(R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":0})").sampling.logprobs);
+}
+
+TEST(ApiError, OpenAiShape) {
+  auto e = model_not_found("gpt-4");
+  auto j = e.to_json();
+  EXPECT_EQ(j["error"]["message"], "The model `gpt-4` does not exist.");
+  EXPECT_EQ(j["error"]["type"], "NotFoundError");
+  EXPECT_EQ(j["error"]["code"], 404);
+  EXPECT_EQ(j["error"]["param"], "model");
+  EXPECT_EQ(api_error_from(Error(ErrorCode::kInvalidArgument, "x")).status(), 400);
+  EXPECT_EQ(api_error_from(Error(ErrorCode::kInternal, "x")).status(), 500);
+  auto from_std = api_error_from_exception(std::make_exception_ptr(std::runtime_error("boom")));
+  EXPECT_EQ(from_std.status(), 500);
+  // Invalid UTF-8 in a message must still print.
+  EXPECT_NO_THROW(model_not_found("\xff\xfe").body());
+}
+
+}  // namespace
+}  // namespace hyllm::serve

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# `hyllm bench serve` against the real `hyllm serve` on the CPU backend: every
+# request succeeds and the token totals equal what was asked for, which holds
+# only if the server's usage counts are exact.
+set -euo pipefail
+hyllm=$1
+tmp=$(mktemp -d)
+port=$(shuf -i 20000-60000 -n 1)
+"$hyllm" serve --device cpu --host 127.0.0.1 --port "$port" --max-model-len 512 >"$tmp/server.log" 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$tmp"' EXIT
+for _ in $(seq 1 240); do
+  curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
+  kill -0 $server 2>/dev/null || { cat "$tmp/server.log"; exit 1; }
+  sleep 0.5
+done
+"$hyllm" bench serve --base-url "http://127.0.0.1:$port" --tokenizer models/hyllm-tiny \
+  --num-prompts 8 --random-input-len 32 --random-output-len 8 --max-concurrency 4 \
+  --ignore-eos --temperature 0 --num-warmups 2 --percentile-metrics ttft,tpot,itl,e2el \
+  --metric-percentiles 50,99 --save-result --result-dir "$tmp" --result-filename r.json | tee "$tmp/out.txt"
+grep -q "Successful requests:                     8" "$tmp/out.txt"
+grep -q "Failed requests:                         0" "$tmp/out.txt"
+grep -q "Total input tokens:                      256" "$tmp/out.txt"
+grep -q "Total generated tokens:                  64" "$tmp/out.txt"
+grep -q '"p99_e2el_ms"' "$tmp/r.json"
+echo "bench serve against the real server: OK"

@@ -25,6 +25,7 @@
 #include "model/config/model_config.h"
 #include "model/loader/weight_source.h"
 #include "model/model.h"
+#include "serve/chat_prompt.h"
 #include "serve/openai_server.h"
 #include "serve_args.h"
 #include "util/env.h"
@@ -200,6 +201,12 @@ int run_serve(ServeArgs& a) {
   config.max_model_len = a.max_model_len.empty()
                              ? static_cast<int>(model_config.max_position_embeddings)
                              : static_cast<int>(parse_human_int(a.max_model_len, "--max-model-len"));
+  if (config.max_model_len > model_config.max_position_embeddings) {
+    fail(ErrorCode::kInvalidArgument,
+         "User-specified max_model_len ({}) is greater than the derived max_model_len (max_position_embeddings={} "
+         "in the model's config.json)",
+         config.max_model_len, model_config.max_position_embeddings);
+  }
   config.block_size = a.block_size;
   config.gpu_memory_utilization = a.gpu_memory_utilization;
   if (!a.kv_cache_memory.empty()) {
@@ -324,9 +331,11 @@ int run_serve(ServeArgs& a) {
   ctx->model_root = model_dir.string();
   ctx->created = serve::unix_time_seconds();
   ctx->max_model_len = config.max_model_len;
+  ctx->special_tokens = serve::special_token_texts(*tokenizer);
   ctx->tokenizer = std::move(tokenizer);
   ctx->engine = std::move(engine);
   ctx->trust_request_chat_template = a.trust_request_chat_template;
+  ctx->log_requests = a.enable_log_requests;
   const std::string served = ctx->model_name();
   server.set_ready(std::move(ctx));
 

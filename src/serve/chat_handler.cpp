@@ -22,8 +22,8 @@ void handle_chat_completions(const ServingContext& ctx, ActivityCounter& activit
   in.continue_final_message = req.continue_final_message;
   in.request_kwargs = &req.chat_template_kwargs;
   in.request_template = &req.chat_template;
-  const std::string prompt = render_chat_prompt(ctx, in);
-  std::vector<int32_t> ids = tok.encode(prompt, req.add_special_tokens);
+  in.add_special_tokens = req.add_special_tokens;
+  std::vector<int32_t> ids = chat_prompt_ids(ctx, in);
   if (ids.empty()) throw bad_request("The chat template rendered an empty prompt", "messages");
 
   // vLLM's chat echo: the final message's content comes back in front of the
@@ -40,6 +40,7 @@ void handle_chat_completions(const ServingContext& ctx, ActivityCounter& activit
                                                   tok.vocab_size());
   GenerationOptions gen_options{req.sampling.skip_special_tokens, req.sampling.include_stop_str_in_output};
   auto generation = std::make_unique<Generation>(*ctx.engine, tok, id, params.n, params.stop, gen_options);
+  log_request(ctx, id, ids.size(), params);
   generation->add_prompt(ids, std::move(params));
 
   ResponseOptions options;

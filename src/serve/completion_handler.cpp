@@ -6,6 +6,7 @@
 #include "serve/completion_request.h"
 #include "serve/handlers.h"
 #include "serve/openai_json.h"
+#include "util/log.h"
 
 namespace hyllm::serve {
 
@@ -13,6 +14,17 @@ void check_token_ids(const std::vector<int32_t>& ids, int32_t vocab_size, const 
   for (int32_t id : ids) {
     if (id < 0 || id >= vocab_size) throw bad_request(fmt::format("Token id {} is out of vocabulary", id), param);
   }
+}
+
+void log_request(const ServingContext& ctx, const std::string& id, size_t prompt_tokens, const SamplingParams& p) {
+  if (!ctx.log_requests) return;
+  log::info("Received request {}: prompt tokens: {}, params: n={}, temperature={}, top_p={}, top_k={}, min_p={}, "
+            "presence_penalty={}, frequency_penalty={}, repetition_penalty={}, seed={}, max_tokens={}, "
+            "min_tokens={}, ignore_eos={}, stop={}, stop_token_ids={}, logprobs={}",
+            id, prompt_tokens, p.n, p.temperature, p.top_p, p.top_k, p.min_p, p.presence_penalty,
+            p.frequency_penalty, p.repetition_penalty, p.seed ? fmt::format("{}", *p.seed) : "None", p.max_tokens,
+            p.min_tokens, p.ignore_eos, p.stop.size(), p.stop_token_ids.size(),
+            p.logprobs ? fmt::format("{}", *p.logprobs) : "None");
 }
 
 void handle_completions(const ServingContext& ctx, ActivityCounter& activity, const std::string& body,
@@ -43,6 +55,7 @@ void handle_completions(const ServingContext& ctx, ActivityCounter& activity, co
     SamplingParams params = resolve_sampling_params(req.sampling, ctx.sampling_defaults,
                                                     static_cast<int64_t>(ids.size()), ctx.max_model_len,
                                                     tok.vocab_size());
+    log_request(ctx, id, ids.size(), params);
     generation->add_prompt(ids, std::move(params));
   }
 

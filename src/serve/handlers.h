@@ -21,6 +21,9 @@ void handle_tokenize(const ServingContext& ctx, const std::string& body, httplib
 void handle_detokenize(const ServingContext& ctx, const std::string& body, httplib::Response& res);
 Json models_json(const ServingContext& ctx);
 
+// --enable-log-requests: one line per engine request with its parameters.
+void log_request(const ServingContext& ctx, const std::string& id, size_t prompt_tokens, const SamplingParams& p);
+
 // Prompt ids checked against the vocabulary (400 naming the id).
 void check_token_ids(const std::vector<int32_t>& ids, int32_t vocab_size, const char* param);
 

@@ -27,6 +27,10 @@ struct ServingContext {
   SamplingDefaults sampling_defaults;           // from --generation-config
   Json default_chat_template_kwargs = Json::object();
   bool trust_request_chat_template = false;
+  bool log_requests = false;                    // --enable-log-requests
+  // Texts of the tokenizer's special tokens: client text spelling one is
+  // tokenized as plain text (chat_prompt_ids).
+  std::vector<std::string> special_tokens;
 
   const std::string& model_name() const { return served_model_names.front(); }
   // 404 "The model `X` does not exist." when a model is named and not served.

@@ -30,7 +30,8 @@ void handle_tokenize(const ServingContext& ctx, const std::string& body, httplib
     }
     in.request_kwargs = &kwargs;
     in.request_template = &request_template;
-    ids = tok.encode(render_chat_prompt(ctx, in), r.boolean("add_special_tokens").value_or(false));
+    in.add_special_tokens = r.boolean("add_special_tokens").value_or(false);
+    ids = chat_prompt_ids(ctx, in);
   } else {
     auto prompt = r.string("prompt");
     if (!prompt) throw bad_request("Either `prompt` or `messages` is required", "prompt");

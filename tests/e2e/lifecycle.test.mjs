@@ -3,10 +3,31 @@
 // process exits cleanly.
 
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import OpenAI from 'openai';
 
-import { sleep, startServer } from './harness.mjs';
+import { HYLLM_BIN, sleep, startServer } from './harness.mjs';
+
+describe('startup', () => {
+  const refused = [
+    [['--tensor-parallel-size', '2'], /tensor-parallel-size 2/],
+    [['--kv-cache-dtype', 'fp8'], /kv-cache-dtype fp8/],
+    [['--enable-prefix-caching'], /prefix caching/],
+    [['--dtype', 'float16'], /--dtype float16/],
+    [['--load-format', 'pt'], /load format/],
+    [['--max-model-len', '100k'], /max_model_len \(100000\)/],
+    [['--reasoning-parser', 'qwen3'], /reasoning-parser/],
+    [['/nonexistent/model'], /does not exist/],
+  ];
+  for (const [args, message] of refused) {
+    it(`refuses ${args.join(' ')} with a clear message`, () => {
+      const r = spawnSync(HYLLM_BIN, ['serve', '--device', 'cpu', '--port', '0', ...args], { encoding: 'utf8', timeout: 30000 });
+      assert.equal(r.status, 1, r.stderr);
+      assert.match(r.stderr, message);
+    });
+  }
+});
 
 describe('api key', () => {
   it('guards everything but /health, /version and /metrics', async () => {

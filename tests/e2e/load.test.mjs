@@ -62,6 +62,27 @@ describe('load', () => {
     assert.ok(metric(m, 'vllm:request_success_total', { finished_reason: 'length' }) >= 64);
   });
 
+  it('holds 512 streaming connections at once and finishes every one', async () => {
+    let open = 0;
+    let maxOpen = 0;
+    const runs = Array.from({ length: 512 }, async (_, i) => {
+      const stream = await client.completions.create({
+        model: 'hyllm-tiny', prompt: `Client ${i}:`, max_tokens: 3, ignore_eos: true, temperature: 0, stream: true,
+      });
+      maxOpen = Math.max(maxOpen, ++open);
+      let events = 0;
+      for await (const chunk of stream) if (chunk.choices.length) events += 1;
+      open -= 1;
+      return events;
+    });
+    const events = await Promise.all(runs);
+    // More clients than --max-num-seqs (256): the rest wait their turn, none starves.
+    assert.ok(events.every((n) => n === 3));
+    assert.ok(maxOpen > 256, `only ${maxOpen} streams were open at once`);
+    const m = await waitForIdle();
+    assert.equal(metric(m, 'vllm:num_requests_running'), 0);
+  });
+
   it('frees the cache of streams whose clients disconnect', async () => {
     const before = await metrics(server.base);
     const abortedBefore = metric(before, 'vllm:request_success_total', { finished_reason: 'abort' }) ?? 0;

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "bench/compare.h"
+#include "bench/roofline.h"
 #include "bench/serve_benchmark.h"
 #include "bench/svg_plot.h"
 #include "bench/tokenizer_adapter.h"
@@ -236,10 +237,32 @@ void setup_bench(CLI::App& bench, int& exit_code) {
     exit_code = 0;
   });
 
+  static std::string floors_model;
+  static int floors_batch = 1, floors_input = 1024, floors_output = 128;
+  static double floors_bandwidth_gbs = 4280, floors_bf16_tflops = 790;
+  CLI::App* floors = bench.add_subcommand(
+      "floors", "Physical floors of a model config on one GPU: prefill and decode-step milliseconds (roofline.h)");
+  floors->add_option("--model", floors_model, "Model directory (its config.json)")->required();
+  floors->add_option("--batch", floors_batch, "Sequences per decode step")->capture_default_str();
+  floors->add_option("--random-input-len", floors_input, "Prompt tokens")->capture_default_str();
+  floors->add_option("--random-output-len", floors_output, "Output tokens (the decode context is input + output / 2)")
+      ->capture_default_str();
+  floors->add_option("--bandwidth-gbs", floors_bandwidth_gbs, "Measured device bandwidth")->capture_default_str();
+  floors->add_option("--bf16-tflops", floors_bf16_tflops, "Measured BF16 GEMM rate")->capture_default_str();
+  floors->callback([&exit_code] {
+    GpuCeilings gpu;
+    gpu.bandwidth_bytes_per_s = floors_bandwidth_gbs * 1e9;
+    gpu.bf16_flops = floors_bf16_tflops * 1e12;
+    const Floors f = compute_floors(load_model_config(floors_model), gpu, floors_batch, floors_input, floors_output);
+    std::cout << fmt::format("prefill_ms {:.3f}\ndecode_step_ms {:.3f}\noutput_tok_per_s {:.1f}\n", f.prefill_s * 1e3,
+                             f.decode_step_s * 1e3, f.output_tok_per_s);
+    exit_code = 0;
+  });
+
   add_offline_bench_commands(bench, exit_code);
 }
 
-const CommandRegistration kBench{"bench", "Benchmarks: serve, sweep, compare, pin (servers); throughput, latency (in process)", setup_bench};
+const CommandRegistration kBench{"bench", "Benchmarks: serve, sweep, compare, pin (servers); throughput, latency (in process); floors", setup_bench};
 
 }  // namespace
 }  // namespace hyllm::app

@@ -95,9 +95,7 @@ int run_generate(const GenerateOptions& o) {
   ro.max_num_tokens = chunk;
   ro.max_num_seqs = 1;
   ro.max_model_len = static_cast<int64_t>(prompt.size()) + o.max_tokens;
-#ifdef HYLLM_HAVE_CUDA
-  if (o.device == "cuda") ro.device_sampler = make_cuda_sampler(*backend);
-#endif
+  ro.device_sampler = make_device_sampler(o.device, *backend);
   ModelRunner runner(std::move(model), ro);
   const int block_size = 16;
   const int blocks = static_cast<int>((ro.max_model_len + block_size - 1) / block_size);

@@ -302,21 +302,13 @@ int run_serve(ServeArgs& a) {
   runner_options.max_num_tokens = config.max_num_batched_tokens;
   runner_options.max_num_seqs = config.max_num_seqs;
   runner_options.max_model_len = config.max_model_len;
-  if (config.kv_cache_memory_bytes) {
-    runner_options.cache_memory_bytes = *config.kv_cache_memory_bytes;
-  } else if (device == "cuda") {
-    // vLLM's --gpu-memory-utilization: the fraction of all device memory that
-    // weights, activations and the cache may use together.
-    MemoryInfo mem = backend->memory_info();
-    const double allowed = a.gpu_memory_utilization * static_cast<double>(mem.total_bytes);
-    const double used = static_cast<double>(mem.total_bytes - mem.free_bytes);
-    if (allowed <= used) {
-      fail(ErrorCode::kOutOfMemory,
-           "--gpu-memory-utilization {}: {:.2f} GiB allowed but {:.2f} GiB are already in use after loading",
-           a.gpu_memory_utilization, allowed / (1ull << 30), used / (1ull << 30));
-    }
-    runner_options.cache_memory_bytes = static_cast<size_t>(allowed - used);
-  }
+  // The runner profiles a step and gives the cache what --gpu-memory-utilization
+  // leaves (vLLM's meaning: the share of all device memory that weights,
+  // activations and the cache may use together); --kv-cache-memory wins.
+  runner_options.gpu_memory_utilization = a.gpu_memory_utilization;
+  // Sample on the GPU: only tokens (and logprobs) cross to the host.
+  runner_options.device_sampler = make_device_sampler(device, *backend);
+  if (config.kv_cache_memory_bytes) runner_options.cache_memory_bytes = *config.kv_cache_memory_bytes;
   auto runner = std::make_unique<ModelRunner>(std::move(model), runner_options);
   const int32_t vocab = static_cast<int32_t>(runner->vocab_size());
   if (tokenizer->vocab_size() > vocab) {

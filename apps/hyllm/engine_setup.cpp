@@ -56,6 +56,14 @@ std::unique_ptr<Backend> make_backend(const std::string& device) {
   );
 }
 
+std::shared_ptr<DeviceSampler> make_device_sampler(const std::string& device, Backend& backend) {
+#ifdef HYLLM_HAVE_CUDA
+  if (device == "cuda") return make_cuda_sampler(backend);
+#endif
+  (void)backend;
+  return nullptr;
+}
+
 size_t parse_memory_size(const std::string& text) {
   if (text.empty()) fail(ErrorCode::kInvalidArgument, "empty memory size");
   size_t used = 0;
@@ -111,11 +119,9 @@ InProcessEngine build_engine(const EngineFlags& f) {
   ro.max_num_tokens = config.max_num_batched_tokens;
   ro.max_num_seqs = config.max_num_seqs;
   ro.max_model_len = config.max_model_len;
+  ro.gpu_memory_utilization = config.gpu_memory_utilization;
   if (config.kv_cache_memory_bytes) ro.cache_memory_bytes = *config.kv_cache_memory_bytes;
-#ifdef HYLLM_HAVE_CUDA
-  // Sample on the GPU: no logits cross to the host.
-  if (device == "cuda") ro.device_sampler = make_cuda_sampler(*e.backend);
-#endif
+  ro.device_sampler = make_device_sampler(device, *e.backend);
   e.engine = make_engine_client(std::make_unique<ModelRunner>(std::move(model), ro), config);
   return e;
 }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/device_sampler.h"
 #include "engine/engine_client.h"
 #include "model/config/model_config.h"
 
@@ -35,6 +36,9 @@ std::filesystem::path default_model_dir();
 // "cpu" or "cuda"; `requested` empty picks cuda when a GPU is present.
 std::string resolve_device(const std::string& requested);
 std::unique_ptr<Backend> make_backend(const std::string& device);
+// The sampler that runs where the logits are (only tokens and logprobs cross
+// to the host); null for the CPU, whose runner samples on the host.
+std::shared_ptr<DeviceSampler> make_device_sampler(const std::string& device, Backend& backend);
 // "20G" = 20 GiB, "512M", "1.5G", plain bytes; throws kInvalidArgument.
 size_t parse_memory_size(const std::string& text);
 

@@ -11,6 +11,7 @@ void Kernels::unsupported(const char* op) const {
 void Kernels::linear(const LinearArgs&) { unsupported("linear"); }
 void Kernels::embedding(const EmbeddingArgs&) { unsupported("embedding"); }
 void Kernels::gather_rows(const GatherRowsArgs&) { unsupported("gather_rows"); }
+void Kernels::fill_random(const FillRandomArgs&) { unsupported("fill_random"); }
 void Kernels::rms_norm(const RmsNormArgs&) { unsupported("rms_norm"); }
 void Kernels::gated_rms_norm(const GatedRmsNormArgs&) { unsupported("gated_rms_norm"); }
 void Kernels::attention_prep(const AttentionPrepArgs&) { unsupported("attention_prep"); }

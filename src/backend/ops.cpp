@@ -79,6 +79,16 @@ void gated_rms_norm(Backend& be, const GatedRmsNormArgs& a) {
   be.kernels().gated_rms_norm(a);
 }
 
+void fill_random(Backend& be, const FillRandomArgs& a) {
+  OpCheck c(be.device(), "fill_random");
+  c.require(a.dst.dtype() == DType::kBF16 || a.dst.dtype() == DType::kF32, "dst dtype {} is not bf16 or f32",
+            dtype_name(a.dst.dtype()));
+  c.require(a.dst.device() == be.device(), "dst is not on the backend's device");
+  if (a.dst.numel() == 0) return;
+  c.require(a.dst.data() != nullptr, "dst has no data");
+  be.kernels().fill_random(a);
+}
+
 void swiglu(Backend& be, const SwigluArgs& a) {
   OpCheck c(be.device(), "swiglu");
   c.tensor("out", a.out, {DType::kBF16}, {kAny, kAny});

@@ -134,6 +134,24 @@ struct GatherRowsArgs {
 void gather_rows(Backend& be, const GatherRowsArgs& a);
 
 // ---------------------------------------------------------------------------
+// Generated data.
+
+// Fills every element i of dst (contiguous) with
+//   dtype( offset + scale * base(rng::mix(stream + i)) )
+// where base is rng::normal (kNormal) or rng::uniform01 (kUniform) of
+// util/counter_rng.h, computed in fp32 and rounded once: dummy weights made
+// where they live, with no host copy, the same bytes on every backend.
+enum class RandomDistribution : uint8_t { kNormal, kUniform };
+struct FillRandomArgs {
+  TensorView dst;  // any shape, bf16 or f32
+  uint64_t stream = 0;
+  RandomDistribution distribution = RandomDistribution::kNormal;
+  float offset = 0.0f;
+  float scale = 1.0f;
+};
+void fill_random(Backend& be, const FillRandomArgs& a);
+
+// ---------------------------------------------------------------------------
 // Norms.
 
 // RMSNorm over the last dimension, optionally fused with the residual add.

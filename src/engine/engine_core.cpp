@@ -22,7 +22,8 @@ EngineCore::EngineCore(ModelExecutor& executor, EngineConfig config)
   }
   const CacheLayout layout = executor_.cache_layout();
   CachePlanInput in;
-  in.budget_bytes = config_.kv_cache_memory_bytes.value_or(executor_.cache_memory_budget());
+  const size_t executor_budget = executor_.cache_memory_budget();  // may profile a step
+  in.budget_bytes = config_.kv_cache_memory_bytes.value_or(executor_budget);
   in.kv_bytes_per_token = layout.kv_bytes_per_token;
   in.bytes_per_state_slot = layout.bytes_per_state_slot;
   in.block_size = config_.block_size;

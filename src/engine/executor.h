@@ -88,11 +88,13 @@ class ModelExecutor {
 
   virtual CacheLayout cache_layout() const = 0;
   virtual int vocab_size() const = 0;
-  // Bytes the cache may use (device memory left after weights and activations
-  // under gpu_memory_utilization, or the CPU budget); the engine decides how
-  // to split it into blocks and slots (EngineConfig::kv_cache_memory_bytes
-  // replaces it when set).
-  virtual size_t cache_memory_budget() const = 0;
+  // Bytes the cache may use (device memory left after weights and peak
+  // activations under gpu_memory_utilization, or the CPU budget); the engine
+  // decides how to split it into blocks and slots (EngineConfig::
+  // kv_cache_memory_bytes replaces it when set). The engine always calls it
+  // once: a device executor profiles a step here so that its activation
+  // memory reaches its peak before the cache takes the rest.
+  virtual size_t cache_memory_budget() = 0;
   // Called once before the first step. Throws kUnsupported for a block size
   // the attention kernels cannot use, kOutOfMemory when allocation fails.
   virtual void allocate_cache(const CacheAllocation& allocation) = 0;

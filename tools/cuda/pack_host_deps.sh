@@ -3,7 +3,8 @@
 # one archive that the GPU machine unpacks at /tmp/hyllm-deps: its image has
 # nvcc, CMake and ninja but none of the Debian -dev packages. Headers, shared
 # libraries, CMake package files, pkg-config files (their /usr paths rewritten
-# to the unpack location) and pkgconf itself.
+# to the unpack location) and pkgconf itself; OpenSSL, brotli and zlib too,
+# which cpp-httplib needs, so that the `hyllm` app builds there as well.
 #   tools/cuda/pack_host_deps.sh [OUT_ARCHIVE]   (default .carry/cuda/deps.tar.xz)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -15,25 +16,20 @@ trap 'rm -rf "$STAGE"' EXIT
 PACKAGES="libcli11-dev libcpp-httplib-dev libcpp-httplib0.11 libfmt-dev libfmt9 libgmock-dev libgtest-dev
   libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libopenblas0 libpcre2-dev libpcre2-8-0
   libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libspdlog-dev libspdlog1.10 libutf8proc-dev libutf8proc2
-  libxxhash-dev libxxhash0 nlohmann-json3-dev pkgconf pkgconf-bin libpkgconf3 libgfortran5 libquadmath0"
-# Only the pkg-config files of what cpp-httplib.pc requires (configure-time only).
-PC_ONLY="libssl-dev libbrotli-dev zlib1g-dev"
+  libxxhash-dev libxxhash0 nlohmann-json3-dev pkgconf pkgconf-bin libpkgconf3 libgfortran5 libquadmath0
+  libssl-dev libssl3 libbrotli-dev libbrotli1 zlib1g-dev zlib1g"
 
 for pkg in $PACKAGES; do
   dpkg -L "$pkg" | while read -r f; do
     [[ -f "$f" || -L "$f" ]] || continue
     case "$f" in
       /usr/share/doc/* | /usr/share/man/* | /usr/share/lintian/* | /usr/src/*) continue ;;
-      *openblas*.a | */liblapack* | */libblas.a) continue ;;
+      *openblas*.a | */liblapack* | */libblas.a | */libcrypto.a | */libssl.a) continue ;;
     esac
-    mkdir -p "$STAGE$(dirname "$f")"
-    cp -a "$f" "$STAGE$f"
-  done
-done
-for pkg in $PC_ONLY; do
-  dpkg -L "$pkg" | grep '\.pc$' | while read -r f; do
-    mkdir -p "$STAGE$(dirname "$f")"
-    cp -a "$f" "$STAGE$f"
+    dst=$f
+    [[ "$f" == /lib/* ]] && dst=/usr$f  # merged /usr: only usr/ is packed
+    mkdir -p "$STAGE$(dirname "$dst")"
+    cp -a "$f" "$STAGE$dst"
   done
 done
 # Debian's alternatives links point outside the tree: replace them by their targets.

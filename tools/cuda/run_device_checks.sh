@@ -10,17 +10,19 @@
 #                                              harness, parity = model parity and the
 #                                              engine on CUDA through the real runner,
 #                                              generate = hyllm generate cuda vs cpu
-#                                              (builds the app, whose cpp-httplib needs
-#                                              brotli, OpenSSL and zlib headers in the
-#                                              deps archive), bench = real-scale steps
+#                                              (builds the app; its cpp-httplib needs
+#                                              brotli, OpenSSL and zlib, which
+#                                              pack_host_deps.sh packs), bench =
+#                                              real-scale steps
 #   HYLLM_PREBUILT=DIR tools/cuda/...          run binaries built elsewhere
 #                                              (DIR/test_cuda_ops, DIR/bench_cuda_step),
 #                                              building here in the background only to
 #                                              check that the build works
 #
 # The image has nvcc, CMake and ninja but not every Debian -dev package the
-# build needs: tools/cuda/pack_host_deps.sh packs them into
-# .carry/cuda/deps.tar.xz, unpacked here at /tmp/hyllm-deps.
+# build needs: tools/cuda/pack_host_deps.sh packs them (with the shared
+# libraries the binaries load) into .carry/cuda/deps.tar.xz, unpacked here at
+# /tmp/hyllm-deps. The serving benchmark at real scale is tools/cuda/serve_bench.sh.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"

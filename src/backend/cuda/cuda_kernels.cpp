@@ -6,6 +6,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch/dense.h"
+#include "backend/cuda/launch/fill.h"
 
 namespace hyllm {
 
@@ -85,6 +86,12 @@ void CudaKernels::gather_rows(const GatherRowsArgs& a) {
   p.row_bytes = a.src.dim(1) * static_cast<int64_t>(dtype_size(a.src.dtype()));
   cuda::launch_gather_rows(p, stream_);
   check_launch("gather_rows");
+}
+
+void CudaKernels::fill_random(const FillRandomArgs& a) {
+  cuda::launch_fill_random(a.dst.data(), a.dst.dtype() == DType::kF32, static_cast<size_t>(a.dst.numel()), a.stream,
+                           a.distribution == RandomDistribution::kNormal, a.offset, a.scale, stream_);
+  check_launch("fill_random");
 }
 
 void CudaKernels::rms_norm(const RmsNormArgs& a) {

@@ -23,6 +23,7 @@ class CudaKernels final : public Kernels {
   void linear(const LinearArgs& a) override;
   void embedding(const EmbeddingArgs& a) override;
   void gather_rows(const GatherRowsArgs& a) override;
+  void fill_random(const FillRandomArgs& a) override;
   void rms_norm(const RmsNormArgs& a) override;
   void gated_rms_norm(const GatedRmsNormArgs& a) override;
   void attention_prep(const AttentionPrepArgs& a) override;

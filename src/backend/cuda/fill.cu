@@ -27,7 +27,43 @@ __global__ void fill_kernel(void* dst, bool f32, size_t n, uint64_t seed, float 
   }
 }
 
+// util/counter_rng.h, restated with explicit roundings so that no multiply-add
+// is contracted: the bytes equal the CPU backend's.
+__device__ __forceinline__ float uniform01(uint64_t bits) {
+  return __fmul_rn(static_cast<float>(bits >> 40), 1.0f / 16777216.0f);
+}
+__device__ __forceinline__ float normal(uint64_t bits) {
+  float s = 0;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) s = __fadd_rn(s, __fmul_rn(static_cast<float>((bits >> (16 * k)) & 0xffff), 1.0f / 65536.0f));
+  return __fmul_rn(__fsub_rn(s, 2.0f), 1.7320508f);
+}
+
+template <bool kNormal, bool kF32>
+__global__ void fill_random_kernel(void* dst, size_t n, uint64_t stream, float offset, float scale) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const uint64_t bits = splitmix64(stream + i);
+    const float v = __fadd_rn(offset, __fmul_rn(scale, kNormal ? normal(bits) : uniform01(bits)));
+    if constexpr (kF32) {
+      static_cast<float*>(dst)[i] = v;
+    } else {
+      static_cast<uint16_t*>(dst)[i] = f2bf(v);
+    }
+  }
+}
+
 }  // namespace
+
+void launch_fill_random(void* dst, bool f32, size_t n, uint64_t stream, bool normal, float offset, float scale,
+                        cudaStream_t s) {
+  if (n == 0) return;
+  const dim3 grid(132 * 16), block(256);
+  if (normal && f32) fill_random_kernel<true, true><<<grid, block, 0, s>>>(dst, n, stream, offset, scale);
+  if (normal && !f32) fill_random_kernel<true, false><<<grid, block, 0, s>>>(dst, n, stream, offset, scale);
+  if (!normal && f32) fill_random_kernel<false, true><<<grid, block, 0, s>>>(dst, n, stream, offset, scale);
+  if (!normal && !f32) fill_random_kernel<false, false><<<grid, block, 0, s>>>(dst, n, stream, offset, scale);
+}
 
 void launch_fill_uniform(void* dst, bool f32, size_t n, uint64_t seed, float mean, float scale, cudaStream_t stream) {
   if (n == 0) return;

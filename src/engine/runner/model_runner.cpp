@@ -1,8 +1,11 @@
 #include "engine/runner/model_runner.h"
 
 #include <algorithm>
+#include <chrono>
 
+#include "engine/runner/memory_profile.h"
 #include "engine/sampler.h"
+#include "util/log.h"
 #include "util/status.h"
 
 namespace hyllm {
@@ -61,11 +64,103 @@ CacheLayout ModelRunner::cache_layout() const {
 
 int ModelRunner::vocab_size() const { return static_cast<int>(model_->vocab_size()); }
 
-size_t ModelRunner::cache_memory_budget() const {
-  if (opts_.cache_memory_bytes > 0) return opts_.cache_memory_bytes;
+size_t ModelRunner::cache_memory_budget() {
   Backend& be = model_->backend();
-  if (be.device().kind == DeviceKind::kCpu) return size_t{1} << 30;
-  return static_cast<size_t>(static_cast<double>(be.memory_info().free_bytes) * 0.9);
+  if (be.device().kind == DeviceKind::kCpu) return opts_.cache_memory_bytes > 0 ? opts_.cache_memory_bytes : size_t{1} << 30;
+  const MemoryInfo before = be.memory_info();
+  profile_run();
+  const MemoryInfo after = be.memory_info();
+  KvBudgetInput in;
+  in.total_bytes = after.total_bytes;
+  in.used_bytes = after.total_bytes - after.free_bytes;
+  in.weight_bytes = model_->weight_bytes();
+  // The model's fixed buffers plus what the profile step made grow (kernel
+  // scratch, GEMM workspaces, the sampler's buffers, block tables).
+  const size_t grown = before.free_bytes > after.free_bytes ? before.free_bytes - after.free_bytes : 0;
+  in.activation_bytes = model_->activation_bytes() + grown;
+  in.gpu_memory_utilization = opts_.gpu_memory_utilization;
+  if (opts_.cache_memory_bytes > 0) {
+    log::info("KV cache memory set to {:.2f}GiB (--kv-cache-memory); {:.2f}GiB of {:.2f}GiB are in use after "
+              "profiling", opts_.cache_memory_bytes / double(1ull << 30), in.used_bytes / double(1ull << 30),
+              in.total_bytes / double(1ull << 30));
+    return opts_.cache_memory_bytes;
+  }
+  const KvBudget b = kv_cache_budget(in);
+  log_kv_budget(in, b);
+  return b.cache_bytes;
+}
+
+void ModelRunner::set_block_geometry(int block_size) {
+  block_size_ = block_size;
+  max_blocks_per_seq_ = (opts_.max_model_len + block_size_ - 1) / block_size_;
+  const int64_t n = opts_.max_num_seqs * max_blocks_per_seq_;
+  if (dev_.block_tables.size() != static_cast<size_t>(n) * sizeof(int32_t)) {
+    dev_.block_tables = DeviceBuffer();
+    dev_.block_tables = i32_buffer(model_->backend(), n);
+  }
+  block_tables_.assign(static_cast<size_t>(n), 0);
+}
+
+void ModelRunner::profile_run() {
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<int64_t> lengths =
+      profile_step_lengths(opts_.max_num_tokens, opts_.max_num_seqs, opts_.max_model_len);
+  constexpr int kBlock = 16;
+  // Every sequence starts at position 0, so no state is read; they share one
+  // state slot, whose final value nobody reads.
+  int64_t blocks = 0, tokens = 0;
+  for (int64_t n : lengths) {
+    blocks += (n + kBlock - 1) / kBlock;
+    tokens += n;
+  }
+  const bool attn = model_->num_attention_layers() > 0, gdn = model_->num_gdn_layers() > 0;
+  model_->allocate_cache(attn ? blocks : 0, kBlock, gdn ? 1 : 0);
+  set_block_geometry(kBlock);
+  num_blocks_ = static_cast<int>(blocks);
+  num_slots_ = gdn ? 1 : 0;
+
+  SamplingParams sampling;  // the full sampler path: temperature, top-k, top-p, min-p
+  sampling.temperature = 1.0f;
+  sampling.top_k = 20;
+  sampling.top_p = 0.95f;
+  sampling.min_p = 0.01f;
+  const int32_t token = static_cast<int32_t>(std::min<int64_t>(1000, model_->vocab_size() - 1));
+  std::vector<int32_t> ids(static_cast<size_t>(std::min<int64_t>(opts_.max_model_len, tokens)), token);
+  std::vector<std::vector<int32_t>> tables;
+  tables.reserve(lengths.size());
+  StepInput input;
+  int32_t next_block = 0;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    const int64_t n = lengths[i];
+    std::vector<int32_t> table;
+    for (int64_t b = 0; b < (n + kBlock - 1) / kBlock; ++b) table.push_back(next_block++);
+    tables.push_back(std::move(table));
+    SeqWork w;
+    w.seq_id = static_cast<int64_t>(i);
+    w.token_ids = std::span<const int32_t>(ids).first(static_cast<size_t>(n));
+    w.start_pos = 0;
+    w.block_table = tables.back();
+    w.state_slot = 0;
+    w.sample = true;
+    w.sampling = &sampling;
+    w.prompt_ids = w.token_ids;
+    input.seqs.push_back(w);
+  }
+  profiling_ = true;
+  try {
+    execute(input);
+  } catch (...) {
+    profiling_ = false;
+    throw;
+  }
+  profiling_ = false;
+  Backend& be = model_->backend();
+  be.synchronize();
+  model_->allocate_cache(0, kBlock, 0);
+  num_blocks_ = num_slots_ = 0;
+  log::info("Memory profiling took {:.2f} seconds (one step of {} tokens in {} sequences)",
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), tokens,
+            lengths.size());
 }
 
 void ModelRunner::allocate_cache(const CacheAllocation& a) {
@@ -75,12 +170,9 @@ void ModelRunner::allocate_cache(const CacheAllocation& a) {
   if (a.num_state_slots <= 0 && model_->num_gdn_layers() > 0)
     fail(ErrorCode::kInvalidArgument, "no state slots for {} GDN layers", model_->num_gdn_layers());
   model_->allocate_cache(a.num_blocks, a.block_size, a.num_state_slots);
-  block_size_ = a.block_size;
+  set_block_geometry(a.block_size);
   num_blocks_ = a.num_blocks;
   num_slots_ = a.num_state_slots;
-  max_blocks_per_seq_ = (opts_.max_model_len + block_size_ - 1) / block_size_;
-  dev_.block_tables = i32_buffer(model_->backend(), opts_.max_num_seqs * max_blocks_per_seq_);
-  block_tables_.assign(static_cast<size_t>(opts_.max_num_seqs * max_blocks_per_seq_), 0);
 }
 
 StepContext ModelRunner::plan(const StepInput& input) {
@@ -200,7 +292,7 @@ void ModelRunner::sample_on_device(const StepInput& input, const TensorView& log
   for (const SeqWork& w : input.seqs) {
     if (!w.sample) continue;
     DeviceSampledToken& t = tokens[row++];
-    HYLLM_CHECK(t.token >= 0, "every token is masked (seq {})", w.seq_id);
+    HYLLM_CHECK(t.token >= 0 || profiling_, "every token is masked (seq {})", w.seq_id);
     out.sampled.push_back(SampledToken{t.token, t.logprob, std::move(t.top_logprobs)});
   }
 }
@@ -223,8 +315,12 @@ StepOutput ModelRunner::execute(const StepInput& input) {
     if (w.sample && w.sampling == nullptr)
       fail(ErrorCode::kInternal, "sequence {} is sampled without SamplingParams", w.seq_id);
   }
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point t0 = Clock::now();
   StepContext ctx = plan(input);
+  const Clock::time_point t1 = Clock::now();
   TensorView logits = model_->forward(ctx);
+  const Clock::time_point t2 = Clock::now();
   const int64_t R = ctx.sample_rows.numel(), V = model_->vocab_size();
   Backend& be = model_->backend();
   const bool on_device = R > 0 && can_sample_on_device(input);
@@ -240,7 +336,25 @@ StepOutput ModelRunner::execute(const StepInput& input) {
     be.synchronize();
     sample_on_host(input, out);
   }
+  auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  record_timing(secs(t1 - t0), secs(t2 - t1), secs(Clock::now() - t2), ctx.num_tokens);
   return out;
+}
+
+void ModelRunner::record_timing(double plan_s, double enqueue_s, double sample_s, int64_t tokens) {
+  constexpr int kTimingSteps = 200;
+  timing_.steps += 1;
+  timing_.tokens += tokens;
+  timing_.plan_s += plan_s;
+  timing_.enqueue_s += enqueue_s;
+  timing_.sample_s += sample_s;
+  if (timing_.steps < kTimingSteps) return;
+  const double n = timing_.steps, ms = 1e3 / n;
+  log::debug("runner: {} steps, {:.1f} tokens/step; per step: plan+upload {:.3f} ms, forward enqueue {:.3f} ms, "
+             "sample+sync {:.3f} ms, total {:.3f} ms",
+             timing_.steps, timing_.tokens / n, timing_.plan_s * ms, timing_.enqueue_s * ms, timing_.sample_s * ms,
+             (timing_.plan_s + timing_.enqueue_s + timing_.sample_s) * ms);
+  timing_ = StepTiming{};
 }
 
 }  // namespace hyllm

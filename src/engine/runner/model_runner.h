@@ -29,8 +29,10 @@ struct RunnerOptions {
   int64_t max_num_seqs = 256;     // per step; must not exceed the model's
   int64_t max_model_len = 4096;   // bounds a block table's length
   // Cache bytes the engine may use; 0 = the backend's default (CPU: 1 GiB;
-  // device: 90% of the memory free after loading).
+  // device: gpu_memory_utilization x total memory, less what is in use after
+  // the weights and a profile step, see memory_profile.h).
   size_t cache_memory_bytes = 0;
+  double gpu_memory_utilization = 0.9;
   // Samples on the device that computes the logits; null: the host Sampler.
   // The app makes it for its backend (e.g. make_cuda_sampler), so that the
   // runner stays backend-agnostic. A step in which a row asks for more top
@@ -47,9 +49,15 @@ class ModelRunner final : public ModelExecutor {
 
   CacheLayout cache_layout() const override;
   int vocab_size() const override;
-  size_t cache_memory_budget() const override;
+  // On a device: runs profile_run() first, so the budget excludes peak activations.
+  size_t cache_memory_budget() override;
   void allocate_cache(const CacheAllocation& allocation) override;
   StepOutput execute(const StepInput& input) override;
+
+  // One step at the largest shapes (memory_profile.h) through the real
+  // forward and sampler on a temporary cache, freed again; grows every
+  // activation buffer and scratch arena to its peak. Call before allocate_cache.
+  void profile_run();
 
   Model& model() { return *model_; }
   const RunnerOptions& options() const { return opts_; }
@@ -64,6 +72,7 @@ class ModelRunner final : public ModelExecutor {
         has_initial_state, sample_rows;
   };
   StepContext plan(const StepInput& input);
+  void set_block_geometry(int block_size);
   bool can_sample_on_device(const StepInput& input) const;
   void sample_on_device(const StepInput& input, const TensorView& logits, StepOutput& out);
   void sample_on_host(const StepInput& input, StepOutput& out);
@@ -79,6 +88,16 @@ class ModelRunner final : public ModelExecutor {
   std::vector<float> logits_host_;
   Sampler sampler_;
   std::vector<DeviceSamplingRow> device_rows_;
+  bool profiling_ = false;  // the profile step's tokens are not checked
+  // Where a step's wall time goes (debug log every kTimingSteps steps): host
+  // planning and input upload, enqueueing the forward, sampling (which waits
+  // for the GPU). An enqueue time close to the step time means launch-bound.
+  struct StepTiming {
+    int steps = 0;
+    int64_t tokens = 0;
+    double plan_s = 0, enqueue_s = 0, sample_s = 0;
+  } timing_;
+  void record_timing(double plan_s, double enqueue_s, double sample_s, int64_t tokens);
 };
 
 }  // namespace hyllm

@@ -45,7 +45,8 @@ HostPart read_part(WeightLoader& w, const std::string& module) {
   p.format = linear_format(w, module);
   auto raw = w.read_host(wname);
   if (p.format == WeightFormat::kBf16) {
-    p.weight = convert_float_bytes(raw.data(), ti.dtype, DType::kBF16, ti.shape.numel());
+    p.weight = ti.dtype == DType::kBF16 ? std::move(raw)
+                                        : convert_float_bytes(raw.data(), ti.dtype, DType::kBF16, ti.shape.numel());
     return p;
   }
   p.weight = std::move(raw);
@@ -127,15 +128,20 @@ LinearWeight upload_group(WeightLoader& w, const std::vector<HostPart>& parts) {
   const HostPart& first = parts[0];
   int64_t rows = 0;
   for (const auto& p : parts) rows += p.rows;
-  std::vector<std::byte> wt;
-  std::vector<float> sc;
-  for (const auto& p : parts) {
-    wt.insert(wt.end(), p.weight.begin(), p.weight.end());
-    if (first.format == WeightFormat::kFp8Block) sc.insert(sc.end(), p.scale.begin(), p.scale.end());
-  }
   Shape shape{rows, first.cols};
-  if (first.format == WeightFormat::kBf16) return LinearWeight::bf16(w.upload(wt.data(), DType::kBF16, shape));
-  TensorView wq = w.upload(wt.data(), DType::kF8E4M3, shape);
+  const DType wdtype = first.format == WeightFormat::kBf16 ? DType::kBF16 : DType::kF8E4M3;
+  // Each part goes to its rows of the merged tensor: no host concatenation.
+  TensorView wq = w.allocate(wdtype, shape);
+  int64_t row = 0;
+  for (const auto& p : parts) {
+    if (!p.weight.empty())
+      w.backend().copy_to_device(wq.slice_rows(row, row + p.rows).data(), p.weight.data(), p.weight.size());
+    row += p.rows;
+  }
+  std::vector<float> sc;
+  if (first.format == WeightFormat::kFp8Block)
+    for (const auto& p : parts) sc.insert(sc.end(), p.scale.begin(), p.scale.end());
+  if (first.format == WeightFormat::kBf16) return LinearWeight::bf16(wq);
   if (first.format == WeightFormat::kFp8Block) {
     Shape ss{ceil_div(rows, kFp8BlockSize), ceil_div(first.cols, kFp8BlockSize)};
     return LinearWeight::fp8_block(wq, w.upload(sc.data(), DType::kF32, ss));
@@ -156,8 +162,37 @@ WeightFormat linear_format(const WeightLoader& w, const std::string& module) {
   fail(ErrorCode::kCorruptData, "{}: FP8 weight {}.weight has no scales", ti.origin, module);
 }
 
+// Generated BF16 parts of one input width are filled straight into their rows
+// of the merged device tensor; nullopt when any part is stored or needs padding.
+std::optional<Linear> Linear::load_generated(WeightLoader& w, const std::vector<std::string>& modules,
+                                             const LinearLoadOptions& opts) {
+  int64_t rows = 0, cols = -1;
+  for (const auto& m : modules) {
+    const TensorInfo& ti = w.info(m + ".weight");
+    if (ti.dtype != DType::kBF16 || ti.shape.rank() != 2 || !w.source().generated(ti.name)) return std::nullopt;
+    if (cols >= 0 && ti.shape[1] != cols) return std::nullopt;
+    cols = ti.shape[1];
+    rows += ti.shape[0];
+  }
+  if (opts.in_features_padded > cols) return std::nullopt;
+  Linear lin;
+  lin.in_features_ = cols;
+  TensorView merged = w.allocate(DType::kBF16, Shape{rows, cols});
+  int64_t off = 0;
+  for (const auto& m : modules) {
+    const TensorInfo& ti = w.info(m + ".weight");
+    const int64_t r = ti.shape[0];
+    HYLLM_CHECK(w.fill_generated(ti.name, merged.slice_rows(off, off + r)), "{} is not generated", ti.name);
+    lin.parts_.push_back({m, 0, off, r});
+    off += r;
+  }
+  lin.groups_.push_back({LinearWeight::bf16(merged)});
+  return lin;
+}
+
 Linear Linear::load(WeightLoader& w, const std::vector<std::string>& modules, const LinearLoadOptions& opts) {
   HYLLM_CHECK(!modules.empty(), "Linear::load with no modules");
+  if (auto lin = load_generated(w, modules, opts)) return std::move(*lin);
   std::vector<HostPart> parts;
   for (const auto& m : modules) parts.push_back(read_part(w, m));
   Linear lin;

@@ -15,6 +15,7 @@
 // Each part's output is a ColSlice of a scratch tensor.
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,8 @@ class Linear {
   TensorView forward_one(Backend& be, Scratch& s, const TensorView& x, DType out_dtype = DType::kBF16) const;
 
  private:
+  static std::optional<Linear> load_generated(WeightLoader& w, const std::vector<std::string>& modules,
+                                              const LinearLoadOptions& opts);
   struct Group {
     LinearWeight w;
   };

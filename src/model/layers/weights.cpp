@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "backend/ops.h"
 #include "util/status.h"
 
 namespace hyllm {
@@ -65,17 +66,37 @@ std::vector<std::byte> WeightLoader::read_host(const std::string& name) const {
   return bytes;
 }
 
-TensorView WeightLoader::upload(const void* host, DType dtype, Shape shape) {
+TensorView WeightLoader::allocate(DType dtype, Shape shape) {
   DeviceBuffer buf(backend_, dtype, shape);
-  if (buf.size() > 0) backend_.copy_to_device(buf.data(), host, buf.size());
   device_bytes_ += buf.size();
   TensorView v = buf.view();
   buffers_.push_back(std::move(buf));
   return v;
 }
 
+TensorView WeightLoader::upload(const void* host, DType dtype, Shape shape) {
+  TensorView v = allocate(dtype, shape);
+  if (v.nbytes() > 0) backend_.copy_to_device(v.data(), host, v.nbytes());
+  return v;
+}
+
+bool WeightLoader::fill_generated(const std::string& name, const TensorView& dst) {
+  const TensorInfo& ti = source_.info(name);
+  if (ti.dtype != dst.dtype() || ti.shape.numel() != dst.numel()) return false;
+  const std::optional<GeneratedFill> g = source_.generated(name);
+  if (!g) return false;
+  fill_random(backend_, {dst, g->stream, g->normal ? RandomDistribution::kNormal : RandomDistribution::kUniform,
+                         g->offset, g->scale});
+  consumed_.insert(name);
+  return true;
+}
+
 TensorView WeightLoader::load(const std::string& name, DType want) {
   const TensorInfo& ti = source_.info(name);
+  if (ti.dtype == want && source_.generated(name)) {
+    TensorView v = allocate(ti.dtype, ti.shape);
+    if (fill_generated(name, v)) return v;
+  }
   std::vector<std::byte> bytes = read_host(name);
   if (ti.dtype == DType::kF8E4M3 || ti.dtype == want) return upload(bytes.data(), ti.dtype, ti.shape);
   if (!dtype_is_float(ti.dtype))

@@ -6,6 +6,12 @@
 // their fp32 scales as they are. It remembers which tensors were taken so the
 // model can prove it consumed every one (an unused FP8 scale is how scale
 // name-mapping bugs turn into garbage).
+//
+// No lasting host copy: a weight's bytes pass through host memory only in
+// buffers local to one tensor's (or one merged projection's) load, freed
+// before the next; mmap'd checkpoint pages belong to the WeightSource, which
+// load_model drops once the model is built. Generated (dummy) tensors never
+// touch the host: they are filled where they live with ops.h fill_random.
 
 #include <memory>
 #include <string>
@@ -33,6 +39,12 @@ class WeightLoader {
   // The tensor on the device in `want` (kBF16 or kF32) for float tensors;
   // FP8 tensors come as stored (want is ignored for them).
   TensorView load(const std::string& name, DType want);
+  // When the source generates `name` (GeneratedFill) in dst's dtype and
+  // size, fills dst with it on the backend, marks it consumed and returns
+  // true; false otherwise (nothing is done).
+  bool fill_generated(const std::string& name, const TensorView& dst);
+  // A new device tensor of `dtype` and `shape` owned by this loader, uninitialised.
+  TensorView allocate(DType dtype, Shape shape);
   // The tensor's bytes as stored, on the host (for merging before upload).
   std::vector<std::byte> read_host(const std::string& name) const;
   // Uploads host bytes as a new device tensor owned by this loader.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "util/counter_rng.h"
 #include "util/hash.h"
 #include "util/thread_pool.h"
 
@@ -12,24 +13,9 @@ namespace hyllm {
 
 namespace {
 
-// splitmix64: a fine counter-based generator; element i of a tensor depends
-// only on (seed, tensor name, i), which makes generation order-free.
-inline uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-inline float uniform01(uint64_t bits) { return static_cast<float>(bits >> 40) * (1.0f / 16777216.0f); }
-
-// Irwin-Hall of four 16-bit uniforms, scaled to unit variance: bell-shaped,
-// bounded by +-3.46 (no outliers), and cheap.
-inline float normal(uint64_t bits) {
-  float s = 0;
-  for (int k = 0; k < 4; ++k) s += static_cast<float>((bits >> (16 * k)) & 0xffff) * (1.0f / 65536.0f);
-  return (s - 2.0f) * 1.7320508f;
-}
+using rng::mix;
+using rng::normal;
+using rng::uniform01;
 
 enum class Fill { kNormal002, kNearZero, kNearOne, kALog, kDtBias, kConv, kFp8Codes, kWeightScale, kInputScale, kKvScale };
 
@@ -110,6 +96,23 @@ void DummyWeights::read(const std::string& name, void* host_dst) const {
   constexpr int64_t kParallelFrom = 1 << 20;
   if (n < kParallelFrom) generate(0, n);
   else ThreadPool::global().parallel_for(0, n, generate, 1 << 16);
+}
+
+std::optional<GeneratedFill> DummyWeights::generated(const std::string& name) const {
+  const TensorInfo& t = info(name);
+  if (t.dtype != DType::kBF16 && t.dtype != DType::kF32) return std::nullopt;
+  const TensorSpec& spec = specs_[static_cast<size_t>(&t - tensors_.data())];
+  const uint64_t stream = mix(seed_ ^ hash64(name));
+  // The same values as fill_typed's: offset + scale * base is what each
+  // lambda there computes (x - c == -c + x and 1 * u == u exactly).
+  switch (fill_for(spec)) {
+    case Fill::kNormal002:
+    case Fill::kNearZero: return GeneratedFill{stream, true, 0.0f, 0.02f};
+    case Fill::kNearOne: return GeneratedFill{stream, true, 1.0f, 0.02f};
+    case Fill::kDtBias: return GeneratedFill{stream, false, -0.1f, 0.2f};
+    case Fill::kConv: return GeneratedFill{stream, false, -0.5f, 1.0f};
+    default: return std::nullopt;
+  }
 }
 
 std::string DummyWeights::describe() const { return fmt::format("dummy weights (seed {})", seed_); }

@@ -28,6 +28,8 @@ class DummyWeights : public WeightSource {
 
   const std::vector<TensorInfo>& tensors() const override { return tensors_; }
   void read(const std::string& name, void* host_dst) const override;
+  // bf16/f32 tensors of the affine fills (all but A_log and FP8 ones).
+  std::optional<GeneratedFill> generated(const std::string& name) const override;
   std::string describe() const override;
 
   const std::vector<TensorSpec>& specs() const { return specs_; }

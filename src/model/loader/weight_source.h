@@ -51,6 +51,18 @@ enum class LoadFormat : uint8_t {
 LoadFormat parse_load_format(std::string_view name);
 const char* load_format_name(LoadFormat f);
 
+// How a generated (dummy) tensor's elements are made, so that the loader can
+// make them where they live (ops.h fill_random) instead of on the host:
+//   element i = dtype( offset + scale * base(rng::mix(stream + i)) ),
+// base = rng::normal or rng::uniform01 (util/counter_rng.h). WeightSource::read
+// gives the same bytes on the host.
+struct GeneratedFill {
+  uint64_t stream = 0;
+  bool normal = true;  // else uniform in [0, 1)
+  float offset = 0.0f;
+  float scale = 1.0f;
+};
+
 struct TensorInfo {
   std::string name;  // canonical
   DType dtype = DType::kBF16;
@@ -79,6 +91,10 @@ class WeightSource {
   virtual std::optional<std::span<const std::byte>> mapped(const std::string& name) const {
     return std::nullopt;
   }
+
+  // The recipe of a tensor the source generates rather than stores, when it
+  // is one fill_random can make; nullopt for stored tensors.
+  virtual std::optional<GeneratedFill> generated(const std::string& name) const { return std::nullopt; }
 
   // "safetensors (3 shards in /models/x)" or "dummy weights (seed 0)".
   virtual std::string describe() const = 0;

@@ -45,7 +45,7 @@ class FakeExecutor : public ModelExecutor {
     return {opt_.kv_bytes_per_token, opt_.bytes_per_state_slot, 1, 3};
   }
   int vocab_size() const override { return opt_.vocab_size; }
-  size_t cache_memory_budget() const override { return opt_.budget; }
+  size_t cache_memory_budget() override { return opt_.budget; }
   void allocate_cache(const CacheAllocation& a) override {
     alloc_ = a;
     kv_.assign(static_cast<size_t>(a.num_blocks) * a.block_size, -1);

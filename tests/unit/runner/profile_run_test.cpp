@@ -1,0 +1,127 @@
+// The memory profile step and dummy weights made by fill_random, on the CPU
+// backend: the profile leaves the runner as it was, and generated weights
+// are the bytes the host dummy source reads.
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/ops.h"
+#include "engine/runner/model_runner.h"
+#include "model/loader/dummy_weights.h"
+#include "model/model.h"
+#include "model/qwen3_5.h"
+
+namespace hyllm {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path tiny_model() { return fs::path(HYLLM_SOURCE_DIR) / "models" / "hyllm-tiny"; }
+
+std::unique_ptr<ModelRunner> make_runner(Backend& be, LoadFormat format = LoadFormat::kAuto) {
+  ModelOptions mo;
+  mo.max_num_tokens = 256;
+  mo.max_num_seqs = 8;
+  mo.load_format = format;
+  RunnerOptions ro;
+  ro.max_num_tokens = 256;
+  ro.max_num_seqs = 8;
+  ro.max_model_len = 128;
+  return std::make_unique<ModelRunner>(load_model(tiny_model(), be, mo), ro);
+}
+
+std::vector<int32_t> greedy(ModelRunner& r, int steps) {
+  SamplingParams greedy_params;
+  greedy_params.temperature = 0.0f;
+  std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6, 7};
+  const std::vector<int32_t> table = {0, 1, 2, 3, 4, 5, 6, 7};
+  int32_t pos = 0;
+  for (int s = 0; s < steps; ++s) {
+    StepInput in;
+    SeqWork w;
+    w.seq_id = 1;
+    w.token_ids = std::span<const int32_t>(tokens).subspan(static_cast<size_t>(pos));
+    w.start_pos = pos;
+    w.block_table = table;
+    w.state_slot = 0;
+    w.sample = true;
+    w.sampling = &greedy_params;
+    in.seqs.push_back(w);
+    StepOutput out = r.execute(in);
+    pos = static_cast<int32_t>(tokens.size());
+    tokens.push_back(out.sampled.at(0).token);
+  }
+  return tokens;
+}
+
+TEST(ProfileRun, LeavesTheRunnerAsItWas) {
+  auto be = make_cpu_backend();
+  auto plain = make_runner(*be);
+  plain->allocate_cache({16, 8, 2});
+  const std::vector<int32_t> want = greedy(*plain, 6);
+
+  auto profiled = make_runner(*be);
+  profiled->profile_run();  // 256 tokens in 8 sequences, on a temporary cache
+  profiled->allocate_cache({16, 8, 2});
+  EXPECT_EQ(greedy(*profiled, 6), want);
+}
+
+TEST(FillRandom, GeneratedDummyTensorsEqualTheHostBytes) {
+  auto be = make_cpu_backend();
+  const ModelConfig cfg = load_model_config(tiny_model());
+  DummyWeights w(cfg, 7);
+  int generated = 0;
+  for (const TensorInfo& t : w.tensors()) {
+    const auto g = w.generated(t.name);
+    if (!g) continue;
+    ++generated;
+    std::vector<std::byte> host(t.nbytes), dev(t.nbytes);
+    w.read(t.name, host.data());
+    DeviceBuffer buf(*be, t.dtype, t.shape);
+    fill_random(*be, {buf.view(), g->stream, g->normal ? RandomDistribution::kNormal : RandomDistribution::kUniform,
+                      g->offset, g->scale});
+    be->copy_to_host(dev.data(), buf.data(), t.nbytes);
+    ASSERT_EQ(std::memcmp(host.data(), dev.data(), t.nbytes), 0) << t.name;
+  }
+  EXPECT_GT(generated, 10);
+}
+
+// The dummy source without its recipes: every tensor goes through the host.
+class HostOnly final : public WeightSource {
+ public:
+  explicit HostOnly(const WeightSource& inner) : inner_(inner) { index_tensors(); }
+  const std::vector<TensorInfo>& tensors() const override { return inner_.tensors(); }
+  void read(const std::string& name, void* dst) const override { inner_.read(name, dst); }
+  std::string describe() const override { return "host-only " + inner_.describe(); }
+
+ private:
+  const WeightSource& inner_;
+};
+
+TEST(FillRandom, DummyModelIsTheSameThroughEitherPath) {
+  auto be = make_cpu_backend();
+  const ModelConfig cfg = load_model_config(tiny_model());
+  DummyWeights w(cfg, 3);
+  HostOnly host(w);
+  ModelOptions mo;
+  mo.max_num_tokens = 256;
+  mo.max_num_seqs = 8;
+  RunnerOptions ro;
+  ro.max_num_tokens = 256;
+  ro.max_num_seqs = 8;
+  ro.max_model_len = 128;
+  ModelRunner device_made(make_qwen3_5(cfg, w, *be, mo), ro);
+  ModelRunner host_made(make_qwen3_5(cfg, host, *be, mo), ro);
+  device_made.allocate_cache({16, 8, 2});
+  host_made.allocate_cache({16, 8, 2});
+  EXPECT_EQ(device_made.model().weight_bytes(), host_made.model().weight_bytes());
+  EXPECT_EQ(greedy(device_made, 5), greedy(host_made, 5));
+  ASSERT_FALSE(host_made.last_logits().empty());
+  EXPECT_EQ(device_made.last_logits(), host_made.last_logits());  // bit-identical weights
+}
+
+}  // namespace
+}  // namespace hyllm

@@ -295,6 +295,7 @@ int run_serve(ServeArgs& a) {
   model_options.load_format = load_format;
   model_options.seed = a.seed;
   auto model = load_model(model_dir, *backend, model_options);
+  backend->synchronize();  // weights made on the device are done: the time below is the whole load
   const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
   log::info("Model loading took {:.4f} GiB and {:.2f} seconds", model->weight_bytes() / double(1ull << 30), load_s);
 

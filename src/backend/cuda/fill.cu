@@ -35,7 +35,9 @@ __device__ __forceinline__ float uniform01(uint64_t bits) {
 __device__ __forceinline__ float normal(uint64_t bits) {
   float s = 0;
 #pragma unroll
-  for (int k = 0; k < 4; ++k) s = __fadd_rn(s, __fmul_rn(static_cast<float>((bits >> (16 * k)) & 0xffff), 1.0f / 65536.0f));
+  for (int k = 0; k < 4; ++k) {
+    s = __fadd_rn(s, __fmul_rn(static_cast<float>((bits >> (16 * k)) & 0xffff), 1.0f / 65536.0f));
+  }
   return __fmul_rn(__fsub_rn(s, 2.0f), 1.7320508f);
 }
 

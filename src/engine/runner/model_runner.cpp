@@ -66,7 +66,8 @@ int ModelRunner::vocab_size() const { return static_cast<int>(model_->vocab_size
 
 size_t ModelRunner::cache_memory_budget() {
   Backend& be = model_->backend();
-  if (be.device().kind == DeviceKind::kCpu) return opts_.cache_memory_bytes > 0 ? opts_.cache_memory_bytes : size_t{1} << 30;
+  if (be.device().kind == DeviceKind::kCpu)
+    return opts_.cache_memory_bytes > 0 ? opts_.cache_memory_bytes : size_t{1} << 30;
   const MemoryInfo before = be.memory_info();
   profile_run();
   const MemoryInfo after = be.memory_info();

@@ -296,7 +296,10 @@ enum class DeltaRuleAlgorithm : uint8_t {
 // Per value head, state S (k_dim x v_dim, fp32):
 //   S = exp(g) S;  u = beta (v - S^T k^);  S = S + k^ u^T;  o = S^T q^.
 // out = bf16(o). The chunked form computes the same recurrence in chunks of
-// 64 tokens (QWEN35.md 4.2) and matches it to fp32 rounding.
+// 64 tokens (QWEN35.md 4.2) for sequences of at least 64 tokens, with the
+// chunk products on tensor cores in TF32 where the backend has them (state
+// kept and accumulated in fp32); a backend may run the recurrence instead
+// (the CPU backend always does, for batch invariance).
 //
 // State layout: state[slot][head][v][k] (v-major, k contiguous; vLLM's
 // current layout): a decode kernel owns rows of v and streams k contiguously.

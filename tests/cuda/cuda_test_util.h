@@ -97,10 +97,14 @@ inline constexpr double kTolGemm = kOneBf16Step;
 inline constexpr double kTolF32Gemm = 1e-5;
 // Flash attention rounds the softmax weights to bf16 for the P V product.
 inline constexpr double kTolAttention = 2e-2;
-// The delta rule's output is bf16; its fp32 state follows another (exact)
-// evaluation order than the chunked CPU reference.
+// The delta rule's output is bf16. The recurrent kernels keep the CPU
+// reference's fp32 arithmetic in another order; the chunked kernels multiply
+// with TF32 operands (2^-11 relative rounding each) into fp32 accumulators,
+// which leaves the state within a few 1e-4 of the fp32 recurrence, below the
+// chunked-vs-sequential gap of BF16-operand kernels (QWEN35.md 4.2).
 inline constexpr double kTolDeltaOut = 2e-2;
-inline constexpr double kTolDeltaState = 1e-3;
+inline constexpr double kTolDeltaState = 1e-5;
+inline constexpr double kTolDeltaStateChunked = 2e-3;
 // Two GEMMs with bf16 roundings between them.
 inline constexpr double kTolMoe = 3e-2;
 

@@ -56,6 +56,7 @@ struct DeltaCase {
   int64_t Hk, Hv, Dk, Dv;
   std::vector<int64_t> lens;
   DeltaRuleAlgorithm algo;
+  bool hint_known = false;  // chunked: pass the longest length instead of 0
 };
 
 class DeltaRuleTest : public CudaOpTest, public ::testing::WithParamInterface<DeltaCase> {};
@@ -80,9 +81,12 @@ TEST_P(DeltaRuleTest, MatchesCpu) {
   auto args = [&](const TensorView& q, const TensorView& abv, const TensorView& A, const TensorView& d,
                   const TensorView& s, const TensorView& qs, const TensorView& ix, const TensorView& in,
                   const TensorView& o) {
-    // The host hint picks the kernel on CUDA: 1 the direct decode kernel,
-    // 0 (unknown) or more the staged one.
-    const int64_t hint = c.algo == DeltaRuleAlgorithm::kRecurrent ? *std::max_element(c.lens.begin(), c.lens.end()) : 0;
+    // The host hint picks the kernels on CUDA: for the recurrent algorithm 1
+    // the direct decode kernel, more the staged one; for the chunked one, 0
+    // (unknown) or at least 64 tokens the tensor-core kernels for sequences of
+    // 64 tokens or more and the recurrence for the rest.
+    const int64_t longest = *std::max_element(c.lens.begin(), c.lens.end());
+    const int64_t hint = c.algo == DeltaRuleAlgorithm::kRecurrent || c.hint_known ? longest : 0;
     return GatedDeltaRuleArgs{q, ColSlice(abv, c.Hv, c.Hv), ColSlice(abv, 0, c.Hv), A, d, s, qs, ix, in, o,
                               c.Hk, c.Hv, c.Dk, c.Dv, c.algo, hint};
   };
@@ -90,9 +94,13 @@ TEST_P(DeltaRuleTest, MatchesCpu) {
                                init.view(), out.view()));
   gated_delta_rule(*gpu_, args(dqkv.view(), dab.view(), dA.view(), ddt.view(), dstate.view(), dqsl.view(),
                                didx.view(), dinit.view(), dout.view()));
-  const std::string algo = c.algo == DeltaRuleAlgorithm::kChunked ? "chunked" : "recurrent";
+  // Only sequences of 64 tokens or more take the chunked kernels.
+  const bool any_chunked = c.algo == DeltaRuleAlgorithm::kChunked && c.Dk <= 128 && c.Dv <= 128 &&
+                           *std::max_element(c.lens.begin(), c.lens.end()) >= 64;
+  const std::string algo = any_chunked ? "chunked"
+                           : c.algo == DeltaRuleAlgorithm::kChunked ? "chunked (short: recurrent)" : "recurrent";
   expect_close("gated_delta_rule out " + algo, dout, out, kTolDeltaOut);
-  expect_close("gated_delta_rule state " + algo, dstate, state, kTolDeltaState);
+  expect_close("gated_delta_rule state " + algo, dstate, state, any_chunked ? kTolDeltaStateChunked : kTolDeltaState);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -104,7 +112,13 @@ INSTANTIATE_TEST_SUITE_P(
                       DeltaCase{"decode_small", 2, 6, 16, 32, {1, 1, 0, 1}, DeltaRuleAlgorithm::kRecurrent},
                       DeltaCase{"decode_odd_dv", 1, 3, 32, 17, {1, 1}, DeltaRuleAlgorithm::kRecurrent},
                       DeltaCase{"prefill_odd_dv", 1, 3, 32, 17, {40, 3}, DeltaRuleAlgorithm::kChunked},
-                      DeltaCase{"prefill_27b_heads", 16, 48, 128, 128, {130}, DeltaRuleAlgorithm::kChunked}),
+                      DeltaCase{"prefill_27b_heads", 16, 48, 128, 128, {130}, DeltaRuleAlgorithm::kChunked},
+                      DeltaCase{"prefill_27b_long_mixed", 16, 48, 128, 128, {1000, 1, 64, 0, 63, 129},
+                                DeltaRuleAlgorithm::kChunked, true},
+                      DeltaCase{"prefill_35b_heads", 16, 32, 128, 128, {512, 3}, DeltaRuleAlgorithm::kChunked, true},
+                      DeltaCase{"prefill_dk24_dv17", 2, 4, 24, 17, {200, 65, 1}, DeltaRuleAlgorithm::kChunked},
+                      DeltaCase{"prefill_dk64_dv40", 1, 2, 64, 40, {2100}, DeltaRuleAlgorithm::kChunked, true},
+                      DeltaCase{"chunked_short_only", 2, 4, 64, 32, {63, 1, 2}, DeltaRuleAlgorithm::kChunked, true}),
     [](const ::testing::TestParamInfo<DeltaCase>& i) { return std::string(i.param.name); });
 
 }  // namespace

@@ -78,8 +78,11 @@ describe('api key', () => {
 describe('SIGTERM', () => {
   async function startStreams(server, count, maxTokens) {
     const client = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'none', maxRetries: 0, timeout: 120000 });
-    let firstToken;
-    const gotFirst = new Promise((r) => { firstToken = r; });
+    // Resolves once every stream has its first token: a request still in
+    // flight when SIGTERM lands is rightly refused with 503.
+    let allStarted;
+    const gotFirst = new Promise((r) => { allStarted = r; });
+    let started = 0;
     const runs = Array.from({ length: count }, async () => {
       const stream = await client.completions.create({
         model: 'hyllm-tiny', prompt: 'Draining:', max_tokens: maxTokens, ignore_eos: true, stream: true,
@@ -90,13 +93,14 @@ describe('SIGTERM', () => {
       for await (const chunk of stream) {
         if (chunk.choices.length) {
           tokens += 1;
-          firstToken();
+          if (tokens === 1 && ++started === count) allStarted();
           finish = chunk.choices[0].finish_reason ?? finish;
         }
       }
       return { tokens, finish };
     });
-    await gotFirst;
+    // A request that fails before its first token fails the test here.
+    await Promise.race([gotFirst, Promise.all(runs)]);
     return runs;
   }
 

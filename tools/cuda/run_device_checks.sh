@@ -17,7 +17,9 @@
 #   HYLLM_PREBUILT=DIR tools/cuda/...          run binaries built elsewhere
 #                                              (DIR/test_cuda_ops, DIR/bench_cuda_step),
 #                                              building here in the background only to
-#                                              check that the build works
+#                                              check that the build works (skipped with
+#                                              HYLLM_DEVICE_BUILD=0)
+#   HYLLM_PARITY_BIN=FILE                      the model-parity binary built elsewhere
 #
 # The image has nvcc, CMake and ninja but not every Debian -dev package the
 # build needs: tools/cuda/pack_host_deps.sh packs them (with the shared
@@ -58,10 +60,13 @@ build() {
     cmake --build "$BUILD" -j"$JOBS" --target "${TARGETS[@]}"
 }
 
+build_pid=""
 if [[ -n "${HYLLM_PREBUILT:-}" ]]; then
   BIN=$HYLLM_PREBUILT
-  (build > "$OUT/build.log" 2>&1; echo "rc=$?" >> "$OUT/build.log") &
-  build_pid=$!
+  if [[ "${HYLLM_DEVICE_BUILD:-1}" != 0 ]]; then
+    (build > "$OUT/build.log" 2>&1; echo "rc=$?" >> "$OUT/build.log") &
+    build_pid=$!
+  fi
 else
   start=$(date +%s)
   if build > "$OUT/build.log" 2>&1; then note "build: ok in $(( $(date +%s) - start )) s"; else
@@ -77,7 +82,7 @@ if has ops; then
   note "op harness: $([[ $rc == 0 ]] && echo passed || echo FAILED) in $(( $(date +%s) - start )) s ($(grep -c ' ok$' "$OUT/harness.log") outputs ok, $(grep -c 'FAIL$' "$OUT/harness.log") over threshold)"
 fi
 
-if [[ -n "${HYLLM_PREBUILT:-}" ]]; then
+if [[ -n "$build_pid" ]]; then
   wait $build_pid
   note "device build (background): $(tail -1 "$OUT/build.log")"
 fi

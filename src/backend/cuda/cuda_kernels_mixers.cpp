@@ -128,6 +128,7 @@ void CudaKernels::gated_delta_rule(const GatedDeltaRuleArgs& a) {
   p.k_dim = to_int(a.k_dim, "k_dim");
   p.v_dim = to_int(a.v_dim, "v_dim");
   p.max_query_len = to_int(a.max_query_len, "max_query_len");
+  p.chunked = a.algorithm == DeltaRuleAlgorithm::kChunked;
   const size_t bytes = cuda::gated_delta_rule_scratch_bytes(p);
   cuda::launch_gated_delta_rule(p, bytes ? scratch(bytes) : nullptr, stream_);
   check_launch("gated_delta_rule");

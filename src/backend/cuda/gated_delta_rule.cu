@@ -1,15 +1,18 @@
-// The gated delta rule. Both algorithms of ops.h run the same kernels here:
-// the recurrence is independent across the value dimension (row j of the
-// per-head state Sv = S^T evolves on its own given q, k, g and beta), so the
-// kernel parallelises over (sequence, value head, state row) and walks the
-// tokens of a sequence in order with the state in registers. That is exact
-// fp32 arithmetic, reads and writes each state once per call, and keeps Dv x
-// Hv rows in flight, which hides the sequential token loop for prefill too.
+// The gated delta rule's recurrent kernels. The recurrence is independent
+// across the value dimension (row j of the per-head state Sv = S^T evolves on
+// its own given q, k, g and beta), so the kernels parallelise over (sequence,
+// value head, state row) and walk the tokens of a sequence in order with the
+// state in registers: exact fp32 arithmetic, each state read and written once
+// per call. They run every sequence of the recurrent algorithm and, for the
+// chunked one, the sequences shorter than kChunkedFromTokens (decode tokens
+// among them); chunked_delta_rule.cu runs the longer ones on tensor cores.
 //
-// A first kernel computes the per-token inputs once: L2-normalised q (scaled
-// by 1/sqrt(Dk)) and k, q.k, the decay exp(g) and beta.
+// A first kernel computes the per-token inputs once for both: L2-normalised q
+// (scaled by 1/sqrt(Dk)) and k, q.k, the log decay g, exp(g) and beta.
+#include <climits>
+
 #include "backend/cuda/cuda_common.cuh"
-#include "backend/cuda/launch/gdn.h"
+#include "backend/cuda/delta_rule_scratch.cuh"
 
 namespace hyllm::cuda {
 namespace {
@@ -17,25 +20,7 @@ namespace {
 constexpr int kLanesPerRow = 8;
 constexpr int kRowsPerBlock = 16;  // 128 threads
 
-struct Scratch {
-  float* qn;     // [T, Hk, Dk]
-  float* kn;     // [T, Hk, Dk]
-  float* kq;     // [T, Hk]
-  float* decay;  // [T, Hv]
-  float* beta;   // [T, Hv]
-};
-
-Scratch carve(const GatedDeltaRuleParams& p, void* scratch) {
-  float* f = static_cast<float*>(scratch);
-  const int64_t T = p.tokens, qk = T * p.num_k_heads * p.k_dim;
-  Scratch s{};
-  s.qn = f;
-  s.kn = s.qn + qk;
-  s.kq = s.kn + qk;
-  s.decay = s.kq + T * p.num_k_heads;
-  s.beta = s.decay + T * p.num_v_heads;
-  return s;
-}
+using Scratch = DeltaRuleScratch;
 
 // Block = token; warp = key head (q and k), then threads = value heads.
 __global__ void prepare_kernel(GatedDeltaRuleParams p, Scratch s) {
@@ -75,6 +60,7 @@ __global__ void prepare_kernel(GatedDeltaRuleParams p, Scratch s) {
     const float neg_a = -expf(load_float(p.A_log, p.A_log_f32, vh));
     const float g = __fmul_rn(neg_a, softplus(__fadd_rn(a, load_float(p.dt_bias, p.dt_bias_f32, vh))));
     s.decay[static_cast<int64_t>(t) * p.num_v_heads + vh] = expf(g);
+    s.g[static_cast<int64_t>(t) * p.num_v_heads + vh] = g;
     s.beta[static_cast<int64_t>(t) * p.num_v_heads + vh] = sigmoid(b);
   }
 }
@@ -108,10 +94,10 @@ __device__ __forceinline__ void load_token(TokenIn<EPL>& in, const GatedDeltaRul
 // Block = 16 state rows of one (sequence, value head); 8 lanes per row, each
 // holding EPL elements d = i * 8 + sub of the row.
 template <int EPL>
-__global__ void __launch_bounds__(kRowsPerBlock * kLanesPerRow) recurrent_kernel(GatedDeltaRuleParams p, Scratch s) {
+__global__ void __launch_bounds__(kRowsPerBlock * kLanesPerRow) recurrent_kernel(GatedDeltaRuleParams p, Scratch s, int chunked_from) {
   const int seq = blockIdx.z, vh = blockIdx.y;
   const int t0 = p.query_start_loc[seq], n = p.query_start_loc[seq + 1] - t0;
-  if (n == 0) return;
+  if (n == 0 || n >= chunked_from) return;
   const int64_t slot = p.state_indices[seq];
   if (slot < 0 || slot >= p.num_slots) return;
   const int sub = threadIdx.x % kLanesPerRow;
@@ -176,11 +162,11 @@ __device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
 constexpr int kChunk = 16;
 
 template <int EPL>
-__global__ void __launch_bounds__(kRowsPerBlock * kLanesPerRow) staged_kernel(GatedDeltaRuleParams p, Scratch s) {
+__global__ void __launch_bounds__(kRowsPerBlock * kLanesPerRow) staged_kernel(GatedDeltaRuleParams p, Scratch s, int chunked_from) {
   extern __shared__ float smem[];
   const int seq = blockIdx.z, vh = blockIdx.y;
   const int t0 = p.query_start_loc[seq], n = p.query_start_loc[seq + 1] - t0;
-  if (n == 0) return;
+  if (n == 0 || n >= chunked_from) return;
   const int64_t slot = p.state_indices[seq];
   if (slot < 0 || slot >= p.num_slots) return;
   const int Dk = p.k_dim, Hk = p.num_k_heads, Hv = p.num_v_heads;
@@ -286,20 +272,20 @@ __global__ void __launch_bounds__(kRowsPerBlock * kLanesPerRow) staged_kernel(Ga
 }
 
 template <int EPL>
-void launch_epl(const GatedDeltaRuleParams& p, const Scratch& s, cudaStream_t stream) {
+void launch_epl(const GatedDeltaRuleParams& p, const Scratch& s, int chunked_from, cudaStream_t stream) {
   dim3 grid(ceil_div(p.v_dim, kRowsPerBlock), p.num_v_heads, p.num_seqs);
   // Decode (a few tokens per sequence) reads each token's inputs once: the
   // direct kernel. Longer sequences stage them.
   const bool staged = p.v_dim % 2 == 0 && (p.max_query_len == 0 || p.max_query_len > 4);
   if (!staged) {
-    recurrent_kernel<EPL><<<grid, kRowsPerBlock * kLanesPerRow, 0, stream>>>(p, s);
+    recurrent_kernel<EPL><<<grid, kRowsPerBlock * kLanesPerRow, 0, stream>>>(p, s, chunked_from);
     return;
   }
   const size_t smem = 2 * sizeof(float) * (2 * kChunk * p.k_dim + kChunk * 4 + kChunk * (kRowsPerBlock / 2));
   if (smem > 48 * 1024) {
     cudaFuncSetAttribute(staged_kernel<EPL>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   }
-  staged_kernel<EPL><<<grid, kRowsPerBlock * kLanesPerRow, smem, stream>>>(p, s);
+  staged_kernel<EPL><<<grid, kRowsPerBlock * kLanesPerRow, smem, stream>>>(p, s, chunked_from);
 }
 
 }  // namespace
@@ -307,27 +293,30 @@ void launch_epl(const GatedDeltaRuleParams& p, const Scratch& s, cudaStream_t st
 bool gated_delta_rule_supported(int k_dim) { return k_dim >= 1 && k_dim <= 32 * kLanesPerRow; }
 
 size_t gated_delta_rule_scratch_bytes(const GatedDeltaRuleParams& p) {
-  const int64_t T = p.tokens;
-  return static_cast<size_t>(2 * T * p.num_k_heads * p.k_dim + T * p.num_k_heads + 2 * T * p.num_v_heads) *
-         sizeof(float);
+  return delta_rule_scratch_floats(p, use_chunked(p)) * sizeof(float);
 }
 
 void launch_gated_delta_rule(const GatedDeltaRuleParams& p, void* scratch, cudaStream_t stream) {
   if (p.tokens == 0 || p.num_seqs == 0) return;
-  const Scratch s = carve(p, scratch);
+  const bool chunked = use_chunked(p);
+  const Scratch s = carve_delta_rule_scratch(p, scratch, chunked);
   prepare_kernel<<<p.tokens, 128, 0, stream>>>(p, s);
+  // With the chunked kernels, the recurrence takes only the short sequences
+  // (its blocks of long ones return at once).
+  const int chunked_from = chunked ? kChunkedFromTokens : INT_MAX;
   const int epl = (p.k_dim + kLanesPerRow - 1) / kLanesPerRow;
   if (epl <= 2) {
-    launch_epl<2>(p, s, stream);
+    launch_epl<2>(p, s, chunked_from, stream);
   } else if (epl <= 4) {
-    launch_epl<4>(p, s, stream);
+    launch_epl<4>(p, s, chunked_from, stream);
   } else if (epl <= 8) {
-    launch_epl<8>(p, s, stream);
+    launch_epl<8>(p, s, chunked_from, stream);
   } else if (epl <= 16) {
-    launch_epl<16>(p, s, stream);
+    launch_epl<16>(p, s, chunked_from, stream);
   } else {
-    launch_epl<32>(p, s, stream);
+    launch_epl<32>(p, s, chunked_from, stream);
   }
+  if (chunked) launch_chunked_delta_rule(p, s, stream);
 }
 
 }  // namespace hyllm::cuda

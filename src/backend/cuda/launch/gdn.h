@@ -49,6 +49,7 @@ struct GatedDeltaRuleParams {
   int k_dim = 0;
   int v_dim = 0;
   int max_query_len = 0;  // host bound of any sequence's tokens, 0 = unknown
+  bool chunked = false;   // the op asked for the chunked algorithm
 };
 bool gated_delta_rule_supported(int k_dim);
 size_t gated_delta_rule_scratch_bytes(const GatedDeltaRuleParams& p);

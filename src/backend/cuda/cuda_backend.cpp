@@ -80,9 +80,10 @@ int cuda_device_count() {
 std::unique_ptr<Backend> make_cuda_backend(int device_index) { return std::make_unique<CudaBackend>(device_index); }
 
 namespace {
-class CudaGraphImpl final : public CudaGraph {
+class CudaGraphImpl final : public DeviceGraph {
  public:
-  CudaGraphImpl(cudaStream_t stream, cudaGraph_t graph) : stream_(stream), graph_(graph) {
+  CudaGraphImpl(const CudaKernels& kernels, cudaGraph_t graph)
+      : kernels_(kernels), stream_(kernels.stream()), graph_(graph), scratch_generation_(kernels.scratch_generation()) {
     HYLLM_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
   }
   ~CudaGraphImpl() override {
@@ -90,15 +91,18 @@ class CudaGraphImpl final : public CudaGraph {
     cudaGraphDestroy(graph_);
   }
   void replay() override { HYLLM_CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
+  bool valid() const override { return kernels_.scratch_generation() == scratch_generation_; }
 
  private:
+  const CudaKernels& kernels_;
   cudaStream_t stream_;
   cudaGraph_t graph_;
   cudaGraphExec_t exec_ = nullptr;
+  uint64_t scratch_generation_;
 };
 }  // namespace
 
-std::unique_ptr<CudaGraph> cuda_capture_graph(Backend& be, const std::function<void()>& body) {
+std::unique_ptr<DeviceGraph> cuda_capture_graph(Backend& be, const std::function<void()>& body) {
   auto* k = dynamic_cast<CudaKernels*>(&be.kernels());
   HYLLM_CHECK(k != nullptr, "cuda_capture_graph needs the cuda backend, got {}", be.name());
   cudaStream_t stream = k->stream();
@@ -113,7 +117,7 @@ std::unique_ptr<CudaGraph> cuda_capture_graph(Backend& be, const std::function<v
   }
   cudaGraph_t graph = nullptr;
   HYLLM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  return std::make_unique<CudaGraphImpl>(stream, graph);
+  return std::make_unique<CudaGraphImpl>(*k, graph);
 }
 
 void cuda_poison_scratch(Backend& be, uint8_t byte) {

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "backend/backend.h"
+#include "backend/device_graph.h"
 #include "backend/device_sampler.h"
 
 namespace hyllm {
@@ -16,14 +17,10 @@ int cuda_device_count();
 std::unique_ptr<Backend> make_cuda_backend(int device_index = 0);
 
 // A CUDA graph of the work one call of `body` enqueued on the backend's
-// stream; replay() enqueues it again. The body must be graph-safe (the ops
-// are once a warm-up call has sized the scratch and planned the GEMMs).
-class CudaGraph {
- public:
-  virtual ~CudaGraph() = default;
-  virtual void replay() = 0;
-};
-std::unique_ptr<CudaGraph> cuda_capture_graph(Backend& cuda_backend, const std::function<void()>& body);
+// stream (backend/device_graph.h). The body must be graph-safe: the ops are
+// once a warm-up call has sized the scratch and planned the GEMMs, and the
+// graph reports itself invalid when the scratch arena moves later.
+std::unique_ptr<DeviceGraph> cuda_capture_graph(Backend& cuda_backend, const std::function<void()>& body);
 
 // Fills the kernels' scratch arena (as far as it has grown) with `byte`: the
 // op harness poisons it between runs so that a kernel reading scratch it did

@@ -40,6 +40,7 @@ void* CudaKernels::scratch(size_t bytes) {
   HYLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   cudaFree(scratch_);
   scratch_ = nullptr;
+  ++scratch_generation_;
   const size_t grown = std::max(bytes, scratch_bytes_ + scratch_bytes_ / 2);
   const size_t rounded = (grown + (size_t{1} << 20) - 1) & ~((size_t{1} << 20) - 1);
   if (cudaMalloc(&scratch_, rounded) != cudaSuccess) {

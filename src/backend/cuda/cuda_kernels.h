@@ -41,6 +41,9 @@ class CudaKernels final : public Kernels {
   // warm-up step sizes it before any graph capture.
   void* scratch(size_t bytes);
   void poison_scratch(uint8_t byte);
+  // Counts the arena's moves: a graph recorded under another count points
+  // into freed memory.
+  uint64_t scratch_generation() const { return scratch_generation_; }
 
  protected:
   const char* table_name() const override { return "the cuda backend"; }
@@ -54,6 +57,7 @@ class CudaKernels final : public Kernels {
   cuda::GemmRunner gemm_;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  uint64_t scratch_generation_ = 0;
   std::unordered_map<const void*, void*> expert_tables_;
 };
 

@@ -27,7 +27,7 @@ TensorView i32_view(const DeviceBuffer& b, Shape s) { return b.view().reshape(Sh
 }  // namespace
 
 ModelRunner::ModelRunner(std::unique_ptr<Model> model, const RunnerOptions& options)
-    : model_(std::move(model)), opts_(options) {
+    : model_(std::move(model)), opts_(options), graphs_(options.record_graph, options.max_model_len) {
   HYLLM_CHECK(model_ != nullptr, "ModelRunner without a model");
   const ModelOptions& mo = model_->options();
   if (opts_.max_num_tokens > mo.max_num_tokens || opts_.max_num_seqs > mo.max_num_seqs)
@@ -158,6 +158,7 @@ void ModelRunner::profile_run() {
   Backend& be = model_->backend();
   be.synchronize();
   model_->allocate_cache(0, kBlock, 0);
+  graphs_.clear();
   num_blocks_ = num_slots_ = 0;
   log::info("Memory profiling took {:.2f} seconds (one step of {} tokens in {} sequences)",
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), tokens,
@@ -171,6 +172,7 @@ void ModelRunner::allocate_cache(const CacheAllocation& a) {
   if (a.num_state_slots <= 0 && model_->num_gdn_layers() > 0)
     fail(ErrorCode::kInvalidArgument, "no state slots for {} GDN layers", model_->num_gdn_layers());
   model_->allocate_cache(a.num_blocks, a.block_size, a.num_state_slots);
+  graphs_.clear();  // recordings point into the old cache
   set_block_geometry(a.block_size);
   num_blocks_ = a.num_blocks;
   num_slots_ = a.num_state_slots;
@@ -320,7 +322,9 @@ StepOutput ModelRunner::execute(const StepInput& input) {
   const Clock::time_point t0 = Clock::now();
   StepContext ctx = plan(input);
   const Clock::time_point t1 = Clock::now();
-  TensorView logits = model_->forward(ctx);
+  // The profile step's shapes are no decode step's; it runs op by op.
+  TensorView logits = profiling_ ? model_->forward(ctx)
+                                 : graphs_.run(ctx, [this](const StepContext& c) { return model_->forward(c); });
   const Clock::time_point t2 = Clock::now();
   const int64_t R = ctx.sample_rows.numel(), V = model_->vocab_size();
   Backend& be = model_->backend();

@@ -17,8 +17,10 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/device_graph.h"
 #include "backend/device_sampler.h"
 #include "engine/executor.h"
+#include "engine/runner/decode_graphs.h"
 #include "engine/sampler.h"
 #include "model/model.h"
 
@@ -41,6 +43,10 @@ struct RunnerOptions {
   // Also copy the sampled rows' logits to the host (last_logits()) when
   // sampling on the device: for tests; the host path always has them.
   bool keep_logits = false;
+  // Records decode steps as device graphs and replays them (decode_graphs.h);
+  // null: every step is launched op by op (--enforce-eager). The app gives
+  // its backend's recorder (e.g. cuda_capture_graph).
+  GraphRecorder record_graph;
 };
 
 class ModelRunner final : public ModelExecutor {
@@ -64,6 +70,8 @@ class ModelRunner final : public ModelExecutor {
   // The logits of the last step's sampled rows, [rows, vocab] row-major; empty
   // after a device-sampled step unless RunnerOptions::keep_logits.
   const std::vector<float>& last_logits() const { return logits_host_; }
+  // Decode steps replayed from recorded graphs so far.
+  int64_t graph_replays() const { return graphs_.replays(); }
 
  private:
   // Fixed-capacity device copies of the step's metadata.
@@ -89,6 +97,7 @@ class ModelRunner final : public ModelExecutor {
   Sampler sampler_;
   std::vector<DeviceSamplingRow> device_rows_;
   bool profiling_ = false;  // the profile step's tokens are not checked
+  DecodeGraphs graphs_;
   // Where a step's wall time goes (debug log every kTimingSteps steps): host
   // planning and input upload, enqueueing the forward, sampling (which waits
   // for the GPU). An enqueue time close to the step time means launch-bound.

@@ -1,0 +1,66 @@
+#pragma once
+// Decode steps replayed from recorded device graphs (what vLLM does with CUDA
+// graphs): enqueueing a large model op by op costs the host several
+// milliseconds a step, which for a small-active-parameter MoE is longer than
+// the GPU's work. A decode step's launches depend only on its batch, its
+// sampled rows and the bound on sequence lengths that sizes split-KV
+// attention, so one recording serves every decode step of that shape: the
+// runner's step inputs live in fixed-capacity device buffers whose contents
+// change, not their addresses.
+//
+// The first step of a shape runs op by op (sizing scratch, planning GEMMs),
+// the second is recorded and replayed, later ones replay. A recording that
+// fails turns graphs off for good with a warning; one that went stale (the
+// backend's scratch moved) is recorded again.
+
+#include <compare>
+#include <functional>
+#include <map>
+#include <memory>
+
+#include "backend/device_graph.h"
+#include "model/step_context.h"
+#include "tensor/tensor.h"
+
+namespace hyllm {
+
+class DecodeGraphs {
+ public:
+  // Batches of more sequences than this run op by op (vLLM's default bound).
+  static constexpr int64_t kMaxBatch = 512;
+  static constexpr size_t kMaxGraphs = 1024;
+
+  // A null recorder leaves every step op by op.
+  DecodeGraphs(GraphRecorder recorder, int64_t max_model_len);
+
+  bool enabled() const { return static_cast<bool>(recorder_); }
+  // Runs one step's forward and returns its logits. For a decode step it
+  // first rounds ctx.max_seq_len up to its bucket (a larger bound is always
+  // correct), then replays, records or runs op by op as above.
+  TensorView run(StepContext& ctx, const std::function<TensorView(const StepContext&)>& forward);
+  // Forgets every recording (the cache it points into was reallocated).
+  void clear() { graphs_.clear(); }
+  size_t size() const { return graphs_.size(); }
+  int64_t replays() const { return replays_; }
+
+  // The sequence-length bound a decode step is recorded under: the next
+  // power of two from 256, at most max_model_len.
+  static int64_t seq_len_bucket(int64_t max_seq_len, int64_t max_model_len);
+
+ private:
+  struct Key {
+    int64_t seqs, rows, seq_len_bound;
+    auto operator<=>(const Key&) const = default;
+  };
+  struct Entry {
+    std::unique_ptr<DeviceGraph> graph;
+    TensorView logits;
+  };
+
+  GraphRecorder recorder_;
+  int64_t max_model_len_;
+  std::map<Key, Entry> graphs_;  // an entry without a graph: seen once
+  int64_t replays_ = 0;
+};
+
+}  // namespace hyllm

@@ -1,0 +1,223 @@
+// Decode-step graphs: which steps are recorded, replayed or run op by op
+// (DecodeGraphs alone, with a counting stand-in for the backend's recorder),
+// and the runner on the CPU backend with a recorder whose replay calls the
+// recorded body again: like a CUDA graph, it re-runs the same work on the
+// same buffers, so a step that baked anything but buffer contents into its
+// recording would give other tokens than the runner without graphs.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <stdexcept>
+
+#include "backend/cpu/cpu_backend.h"
+#include "engine/runner/decode_graphs.h"
+#include "engine/runner/model_runner.h"
+#include "model/model.h"
+
+namespace hyllm {
+namespace {
+
+// Replays by calling the body again; valid while *valid holds.
+class StandInGraph final : public DeviceGraph {
+ public:
+  StandInGraph(std::function<void()> body, std::shared_ptr<bool> valid) : body_(std::move(body)), valid_(valid) {}
+  void replay() override { body_(); }
+  bool valid() const override { return *valid_; }
+
+ private:
+  std::function<void()> body_;
+  std::shared_ptr<bool> valid_;
+};
+
+struct StandInRecorder {
+  int recordings = 0;
+  bool fail = false;
+  std::shared_ptr<bool> valid = std::make_shared<bool>(true);
+  GraphRecorder get() {
+    return [this](const std::function<void()>& body) -> std::unique_ptr<DeviceGraph> {
+      if (fail) throw std::runtime_error("operation not permitted when stream is capturing");
+      ++recordings;
+      return std::make_unique<StandInGraph>(body, valid);
+    };
+  }
+};
+
+StepContext decode_ctx(int64_t seqs, int64_t max_seq_len) {
+  StepContext c;
+  c.num_tokens = c.num_seqs = seqs;
+  c.max_query_len = 1;
+  c.max_seq_len = max_seq_len;
+  c.decode_only = true;
+  c.sample_rows = TensorView(nullptr, DType::kI32, Shape{seqs});
+  return c;
+}
+
+struct CountingForward {
+  int calls = 0;
+  std::vector<int64_t> seen_seq_len;
+  std::function<TensorView(const StepContext&)> fn() {
+    return [this](const StepContext& c) {
+      ++calls;
+      seen_seq_len.push_back(c.max_seq_len);
+      return TensorView();
+    };
+  }
+};
+
+TEST(DecodeGraphs, SecondStepOfAShapeIsRecordedLaterOnesReplay) {
+  StandInRecorder rec;
+  DecodeGraphs g(rec.get(), 4096);
+  CountingForward f;
+  for (int i = 0; i < 4; ++i) {
+    StepContext c = decode_ctx(3, 300 + i);  // one bucket: 512
+    g.run(c, f.fn());
+    EXPECT_EQ(c.max_seq_len, 512);
+  }
+  EXPECT_EQ(rec.recordings, 1);
+  EXPECT_EQ(g.replays(), 3);  // the recorded step itself, then two
+  EXPECT_EQ(f.calls, 4);      // op by op once, then once per replay (the stand-in re-runs the body)
+  for (int64_t len : f.seen_seq_len) EXPECT_EQ(len, 512);
+}
+
+TEST(DecodeGraphs, ShapesAreBatchRowsAndSeqLenBucket) {
+  StandInRecorder rec;
+  DecodeGraphs g(rec.get(), 4096);
+  CountingForward f;
+  for (int64_t seqs : {1, 2}) {
+    for (int64_t len : {100, 600}) {
+      for (int i = 0; i < 2; ++i) {
+        StepContext c = decode_ctx(seqs, len);
+        g.run(c, f.fn());
+      }
+    }
+  }
+  EXPECT_EQ(rec.recordings, 4);
+  EXPECT_EQ(g.size(), 4u);
+  EXPECT_EQ(DecodeGraphs::seq_len_bucket(1, 4096), 256);
+  EXPECT_EQ(DecodeGraphs::seq_len_bucket(257, 4096), 512);
+  EXPECT_EQ(DecodeGraphs::seq_len_bucket(3000, 3500), 3500);  // capped at max_model_len
+  EXPECT_EQ(DecodeGraphs::seq_len_bucket(100, 64), 100);      // never below the step's own bound
+}
+
+TEST(DecodeGraphs, PrefillAndLargeBatchesRunOpByOp) {
+  StandInRecorder rec;
+  DecodeGraphs g(rec.get(), 4096);
+  CountingForward f;
+  for (int i = 0; i < 3; ++i) {
+    StepContext prefill = decode_ctx(2, 100);
+    prefill.decode_only = false;
+    prefill.max_query_len = 50;
+    g.run(prefill, f.fn());
+    EXPECT_EQ(prefill.max_seq_len, 100);  // untouched
+    StepContext big = decode_ctx(DecodeGraphs::kMaxBatch + 1, 100);
+    g.run(big, f.fn());
+  }
+  EXPECT_EQ(rec.recordings, 0);
+  EXPECT_EQ(g.size(), 0u);
+  EXPECT_EQ(f.calls, 6);
+}
+
+TEST(DecodeGraphs, StaleRecordingIsRecordedAgain) {
+  StandInRecorder rec;
+  DecodeGraphs g(rec.get(), 4096);
+  CountingForward f;
+  for (int i = 0; i < 3; ++i) {
+    StepContext c = decode_ctx(1, 10);
+    g.run(c, f.fn());
+  }
+  EXPECT_EQ(rec.recordings, 1);
+  *rec.valid = false;  // the scratch arena moved
+  StepContext c = decode_ctx(1, 10);
+  g.run(c, f.fn());
+  EXPECT_EQ(rec.recordings, 2);
+}
+
+TEST(DecodeGraphs, FailedRecordingTurnsGraphsOffAndStillRunsTheStep) {
+  StandInRecorder rec;
+  rec.fail = true;
+  DecodeGraphs g(rec.get(), 4096);
+  CountingForward f;
+  for (int i = 0; i < 3; ++i) {
+    StepContext c = decode_ctx(1, 10);
+    g.run(c, f.fn());
+  }
+  EXPECT_FALSE(g.enabled());
+  EXPECT_EQ(f.calls, 3);
+  EXPECT_EQ(g.replays(), 0);
+}
+
+TEST(DecodeGraphs, NoRecorderMeansOpByOp) {
+  DecodeGraphs g(nullptr, 4096);
+  CountingForward f;
+  for (int i = 0; i < 3; ++i) {
+    StepContext c = decode_ctx(1, 10);
+    g.run(c, f.fn());
+    EXPECT_EQ(c.max_seq_len, 10);
+  }
+  EXPECT_EQ(f.calls, 3);
+  EXPECT_EQ(g.size(), 0u);
+}
+
+// The runner: three sequences of different prompt lengths decode together,
+// finishing at different steps (so the batch shrinks and several shapes are
+// recorded); greedy tokens with replayed recordings equal those without.
+std::vector<std::vector<int32_t>> run_batch(const GraphRecorder& recorder, int64_t* replays) {
+  auto be = make_cpu_backend();
+  ModelOptions mo;
+  mo.max_num_tokens = 256;
+  mo.max_num_seqs = 8;
+  RunnerOptions ro;
+  ro.max_num_tokens = 256;
+  ro.max_num_seqs = 8;
+  ro.max_model_len = 128;
+  ro.record_graph = recorder;
+  ModelRunner runner(load_model(std::filesystem::path(HYLLM_SOURCE_DIR) / "models" / "hyllm-tiny", *be, mo), ro);
+  runner.allocate_cache({.block_size = 16, .num_blocks = 32, .num_state_slots = 4});
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  std::vector<std::vector<int32_t>> tokens = {{5, 17, 300, 42}, {9, 8, 7, 6, 5, 4, 3, 2, 1, 100, 200}, {77}};
+  const std::vector<int> steps = {12, 20, 6};  // decode steps per sequence
+  std::vector<std::vector<int32_t>> tables = {{0, 1, 2}, {3, 4, 5}, {6, 7, 8}};
+  std::vector<size_t> done(tokens.size(), 0);  // tokens already in the cache
+  for (int step = 0; step < 21; ++step) {
+    StepInput in;
+    std::vector<size_t> which;
+    for (size_t s = 0; s < tokens.size(); ++s) {
+      if (step > steps[s]) continue;
+      SeqWork w;
+      w.seq_id = static_cast<int64_t>(s);
+      w.token_ids = std::span<const int32_t>(tokens[s]).subspan(done[s]);
+      w.start_pos = static_cast<int64_t>(done[s]);
+      w.block_table = tables[s];
+      w.state_slot = static_cast<int32_t>(s);
+      w.sample = true;
+      w.sampling = &greedy;
+      w.prompt_ids = w.token_ids;
+      in.seqs.push_back(w);
+      which.push_back(s);
+    }
+    if (in.seqs.empty()) break;
+    StepOutput out = runner.execute(in);
+    for (size_t i = 0; i < which.size(); ++i) {
+      done[which[i]] = tokens[which[i]].size();
+      tokens[which[i]].push_back(out.sampled.at(i).token);
+    }
+  }
+  *replays = runner.graph_replays();
+  return tokens;
+}
+
+TEST(DecodeGraphs, RunnerTokensWithReplayedStepsEqualOpByOp) {
+  int64_t replays_eager = 0, replays = 0;
+  const auto eager = run_batch(nullptr, &replays_eager);
+  StandInRecorder rec;
+  const auto replayed = run_batch(rec.get(), &replays);
+  EXPECT_EQ(replays_eager, 0);
+  EXPECT_GT(rec.recordings, 2);
+  EXPECT_GT(replays, 10);
+  EXPECT_EQ(eager, replayed);
+}
+
+}  // namespace
+}  // namespace hyllm

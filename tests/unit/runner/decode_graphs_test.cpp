@@ -7,13 +7,13 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <stdexcept>
 
 #include "backend/cpu/cpu_backend.h"
 #include "engine/runner/decode_graphs.h"
 #include "engine/runner/model_runner.h"
 #include "model/model.h"
+#include "runner_test_util.h"
 
 namespace hyllm {
 namespace {
@@ -164,15 +164,9 @@ TEST(DecodeGraphs, NoRecorderMeansOpByOp) {
 // recorded); greedy tokens with replayed recordings equal those without.
 std::vector<std::vector<int32_t>> run_batch(const GraphRecorder& recorder, int64_t* replays) {
   auto be = make_cpu_backend();
-  ModelOptions mo;
-  mo.max_num_tokens = 256;
-  mo.max_num_seqs = 8;
-  RunnerOptions ro;
-  ro.max_num_tokens = 256;
-  ro.max_num_seqs = 8;
-  ro.max_model_len = 128;
+  RunnerOptions ro = test::small_runner_options();
   ro.record_graph = recorder;
-  ModelRunner runner(load_model(std::filesystem::path(HYLLM_SOURCE_DIR) / "models" / "hyllm-tiny", *be, mo), ro);
+  ModelRunner runner(load_model(test::tiny_model(), *be, test::small_model_options()), ro);
   runner.allocate_cache({.block_size = 16, .num_blocks = 32, .num_state_slots = 4});
   SamplingParams greedy;
   greedy.temperature = 0.0f;

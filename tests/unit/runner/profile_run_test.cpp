@@ -13,24 +13,19 @@
 #include "model/loader/dummy_weights.h"
 #include "model/model.h"
 #include "model/qwen3_5.h"
+#include "runner_test_util.h"
 
 namespace hyllm {
 namespace {
 
-namespace fs = std::filesystem;
-
-fs::path tiny_model() { return fs::path(HYLLM_SOURCE_DIR) / "models" / "hyllm-tiny"; }
+using test::small_model_options;
+using test::small_runner_options;
+using test::tiny_model;
 
 std::unique_ptr<ModelRunner> make_runner(Backend& be, LoadFormat format = LoadFormat::kAuto) {
-  ModelOptions mo;
-  mo.max_num_tokens = 256;
-  mo.max_num_seqs = 8;
+  ModelOptions mo = small_model_options();
   mo.load_format = format;
-  RunnerOptions ro;
-  ro.max_num_tokens = 256;
-  ro.max_num_seqs = 8;
-  ro.max_model_len = 128;
-  return std::make_unique<ModelRunner>(load_model(tiny_model(), be, mo), ro);
+  return std::make_unique<ModelRunner>(load_model(tiny_model(), be, mo), small_runner_options());
 }
 
 std::vector<int32_t> greedy(ModelRunner& r, int steps) {
@@ -106,13 +101,8 @@ TEST(FillRandom, DummyModelIsTheSameThroughEitherPath) {
   const ModelConfig cfg = load_model_config(tiny_model());
   DummyWeights w(cfg, 3);
   HostOnly host(w);
-  ModelOptions mo;
-  mo.max_num_tokens = 256;
-  mo.max_num_seqs = 8;
-  RunnerOptions ro;
-  ro.max_num_tokens = 256;
-  ro.max_num_seqs = 8;
-  ro.max_model_len = 128;
+  const ModelOptions mo = small_model_options();
+  const RunnerOptions ro = small_runner_options();
   ModelRunner device_made(make_qwen3_5(cfg, w, *be, mo), ro);
   ModelRunner host_made(make_qwen3_5(cfg, host, *be, mo), ro);
   device_made.allocate_cache({16, 8, 2});

@@ -82,21 +82,20 @@ std::unique_ptr<Backend> make_cuda_backend(int device_index) { return std::make_
 namespace {
 class CudaGraphImpl final : public DeviceGraph {
  public:
+  // Keeps only the executable graph: it does not depend on its source.
   CudaGraphImpl(const CudaKernels& kernels, cudaGraph_t graph)
-      : kernels_(kernels), stream_(kernels.stream()), graph_(graph), scratch_generation_(kernels.scratch_generation()) {
-    HYLLM_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+      : kernels_(kernels), stream_(kernels.stream()), scratch_generation_(kernels.scratch_generation()) {
+    const cudaError_t err = cudaGraphInstantiate(&exec_, graph, 0);
+    cudaGraphDestroy(graph);
+    HYLLM_CUDA_CHECK(err);
   }
-  ~CudaGraphImpl() override {
-    cudaGraphExecDestroy(exec_);
-    cudaGraphDestroy(graph_);
-  }
+  ~CudaGraphImpl() override { cudaGraphExecDestroy(exec_); }
   void replay() override { HYLLM_CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
   bool valid() const override { return kernels_.scratch_generation() == scratch_generation_; }
 
  private:
   const CudaKernels& kernels_;
   cudaStream_t stream_;
-  cudaGraph_t graph_;
   cudaGraphExec_t exec_ = nullptr;
   uint64_t scratch_generation_;
 };

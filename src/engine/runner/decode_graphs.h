@@ -28,7 +28,7 @@ class DecodeGraphs {
  public:
   // Batches of more sequences than this run op by op (vLLM's default bound).
   static constexpr int64_t kMaxBatch = 512;
-  static constexpr size_t kMaxGraphs = 1024;
+  static constexpr size_t kMaxGraphs = 512;
 
   // A null recorder leaves every step op by op.
   DecodeGraphs(GraphRecorder recorder, int64_t max_model_len);

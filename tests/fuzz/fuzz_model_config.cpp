@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "fuzz_util.h"
@@ -35,10 +36,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                "layers.1.linear_attn.in_proj_qkv", "layers.2.mlp.shared_expert.gate_proj"}) {
       (void)c.is_quantized_module(module);
     }
-    for (ExpertLayout layout : {ExpertLayout::kFused, ExpertLayout::kPerExpert}) {
-      fuzz::expect_clean_errors([&] {
-        for (const TensorSpec& t : qwen35_expected_tensors(c, layout)) (void)t.shape.numel();
-      });
+    // The catalogue lists every expert of every layer (a real 35B-A3B config:
+    // 30,000 tensors, a second under ASan); it is built for configs up to a
+    // few thousand layer-experts so that the fuzzer keeps its pace.
+    if (c.num_hidden_layers <= 4096 / std::max<int64_t>(1, c.num_experts)) {
+      for (ExpertLayout layout : {ExpertLayout::kFused, ExpertLayout::kPerExpert}) {
+        fuzz::expect_clean_errors([&] {
+          for (const TensorSpec& t : qwen35_expected_tensors(c, layout)) (void)t.shape.numel();
+        });
+      }
     }
   });
   return 0;

@@ -6,11 +6,19 @@
 # an e2e test started: reports go to build-san/sanitizer-reports/ and are
 # printed at the end.
 #
-#   bash scripts/test-sanitizers.sh                 # what scripts/test.sh runs
+#   bash scripts/test-sanitizers.sh                 # unit + e2e + fuzz tests on the sanitizer build
+#   bash scripts/test-sanitizers.sh --fuzz-only     # what scripts/test.sh runs: the fuzz targets only
 #   HYLLM_FUZZ_SECONDS=600 bash scripts/test-sanitizers.sh   # longer fuzzing
 #   bash scripts/test-sanitizers.sh -DCMAKE_CXX_COMPILER_LAUNCHER=ccache   # extra cmake args
 set -euo pipefail
 cd "$(dirname "$0")/.."
+labels='unit|e2e|fuzz'
+targets=()
+if [[ ${1:-} == --fuzz-only ]]; then
+  shift
+  labels=fuzz
+  for f in tests/fuzz/fuzz_*.cpp; do targets+=(--target "$(basename "$f" .cpp)"); done
+fi
 bash scripts/install-deps.sh
 bash scripts/npm-deps.sh
 
@@ -21,7 +29,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_C_FLAGS_DEBUG=-O1 -DCMAKE_CXX_FLAGS_DEBUG=-O1 \
   -DHYLLM_FUZZ=ON -DHYLLM_BUILD_BENCHMARKS=OFF \
   -DHYLLM_FUZZ_SECONDS="${HYLLM_FUZZ_SECONDS:-15}" "$@" >/dev/null
-cmake --build "$build" -j "$jobs"
+cmake --build "$build" -j "$jobs" "${targets[@]}"
 
 reports=$PWD/$build/sanitizer-reports
 rm -rf "$reports"
@@ -32,7 +40,7 @@ export UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1
 export LSAN_OPTIONS="log_path=$reports/lsan"
 
 status=0
-(cd "$build" && ctest --output-on-failure -j "${HYLLM_TEST_JOBS:-$(nproc)}" --timeout 1800 -L 'unit|e2e|fuzz') || status=$?
+(cd "$build" && ctest --output-on-failure -j "${HYLLM_TEST_JOBS:-$(nproc)}" --timeout 1800 -L "$labels") || status=$?
 
 if compgen -G "$reports/*" >/dev/null; then
   echo "=== sanitizer reports ==="

@@ -28,17 +28,27 @@ for name in "${targets[@]}"; do
   [[ -f tests/fuzz/dicts/$name.dict ]] && dict=(-dict="tests/fuzz/dicts/$name.dict")
   log=$work/long_run.log
   start=$(date +%s)
-  nice -n 10 "$bin" -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 -max_total_time="$SECONDS_PER_TARGET" \
-    -timeout=60 -rss_limit_mb=3072 -artifact_prefix="$work/" "${dict[@]}" "$work/corpus" "tests/fuzz/corpus/$name" \
-    > "$log" 2>&1
+  # Fork mode restarts the target per job; the HTTP target starts a server
+  # and loads a model each time, so it runs in one process (stopping at a
+  # crash) instead.
+  mode=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
+  [[ $name == http ]] && mode=()
+  nice -n 10 "$bin" "${mode[@]}" -max_total_time="$SECONDS_PER_TARGET" -timeout=60 -rss_limit_mb=3072 \
+    -artifact_prefix="$work/" "${dict[@]}" "$work/corpus" "tests/fuzz/corpus/$name" > "$log" 2>&1
   secs=$(($(date +%s) - start))
-  # Fork mode's status lines: "#N: cov: C ft: F corp: K exec/s E oom/timeout/crash: a/b/c time: T ..."
-  last=$(grep -E "^#[0-9]+: cov:" "$log" | tail -1)
-  runs=$(sed -nE 's/^#([0-9]+): .*/\1/p' <<< "$last")
+  # Status lines: fork mode "#N: cov: C ft: F corp: K exec/s E oom/timeout/crash: a/b/c time: T ...",
+  # one process "#N  NEW|REDUCE|pulse|DONE  cov: C ft: F corp: K/size ...".
+  last=$(grep -E "^#[0-9]+(: |\s+[A-Z]+\s+)cov:" "$log" | tail -1)
+  runs=$(sed -nE 's/^#([0-9]+).*/\1/p' <<< "$last")
   cov=$(sed -nE 's/.* cov: ([0-9]+) .*/\1/p' <<< "$last")
   ft=$(sed -nE 's/.* ft: ([0-9]+) .*/\1/p' <<< "$last")
-  corp=$(sed -nE 's/.* corp: ([0-9]+) .*/\1/p' <<< "$last")
+  corp=$(sed -nE 's/.* corp: ([0-9]+)[ /].*/\1/p' <<< "$last")
   otc=$(sed -nE 's|.* oom/timeout/crash: ([0-9/]+) .*|\1|p' <<< "$last")
+  if ((${#mode[@]} == 0)); then
+    found=$(ls "$work" | grep -cE '^(crash|timeout|oom|leak)-')
+    otc="stopped at a finding: $found"
+    ((found == 0)) && otc="0/0/0"
+  fi
   rows+=("| $name | $secs s | ${runs:-?} | ${cov:-?} / ${ft:-?} | ${corp:-?} | ${otc:-?} |")
   echo "== $name: $last"
 done

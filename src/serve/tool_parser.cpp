@@ -48,6 +48,17 @@ ToolParse BlockToolCallParser::finish() {
 void BlockToolCallParser::drain(ToolParse& out, bool at_end) {
   for (;;) {
     if (!in_block_) {
+      if (after_block_) {
+        // Whitespace between calls, or after the last, is layout, not content.
+        const std::string_view rest = skip_space(buffer_);
+        if (rest.empty() && !at_end) return;
+        if (rest.empty() || rest.substr(0, kBlockOpen.size()) == kBlockOpen) {
+          buffer_.erase(0, buffer_.size() - rest.size());
+        } else if (!at_end && kBlockOpen.substr(0, rest.size()) == rest) {
+          return;
+        }
+        after_block_ = false;
+      }
       const size_t at = buffer_.find(kBlockOpen);
       if (at == std::string::npos) {
         const size_t keep = at_end ? 0 : partial_suffix(buffer_, kBlockOpen);
@@ -67,6 +78,8 @@ void BlockToolCallParser::drain(ToolParse& out, bool at_end) {
       // Nothing of this block was announced: all of its text is content.
       out.content += block_text_;
       block_text_.clear();
+    } else {
+      after_block_ = true;
     }
     in_block_ = false;
   }

@@ -45,6 +45,7 @@ class BlockToolCallParser : public ToolCallParser {
  private:
   void drain(ToolParse& out, bool at_end);
   bool in_block_ = false;
+  bool after_block_ = false;  // a call block just ended
   std::string block_text_;
 };
 

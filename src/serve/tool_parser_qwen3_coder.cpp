@@ -27,6 +27,14 @@ std::string lower(std::string s) {
   return s;
 }
 
+// Around a value whitespace means nothing: the template writes newlines
+// there, and a grammar-forced call may add a few blanks.
+std::string trim(const std::string& s) {
+  const size_t first = s.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return {};
+  return s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1);
+}
+
 // The JSON value of a parameter's text, by the type its schema gives.
 Json convert_value(std::string text, const Json* schema) {
   if (!text.empty() && text.front() == '\n') text.erase(0, 1);
@@ -47,12 +55,12 @@ Json convert_value(std::string text, const Json* schema) {
     }
   }
   // Without a schema the value is a string (vLLM).
-  if (types.empty() || types.front() == "string" || types.front() == "str" || types.front() == "text") return text;
+  if (types.empty() || types.front() == "string" || types.front() == "str" || types.front() == "text") {
+    // A forced call's grammar allows a little whitespace around the value.
+    return schema ? trim(text) : text;
+  }
   const std::string& type = types.front();
-  // Around a typed value whitespace means nothing (the template writes
-  // newlines there; a grammar lets a model write more).
-  const size_t first = text.find_first_not_of(" \t\r\n");
-  text = first == std::string::npos ? std::string() : text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
+  text = trim(text);
   try {
     if (type == "integer" || type == "int") {
       size_t used = 0;

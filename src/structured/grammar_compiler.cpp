@@ -28,6 +28,11 @@ std::vector<std::string> raw_vocabulary(const Tokenizer& tok, const std::vector<
   return vocab;
 }
 
+const std::string kAnyObject = R"({"type": "object"})";
+// Free whitespace between JSON tokens is bounded per gap: deep indentation
+// fits, and a model cannot spend its whole budget on blanks.
+constexpr int kMaxJsonWhitespace = 12;
+
 }  // namespace
 
 struct GrammarCompiler::Impl {
@@ -83,13 +88,14 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const GrammarSpe
     xgrammar::GrammarCompiler& c = impl_->compiler;
     switch (spec.kind) {
       case GrammarKind::kJsonSchema:
-        compiled = c.CompileJSONSchema(spec.text, spec.any_whitespace, std::nullopt,
-                                           spec.any_whitespace ? std::nullopt
-                                                               : std::optional(std::pair<std::string, std::string>(", ", ": ")));
+      case GrammarKind::kJsonObject: {
+        const std::string& schema = spec.kind == GrammarKind::kJsonObject ? kAnyObject : spec.text;
+        std::optional<std::pair<std::string, std::string>> separators;
+        if (!spec.any_whitespace) separators.emplace(", ", ": ");
+        compiled = c.CompileJSONSchema(schema, spec.any_whitespace, std::nullopt, separators, /*strict_mode=*/true,
+                                       spec.any_whitespace ? std::optional<int>(kMaxJsonWhitespace) : std::nullopt);
         break;
-      case GrammarKind::kJsonObject:
-        compiled = c.CompileJSONSchema(R"({"type": "object"})", spec.any_whitespace);
-        break;
+      }
       case GrammarKind::kRegex:
         compiled = c.CompileRegex(spec.text);
         break;

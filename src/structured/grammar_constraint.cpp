@@ -22,6 +22,9 @@ class GrammarConstraint final : public TokenConstraint {
 
   bool fill_next_token_bitmask(std::span<uint32_t> bitmask) override {
     if (phase_ == Phase::kReasoning) return false;
+    // A finished grammar has nothing left to say: what follows (only with
+    // ignore_eos, since it allows nothing but a stop token) is unconstrained.
+    if (phase_ == Phase::kAnswer && matcher_.IsTerminated()) return false;
     int64_t shape[1] = {static_cast<int64_t>(bitmask.size())};
     DLTensor t{};
     t.data = bitmask.data();
@@ -51,6 +54,7 @@ class GrammarConstraint final : public TokenConstraint {
         if (token == *options_.reasoning_end_token) phase_ = Phase::kAnswer;
         return true;
       case Phase::kAnswer:
+        if (matcher_.IsTerminated()) return true;
         break;
     }
     return matcher_.AcceptToken(token);

@@ -198,3 +198,23 @@ TEST(GrammarConstraint, ReasoningComesFirstUnconstrained) {
 
 }  // namespace
 }  // namespace hyllm::structured
+
+namespace hyllm::structured {
+namespace {
+
+TEST(GrammarConstraint, AfterTheGrammarEndsNothingIsConstrained) {
+  // With ignore_eos the engine keeps sampling after the stop token.
+  auto g = compiler().compile({GrammarKind::kRegex, "ok"});
+  auto c = make_grammar_constraint(g, {});
+  std::vector<uint32_t> mask(static_cast<size_t>(bitmask_words(compiler().vocab_size())));
+  for (int32_t t : tiny_tokenizer().encode("ok", false)) ASSERT_TRUE(c->accept_token(t));
+  ASSERT_TRUE(c->fill_next_token_bitmask(mask));
+  EXPECT_TRUE(bitmask_allows(mask, kImEnd));
+  EXPECT_FALSE(bitmask_allows(mask, *tiny_tokenizer().token_to_id("x")));
+  ASSERT_TRUE(c->accept_token(kImEnd));
+  EXPECT_FALSE(c->fill_next_token_bitmask(mask));
+  EXPECT_TRUE(c->accept_token(*tiny_tokenizer().token_to_id("x")));
+}
+
+}  // namespace
+}  // namespace hyllm::structured

@@ -127,9 +127,12 @@ void add_serve_flags(CLI::App& sub, ServeArgs& a) {
                "Accepted for compatibility; hyllm never runs code from a model directory");
   sub.add_flag(negatable("enable-chunked-prefill"),
                a.enable_chunked_prefill, "Always on");
-  sub.add_option(names("reasoning-parser"), a.reasoning_parser, "Not available yet");
-  sub.add_flag(names("enable-auto-tool-choice"), a.enable_auto_tool_choice, "Not available yet");
-  sub.add_option(names("tool-call-parser"), a.tool_call_parser, "Not available yet");
+  sub.add_option(names("reasoning-parser"), a.reasoning_parser,
+                 "Split <think>...</think> into the message's `reasoning`: qwen3 or deepseek_r1");
+  sub.add_flag(names("enable-auto-tool-choice"), a.enable_auto_tool_choice,
+               "Parse the model's tool calls when tool_choice is auto (needs --tool-call-parser)");
+  sub.add_option(names("tool-call-parser"), a.tool_call_parser,
+                 "Tool-call format: qwen3_coder (Qwen3.5/3.6, Qwen3-Coder) or hermes (Qwen3)");
   sub.add_option(names("uvicorn-log-level"), a.uvicorn_log_level, "Log level: debug, info, warning, error")
       ->capture_default_str();
 }

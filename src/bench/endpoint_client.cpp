@@ -173,6 +173,7 @@ RequestResult send_streaming_request(const Endpoint& endpoint, const RequestInpu
           if (d.contains("content") && d["content"].is_string()) out.generated_text += d["content"].get<std::string>();
           if (d.contains("reasoning_content") && d["reasoning_content"].is_string())
             out.generated_text += d["reasoning_content"].get<std::string>();
+          if (d.contains("reasoning") && d["reasoning"].is_string()) out.generated_text += d["reasoning"].get<std::string>();
         }
       } else if (j.contains("usage") && j["usage"].is_object()) {
         const auto& u = j["usage"];

@@ -27,6 +27,7 @@
 #include "engine/engine_config.h"
 #include "engine/engine_stats.h"
 #include "engine/sampling_params.h"
+#include "engine/token_constraint.h"
 
 namespace hyllm {
 
@@ -64,6 +65,9 @@ struct EngineRequest {
   SamplingParams sampling;               // max_tokens already resolved by the caller
   std::chrono::steady_clock::time_point arrival_time = std::chrono::steady_clock::now();
   std::shared_ptr<StopStringHook> stop_hook;  // needed only when sampling.stop is non-empty
+  // Structured output: empty, or one constraint per choice (sampling.n of
+  // them); choice i samples only tokens constraints[i] allows.
+  std::vector<std::shared_ptr<TokenConstraint>> constraints;
 };
 
 struct TokenLogprob {

@@ -47,6 +47,7 @@ void EngineCore::add_request(EngineRequest request) {
   req->id = std::move(request.request_id);
   req->sampling = std::move(request.sampling);
   req->stop_hook = std::move(request.stop_hook);
+  req->constraints = std::move(request.constraints);
   req->arrival_time = request.arrival_time;
   req->forked = req->sampling.n == 1;
   req->base_seed = req->sampling.seed ? *req->sampling.seed : seed_rng_();
@@ -140,6 +141,7 @@ std::vector<RequestOutput> EngineCore::step() {
         if (seq.num_output_tokens() < req.sampling.min_tokens) w.banned_token_ids = req.min_tokens_banned;
         w.seed = seq.seed;
         w.sample_index = static_cast<uint64_t>(seq.num_output_tokens());
+        w.constraint = req.constraint(seq.index);
         num_samples++;
       }
       input.seqs.push_back(w);
@@ -177,6 +179,7 @@ std::vector<RequestOutput> EngineCore::step() {
           continue;
         }
         append_token(*c.seq, sampled, now);
+        if (!c.seq->finished()) jump_forward(*c.seq, now);
       }
     }
   }
@@ -190,7 +193,32 @@ std::vector<RequestOutput> EngineCore::step() {
   return collect_outputs(end);
 }
 
-void EngineCore::append_token(Sequence& seq, const SampledToken& sampled, Clock::time_point now) {
+void EngineCore::jump_forward(Sequence& seq, Clock::time_point now) {
+  Request& req = *seq.request;
+  TokenConstraint* constraint = req.constraint(seq.index);
+  if (!constraint) return;
+  // Forced tokens come without logprobs; a request that asks for them samples every token.
+  if (req.sampling.logprobs) return;
+  const int room = std::min(req.sampling.max_tokens - seq.num_output_tokens(), config_.max_model_len - seq.num_tokens());
+  if (room <= 0) return;
+  std::vector<int32_t> forced;
+  try {
+    forced = constraint->forced_tokens(room);
+  } catch (const std::exception& e) {
+    fail_request(req, std::string("structured output failed: ") + e.what());
+    return;
+  }
+  for (int32_t token : forced) {
+    if (seq.finished()) break;
+    if (token < 0 || token >= vocab_size_) {
+      fail_request(req, fmt::format("structured output forced token id {} outside the vocabulary", token));
+      return;
+    }
+    append_token(seq, SampledToken{token, 0.0f, {}}, now, /*forced=*/true);
+  }
+}
+
+void EngineCore::append_token(Sequence& seq, const SampledToken& sampled, Clock::time_point now, bool forced) {
   Request& req = *seq.request;
   seq.tokens.push_back(sampled.token);
   seq.pending_tokens.push_back(sampled.token);
@@ -211,6 +239,19 @@ void EngineCore::append_token(Sequence& seq, const SampledToken& sampled, Clock:
   }
   seq.last_token_time = now;
   mark_news(req);
+  if (TokenConstraint* constraint = req.constraint(seq.index); constraint && !forced) {
+    bool accepted = false;
+    try {
+      accepted = constraint->accept_token(sampled.token);
+    } catch (const std::exception& e) {
+      fail_request(req, std::string("structured output failed: ") + e.what());
+      return;
+    }
+    if (!accepted) {
+      fail_request(req, fmt::format("structured output: token {} does not fit the grammar", sampled.token));
+      return;
+    }
+  }
   try {
     check_stop(seq, sampled.token);
   } catch (const std::exception& e) {

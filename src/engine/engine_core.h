@@ -52,7 +52,11 @@ class EngineCore {
   void log_stats_if_due();
 
  private:
-  void append_token(Sequence& seq, const SampledToken& sampled, Clock::time_point now);
+  // forced: the token came from the constraint's jump-forward (already accepted by it).
+  void append_token(Sequence& seq, const SampledToken& sampled, Clock::time_point now, bool forced = false);
+  // Appends the tokens the choice's constraint forces next (no forward pass
+  // needed to choose them; the next step computes them as one chunk).
+  void jump_forward(Sequence& seq, Clock::time_point now);
   // Checks the stop conditions after a token was appended; finishes the choice if one holds.
   void check_stop(Sequence& seq, int32_t token);
   void mark_news(Request& req);

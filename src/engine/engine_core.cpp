@@ -199,6 +199,7 @@ std::vector<RequestOutput> EngineCore::step() {
       // and forget the snapshots whose copies the step may not have made.
       scheduler_->discard(sched);
       for (const ScheduledChunk& c : sched.chunks) fail_request(*c.seq->request, "model execution failed: " + failure);
+      for (Sequence* s : sched.copied_into) fail_request(*s->request, "model execution failed: " + failure);
     } else {
       scheduler_->commit(sched);
       const Clock::time_point now = Clock::now();

@@ -110,7 +110,10 @@ void Scheduler::fork(size_t parent_pos, SchedulerOutput& out) {
     child->block_hashes = parent.block_hashes;
     for (int32_t b : child->block_table) blocks_.add_ref(b);
     child->state_slot = req.reserved_slots[static_cast<size_t>(c - 1)];
-    if (parent.num_computed_tokens > 0) out.state_slot_copies.emplace_back(parent.state_slot, child->state_slot);
+    if (parent.num_computed_tokens > 0) {
+      out.state_slot_copies.emplace_back(parent.state_slot, child->state_slot);
+      out.copied_into.push_back(child.get());
+    }
     child->status = SeqStatus::kRunning;
     child->seed = req.base_seed + static_cast<uint64_t>(c);
     children.push_back(child.get());
@@ -172,9 +175,10 @@ bool Scheduler::admit_head(int& budget, SchedulerOutput& out) {
 
   waiting_.pop_front();
   seq.state_slot = slots_.allocate();
-  if (hit.num_tokens > 0 && hit.snapshot_slot != seq.state_slot) {
+  if (hit.num_tokens > 0) {
     // (The same slot: the snapshot was the only one to evict, and its state is already there.)
-    out.state_slot_copies.emplace_back(hit.snapshot_slot, seq.state_slot);
+    if (hit.snapshot_slot != seq.state_slot) out.state_slot_copies.emplace_back(hit.snapshot_slot, seq.state_slot);
+    out.copied_into.push_back(&seq);
   }
   if (reserve) {
     for (int i = 1; i < req.n(); ++i) req.reserved_slots.push_back(slots_.allocate());

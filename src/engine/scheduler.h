@@ -70,6 +70,9 @@ struct SchedulerOutput {
   std::vector<int64_t> finished_seq_ids;  // left the running set since the last step
   std::vector<SnapshotSave> snapshot_saves;
   std::vector<PrefixLookup> prefix_lookups;
+  // Sequences whose cache this step's copies fill (prefix hits, forks): if
+  // the step fails they fail too, scheduled or not.
+  std::vector<Sequence*> copied_into;
   int num_preempted = 0;
   int num_scheduled_tokens = 0;
   bool empty() const { return chunks.empty(); }

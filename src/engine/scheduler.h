@@ -75,7 +75,8 @@ struct SchedulerOutput {
   std::vector<Sequence*> copied_into;
   int num_preempted = 0;
   int num_scheduled_tokens = 0;
-  bool empty() const { return chunks.empty(); }
+  // Nothing to compute and nothing to copy: the executor is not called.
+  bool empty() const { return chunks.empty() && kv_block_copies.empty() && state_slot_copies.empty(); }
 };
 
 class Scheduler {

@@ -314,6 +314,7 @@ void ModelRunner::sample_on_host(const StepInput& input, StepOutput& out) {
 StepOutput ModelRunner::execute(const StepInput& input) {
   for (auto [src, dst] : input.kv_block_copies) model_->copy_kv_block(src, dst);
   for (auto [src, dst] : input.state_slot_copies) model_->copy_state_slot(src, dst);
+  if (input.seqs.empty()) return {};  // copies only
   for (const SeqWork& w : input.seqs) {
     if (w.sample && w.sampling == nullptr)
       fail(ErrorCode::kInternal, "sequence {} is sampled without SamplingParams", w.seq_id);

@@ -218,6 +218,26 @@ TEST(PrefixCache, AFailedStepForgetsTheSnapshotsItWasToSave) {
   EXPECT_EQ(tokens, solo(make_request("b", prompt, 3), cold_config())[0].tokens);
 }
 
+TEST(PrefixCache, AStepWithNothingToComputeStillMakesItsSnapshotCopies) {
+  std::mt19937 rng(10);
+  const auto prompt = random_prompt(rng, 32, 64);
+  FakeExecutor ex;
+  std::vector<size_t> seqs_per_step;
+  ex.on_step = [&](const StepInput& in) { seqs_per_step.push_back(in.seqs.size()); };
+  EngineCore core(ex, caching_config());
+  core.add_request(make_request("a", prompt, 5));
+  core.step();  // [0, 32): the state at 32 is to be saved by the next step
+  ASSERT_EQ(core.scheduler().num_pending_saves(), 1);
+  core.abort_request("a");
+  core.step();  // nothing runs, but the save is made
+  EXPECT_EQ(seqs_per_step, (std::vector<size_t>{1, 0}));
+  EXPECT_EQ(core.scheduler().num_pending_saves(), 0);
+  const auto b = make_request("b", concat(prompt, random_prompt(rng, 3, 64)), 4);
+  auto [tokens, cached] = run_one(core, b);
+  EXPECT_EQ(cached, 32);
+  EXPECT_EQ(tokens, solo(b, cold_config())[0].tokens);
+}
+
 TEST(PrefixCache, ResetIsRefusedWhileRequestsRunUnlessTheyArePreempted) {
   std::mt19937 rng(8);
   const auto prompt = random_prompt(rng, 40, 64);

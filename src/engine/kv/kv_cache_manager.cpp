@@ -108,27 +108,27 @@ bool KvCacheManager::keep_state(std::span<const int32_t> tokens, int num_tokens,
   const int full = num_tokens / bs;
   const int tail = num_tokens % bs;
   extend_block_hashes(tokens, bs, full, hashes);
+  // The blocks before it must be cached, or the snapshot could never hit.
   if (full > 0 && blocks_.find(hashes[static_cast<size_t>(full - 1)]) < 0) return false;
   Snapshot s;
-  s.parent = parent_of(full, hashes);
   s.num_tokens = num_tokens;
   s.tail_tokens = tail;
+  const auto tail_tokens = tokens.subspan(static_cast<size_t>(full * bs), static_cast<size_t>(tail));
   if (tail == 0) {
     s.parent = parent_of(full - 1, hashes);
     s.key = hashes[static_cast<size_t>(full - 1)];
   } else {
-    HYLLM_CHECK(tail_block >= 0, "a snapshot of {} tokens needs its tail block", num_tokens);
-    const auto tail_tokens = tokens.subspan(static_cast<size_t>(full * bs), static_cast<size_t>(tail));
+    s.parent = parent_of(full, hashes);
     s.key = hash_block(s.parent, tail_tokens);
-    if (slots_.find(s.key) >= 0) return false;
-    // The tail may be cached already (in another block) from an evicted snapshot.
-    if (blocks_.lookup(s.key, tail_tokens) < 0) {
-      if (blocks_.ref_count(tail_block) != 1 || !blocks_.cache(tail_block, s.key, tail_tokens)) return false;
-    }
   }
-  if (slots_.find(s.key) >= 0) {
-    slots_.touch(slots_.find(s.key));
+  if (const int32_t existing = slots_.find(s.key); existing >= 0) {
+    slots_.touch(existing);
     return false;
+  }
+  // The tail may be cached already, in another block, from an evicted snapshot.
+  if (tail > 0 && blocks_.lookup(s.key, tail_tokens) < 0) {
+    HYLLM_CHECK(tail_block >= 0, "a snapshot of {} tokens needs its tail block", num_tokens);
+    if (blocks_.ref_count(tail_block) != 1 || !blocks_.cache(tail_block, s.key, tail_tokens)) return false;
   }
   return slots_.keep_as_snapshot(live_slot, s);
 }

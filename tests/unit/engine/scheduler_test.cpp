@@ -265,5 +265,30 @@ TEST(CachePlan, SlotsTakeAtMostHalfTheBudgetAndShrinkForOneFullSequence) {
   EXPECT_THROW(plan_cache(in), Error);
 }
 
+TEST(CachePlan, PrefixCachingWantsASnapshotSlotPerSequenceUnderTheSameCap) {
+  CachePlanInput in;
+  in.kv_bytes_per_token = 100;
+  in.bytes_per_state_slot = 10000;
+  in.block_size = 10;
+  in.max_num_seqs = 2;
+  in.max_model_len = 100;
+  in.budget_bytes = 100000;
+  in.enable_prefix_caching = true;
+  CachePlan p = plan_cache(in);
+  EXPECT_EQ(p.num_state_slots, 4) << "2 running + 2 snapshots";
+  EXPECT_EQ(p.num_blocks, 60);
+  EXPECT_DOUBLE_EQ(p.max_concurrency, 2.0) << "snapshots add no concurrency";
+  in.max_num_seqs = 100;  // the half-budget cap binds: as many slots as without caching
+  p = plan_cache(in);
+  EXPECT_EQ(p.num_state_slots, 5);
+  in.enable_prefix_caching = false;
+  EXPECT_EQ(plan_cache(in).num_state_slots, 5);
+  in.num_blocks_override = 3;
+  in.max_num_seqs = 2;
+  in.max_model_len = 30;
+  in.enable_prefix_caching = true;
+  EXPECT_EQ(plan_cache(in).num_state_slots, 4);
+}
+
 }  // namespace
 }  // namespace hyllm::testing

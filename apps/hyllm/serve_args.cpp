@@ -84,7 +84,8 @@ void add_serve_flags(CLI::App& sub, ServeArgs& a) {
                  "KV cache size (overrides --gpu-memory-utilization), e.g. 4G or 512M");
   sub.add_option(names("kv-cache-dtype"), a.kv_cache_dtype, "auto (the model's dtype)")->capture_default_str();
   sub.add_flag(negatable("enable-prefix-caching"),
-               a.enable_prefix_caching, "Prefix caching (not available yet)");
+               a.enable_prefix_caching,
+               "Reuse the KV cache and GDN state of cached prompt prefixes (default on)");
   sub.add_option(names("load-format"), a.load_format, "auto, safetensors or dummy (random weights)")
       ->capture_default_str();
   sub.add_option(names("dtype"), a.dtype, "auto, bfloat16, float16/half, float32")->capture_default_str();

@@ -131,6 +131,11 @@ class EngineClient {
   // Ends the request with kAbort within one step; unknown or finished ids are ignored.
   virtual void abort(const std::string& request_id) = 0;
   virtual EngineStats stats() const = 0;
+  // Forgets every cached prefix (POST /reset_prefix_cache) between two steps
+  // and says whether it did: false while requests run, unless
+  // reset_running_requests, which preempts them first (they recompute).
+  // Throws Error(kUnavailable) when the engine is not running.
+  virtual bool reset_prefix_cache(bool reset_running_requests) = 0;
   // Stops accepting requests, lets running ones finish for up to
   // `drain_timeout`, aborts the rest (kAbort) and joins the engine thread.
   virtual void shutdown(std::chrono::milliseconds drain_timeout) = 0;

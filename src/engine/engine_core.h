@@ -5,6 +5,7 @@
 // directly. Only validate() and stats() may be called from other threads.
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -39,6 +40,8 @@ class EngineCore {
   void abort_request(const std::string& request_id);
   // Finishes every live request with `reason` (shutdown, engine failure).
   void finish_all(FinishReason reason, const std::string& message = {});
+  // Forgets every cached prefix; see Scheduler::reset_prefix_cache.
+  bool reset_prefix_cache(bool reset_running_requests);
 
   // One engine step; the outputs of every request with news.
   std::vector<RequestOutput> step();
@@ -80,6 +83,11 @@ class EngineCore {
   Clock::time_point last_log_time_;
   uint64_t last_log_prompt_tokens_ = 0;
   uint64_t last_log_generation_tokens_ = 0;
+  // The prefix cache hit rate of the log line: over the most recent
+  // lookups (requests), as vLLM reports it.
+  void observe_prefix_lookups(const std::vector<PrefixLookup>& lookups);
+  std::deque<PrefixLookup> recent_lookups_;
+  int64_t recent_queries_ = 0, recent_hits_ = 0;
 };
 
 }  // namespace hyllm

@@ -19,8 +19,11 @@
 //  - a sequence appears at most once per step; a seq_id is never reused.
 //
 // StepInput's copies run before the forward, in the order listed: they are
-// how n > 1 choices fork from one computed prompt (state slot copies) and how
-// a shared partially filled KV block is made private (copy on write).
+// how n > 1 choices fork from one computed prompt (state slot copies), how
+// a shared partially filled KV block is made private (copy on write), and
+// how the prefix cache saves and restores GDN state snapshots and copies a
+// cached partial block. A step may hold copies and no sequences: then only
+// the copies run.
 
 #include <cstdint>
 #include <span>

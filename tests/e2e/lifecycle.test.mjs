@@ -13,7 +13,6 @@ describe('startup', () => {
   const refused = [
     [['--tensor-parallel-size', '2'], /tensor-parallel-size 2/],
     [['--kv-cache-dtype', 'fp8'], /kv-cache-dtype fp8/],
-    [['--enable-prefix-caching'], /prefix caching/],
     [['--dtype', 'float16'], /--dtype float16/],
     [['--load-format', 'pt'], /load format/],
     [['--max-model-len', '100k'], /max_model_len \(100000\)/],

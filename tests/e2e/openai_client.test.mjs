@@ -192,7 +192,9 @@ describe('chat completions', () => {
     const final = chunks.filter((c) => c.choices.length > 0).at(-1);
     assert.equal(final.choices[0].finish_reason, whole.choices[0].finish_reason);
     assert.deepEqual(chunks.at(-1).choices, []);
-    assert.deepEqual(chunks.at(-1).usage, whole.usage);
+    // The stream repeats the request, so its prompt may come from the prefix cache.
+    const counts = ({ prompt_tokens_details: _, ...u }) => u;
+    assert.deepEqual(counts(chunks.at(-1).usage), counts(whole.usage));
     // Role chunk, then one chunk per generated token.
     assert.equal(chunks.length, 1 + whole.usage.completion_tokens + 1);
   });

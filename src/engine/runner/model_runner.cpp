@@ -342,6 +342,7 @@ std::span<const uint32_t> ModelRunner::token_mask(size_t sample_row) const {
 StepOutput ModelRunner::execute(const StepInput& input) {
   for (auto [src, dst] : input.kv_block_copies) model_->copy_kv_block(src, dst);
   for (auto [src, dst] : input.state_slot_copies) model_->copy_state_slot(src, dst);
+  if (input.seqs.empty()) return {};  // copies only
   for (const SeqWork& w : input.seqs) {
     if (w.sample && w.sampling == nullptr)
       fail(ErrorCode::kInternal, "sequence {} is sampled without SamplingParams", w.seq_id);

@@ -26,7 +26,9 @@ struct EngineConfig {
   // (e4m3 codes with the checkpoint's per-layer scales, else 1.0); fp8_e5m2
   // is refused with a message.
   std::string kv_cache_dtype = "auto";
-  bool enable_prefix_caching = false;           // not implemented: true is refused with a message
+  // --[no-]enable-prefix-caching: reuse the KV blocks and GDN state of
+  // cached prompt prefixes (engine/kv/kv_cache_manager.h).
+  bool enable_prefix_caching = true;
   // --num-gpu-blocks-override: use exactly this many KV blocks (vLLM's knob
   // for testing preemption); state slots get what the budget leaves.
   std::optional<int> num_gpu_blocks_override;

@@ -3,7 +3,8 @@
 // token per step.
 //
 //   hyllm generate [--model DIR] (--prompt TEXT | --prompt-ids 1,2,3) --max-tokens N
-//                  [--temperature 0] [--device cpu|cuda] [--load-format auto|dummy] [--json]
+//                  [--temperature 0] [--device cpu|cuda] [--load-format auto|dummy]
+//                  [--kv-cache-dtype auto|fp8] [--quantization fp8] [--json]
 
 #include <algorithm>
 #include <chrono>
@@ -19,6 +20,7 @@
 
 #include "command.h"
 #include "engine_setup.h"
+#include "engine/engine_config.h"
 #include "engine/runner/model_runner.h"
 #include "model/model.h"
 #include "text/tokenizer.h"
@@ -39,6 +41,8 @@ struct GenerateOptions {
   double temperature = 0.0;
   std::string device = "cpu";
   std::string load_format = "auto";
+  std::string kv_cache_dtype = "auto";
+  std::string quantization;
   bool json = false;
   bool ignore_eos = false;
   uint64_t seed = 0;
@@ -86,6 +90,11 @@ int run_generate(const GenerateOptions& o) {
   mo.max_num_tokens = chunk;
   mo.max_num_seqs = 1;
   mo.load_format = parse_load_format(o.load_format);
+  EngineConfig cache_flags;
+  cache_flags.kv_cache_dtype = o.kv_cache_dtype;
+  cache_flags.validate();
+  mo.kv_cache_dtype = cache_flags.kv_cache_fp8() ? DType::kF8E4M3 : DType::kBF16;
+  mo.online_fp8 = wants_online_fp8(o.quantization, load_model_config(dir));
   auto t_load = std::chrono::steady_clock::now();
   auto model = load_model(dir, *backend, mo);
   std::vector<int64_t> eos = model->config().eos_token_ids;
@@ -181,6 +190,8 @@ void setup_generate(CLI::App& sub, int& exit_code) {
   sub.add_option("--seed", o->seed, "Sampling seed");
   sub.add_option("--device", o->device, "cpu or cuda");
   sub.add_option("--load-format", o->load_format, "auto, safetensors or dummy (random weights)");
+  sub.add_option("--kv-cache-dtype", o->kv_cache_dtype, "auto, bfloat16, fp8 or fp8_e4m3");
+  sub.add_option("--quantization", o->quantization, "fp8: quantize a BF16 checkpoint's linears to FP8 on load");
   sub.add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Prompt tokens per step")
       ->check(CLI::PositiveNumber);
   sub.add_flag("--ignore-eos", o->ignore_eos, "Do not stop at an end-of-sequence token");

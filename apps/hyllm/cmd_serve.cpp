@@ -192,15 +192,7 @@ int run_serve(ServeArgs& a) {
            dtype_name(model_config.dtype));
     }
   }
-  if (!a.quantization.empty()) {
-    const bool fp8_checkpoint = model_config.quant.is_fp8();
-    if (!((a.quantization == "fp8" || a.quantization == "modelopt") && fp8_checkpoint)) {
-      fail(ErrorCode::kUnsupported,
-           "--quantization {}: hyllm runs the quantization its checkpoint declares ({}); online quantization is "
-           "not available yet",
-           a.quantization, quant_method_name(model_config.quant.method));
-    }
-  }
+  const bool online_fp8 = wants_online_fp8(a.quantization, model_config);
 
   EngineConfig config;
   config.max_model_len = a.max_model_len.empty()
@@ -299,6 +291,8 @@ int run_serve(ServeArgs& a) {
   model_options.max_num_seqs = config.max_num_seqs;
   model_options.load_format = load_format;
   model_options.seed = a.seed;
+  model_options.kv_cache_dtype = config.kv_cache_fp8() ? DType::kF8E4M3 : DType::kBF16;
+  model_options.online_fp8 = online_fp8;
   auto model = load_model(model_dir, *backend, model_options);
   backend->synchronize();  // weights made on the device are done: the time below is the whole load
   const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();

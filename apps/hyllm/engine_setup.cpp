@@ -18,6 +18,8 @@ void add_engine_flags(CLI::App& sub, EngineFlags& f) {
   sub.add_option("--model", f.model, "Model directory (default: the embedded model)");
   sub.add_option("--device", f.device, "cpu or cuda (default: cuda when a GPU is present)");
   sub.add_option("--load-format", f.load_format, "auto, safetensors or dummy")->capture_default_str();
+  sub.add_option("--kv-cache-dtype", f.kv_cache_dtype, "auto, bfloat16, fp8 or fp8_e4m3")->capture_default_str();
+  sub.add_option("--quantization", f.quantization, "fp8: quantize a BF16 checkpoint's linears to FP8 on load");
   sub.add_option("--max-num-seqs", f.max_num_seqs)->capture_default_str();
   sub.add_option("--max-num-batched-tokens", f.max_num_batched_tokens)->capture_default_str();
   sub.add_option("--max-model-len", f.max_model_len, "Prompt + output cap (default: from the model config)");
@@ -96,6 +98,19 @@ size_t parse_memory_size(const std::string& text) {
   return static_cast<size_t>(v * mult);
 }
 
+bool wants_online_fp8(const std::string& quantization, const ModelConfig& config) {
+  if (quantization.empty()) return false;
+  if (config.quant.is_fp8()) {
+    if (quantization == "fp8" || quantization == "modelopt") return false;
+  } else if (quantization == "fp8") {
+    return true;
+  }
+  fail(ErrorCode::kUnsupported,
+       "--quantization {}: hyllm runs FP8 checkpoints as declared (this one: {}) and quantizes BF16 checkpoints "
+       "online only to fp8",
+       quantization, quant_method_name(config.quant.method));
+}
+
 InProcessEngine::~InProcessEngine() {
   if (engine) engine->shutdown(std::chrono::milliseconds(0));
   engine.reset();
@@ -113,6 +128,7 @@ InProcessEngine build_engine(const EngineFlags& f) {
   config.max_model_len = f.max_model_len ? *f.max_model_len : static_cast<int>(e.model_config.max_position_embeddings);
   if (f.kv_cache_memory) config.kv_cache_memory_bytes = parse_memory_size(*f.kv_cache_memory);
   config.gpu_memory_utilization = f.gpu_memory_utilization;
+  config.kv_cache_dtype = f.kv_cache_dtype;
   config.seed = f.seed;
   config.log_stats_interval_s = 0;
   for (int64_t id : e.model_config.eos_token_ids) config.eos_token_ids.push_back(static_cast<int32_t>(id));
@@ -125,6 +141,8 @@ InProcessEngine build_engine(const EngineFlags& f) {
   mo.max_num_seqs = config.max_num_seqs;
   mo.load_format = parse_load_format(f.load_format);
   mo.seed = f.seed;
+  mo.kv_cache_dtype = config.kv_cache_fp8() ? DType::kF8E4M3 : DType::kBF16;
+  mo.online_fp8 = wants_online_fp8(f.quantization, e.model_config);
   auto model = load_model(e.model_dir, *e.backend, mo);
   RunnerOptions ro;
   ro.max_num_tokens = config.max_num_batched_tokens;

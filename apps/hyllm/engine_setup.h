@@ -22,6 +22,8 @@ struct EngineFlags {
   std::string model;  // empty: the embedded default model
   std::string device;  // empty: cuda when a GPU is present, else cpu
   std::string load_format = "auto";
+  std::string kv_cache_dtype = "auto";  // as `hyllm serve --kv-cache-dtype`
+  std::string quantization;             // as `hyllm serve --quantization`
   int max_num_seqs = 256;
   int max_num_batched_tokens = 2048;
   std::optional<int> max_model_len;
@@ -46,6 +48,11 @@ std::shared_ptr<DeviceSampler> make_device_sampler(const std::string& device, Ba
 GraphRecorder make_graph_recorder(const std::string& device, Backend& backend, bool enforce_eager);
 // "20G" = 20 GiB, "512M", "1.5G", plain bytes; throws kInvalidArgument.
 size_t parse_memory_size(const std::string& text);
+// --quantization (vLLM's flag) against the checkpoint: empty runs what the
+// checkpoint declares; "fp8" on a BF16 checkpoint asks for online FP8 (true);
+// "fp8" or "modelopt" on an FP8 checkpoint runs it as declared; anything else
+// is kUnsupported with a message.
+bool wants_online_fp8(const std::string& quantization, const ModelConfig& config);
 
 struct InProcessEngine {
   std::filesystem::path model_dir;

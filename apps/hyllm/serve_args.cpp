@@ -82,14 +82,19 @@ void add_serve_flags(CLI::App& sub, ServeArgs& a) {
       ->check(CLI::Range(0.0, 1.0));
   sub.add_option(names("kv-cache-memory", "--kv-cache-memory-bytes"), a.kv_cache_memory,
                  "KV cache size (overrides --gpu-memory-utilization), e.g. 4G or 512M");
-  sub.add_option(names("kv-cache-dtype"), a.kv_cache_dtype, "auto (the model's dtype)")->capture_default_str();
+  sub.add_option(names("kv-cache-dtype"), a.kv_cache_dtype,
+                 "auto or bfloat16 (the model's dtype), fp8 or fp8_e4m3 (e4m3 K/V with the checkpoint's k/v "
+                 "scales, else 1.0)")
+      ->capture_default_str();
   sub.add_flag(negatable("enable-prefix-caching"),
                a.enable_prefix_caching,
                "Reuse the KV cache and GDN state of cached prompt prefixes (default on)");
   sub.add_option(names("load-format"), a.load_format, "auto, safetensors or dummy (random weights)")
       ->capture_default_str();
   sub.add_option(names("dtype"), a.dtype, "auto, bfloat16, float16/half, float32")->capture_default_str();
-  sub.add_option(names("quantization", "-q"), a.quantization, "Unset: the checkpoint's quantization_config");
+  sub.add_option(names("quantization", "-q"), a.quantization,
+                 "Unset: the checkpoint's quantization_config; fp8 on a BF16 checkpoint: quantize its linears to "
+                 "FP8 on load");
   sub.add_flag(names("enforce-eager"), a.enforce_eager, "Run without CUDA graphs");
   sub.add_flag(names("language-model-only"), a.language_model_only,
                "Skip the vision tower (hyllm serves text only, so this is always the case)");

@@ -13,6 +13,7 @@ void Kernels::quantize_fp8(const QuantizeFp8Args&) { unsupported("quantize_fp8")
 void Kernels::embedding(const EmbeddingArgs&) { unsupported("embedding"); }
 void Kernels::gather_rows(const GatherRowsArgs&) { unsupported("gather_rows"); }
 void Kernels::fill_random(const FillRandomArgs&) { unsupported("fill_random"); }
+void Kernels::quantize_weight_fp8(const QuantizeWeightFp8Args&) { unsupported("quantize_weight_fp8"); }
 void Kernels::rms_norm(const RmsNormArgs&) { unsupported("rms_norm"); }
 void Kernels::gated_rms_norm(const GatedRmsNormArgs&) { unsupported("gated_rms_norm"); }
 void Kernels::attention_prep(const AttentionPrepArgs&) { unsupported("attention_prep"); }

@@ -17,6 +17,7 @@ class Kernels {
   virtual void embedding(const EmbeddingArgs& a);
   virtual void gather_rows(const GatherRowsArgs& a);
   virtual void fill_random(const FillRandomArgs& a);
+  virtual void quantize_weight_fp8(const QuantizeWeightFp8Args& a);
   virtual void rms_norm(const RmsNormArgs& a);
   virtual void gated_rms_norm(const GatedRmsNormArgs& a);
   virtual void attention_prep(const AttentionPrepArgs& a);

@@ -132,8 +132,8 @@ void gated_rms_norm(Backend& be, const GatedRmsNormArgs& a) {
 
 void fill_random(Backend& be, const FillRandomArgs& a) {
   OpCheck c(be.device(), "fill_random");
-  c.require(a.dst.dtype() == DType::kBF16 || a.dst.dtype() == DType::kF32, "dst dtype {} is not bf16 or f32",
-            dtype_name(a.dst.dtype()));
+  c.require(a.dst.dtype() == DType::kBF16 || a.dst.dtype() == DType::kF32 || a.dst.dtype() == DType::kF8E4M3,
+            "dst dtype {} is not bf16, f32 or float8_e4m3fn", dtype_name(a.dst.dtype()));
   c.require(a.dst.device() == be.device(), "dst is not on the backend's device");
   if (a.dst.numel() == 0) return;
   c.require(a.dst.data() != nullptr, "dst has no data");

@@ -189,17 +189,37 @@ void gather_rows(Backend& be, const GatherRowsArgs& a);
 // Fills every element i of dst (contiguous) with
 //   dtype( offset + scale * base(rng::mix(stream + i)) )
 // where base is rng::normal (kNormal) or rng::uniform01 (kUniform) of
-// util/counter_rng.h, computed in fp32 and rounded once: dummy weights made
-// where they live, with no host copy, the same bytes on every backend.
+// util/counter_rng.h, computed in fp32 and rounded once (tensor/dtype.h's
+// conversions: e4m3 codes do not saturate, |x| >= 480 gives NaN): dummy
+// weights made where they live, with no host copy, the same bytes on every
+// backend.
 enum class RandomDistribution : uint8_t { kNormal, kUniform };
 struct FillRandomArgs {
-  TensorView dst;  // any shape, bf16 or f32
+  TensorView dst;  // any shape, bf16, f32 or e4m3
   uint64_t stream = 0;
   RandomDistribution distribution = RandomDistribution::kNormal;
   float offset = 0.0f;
   float scale = 1.0f;
 };
 void fill_random(Backend& be, const FillRandomArgs& a);
+
+// ---------------------------------------------------------------------------
+// Online weight quantisation (--quantization fp8 on a BF16 checkpoint).
+
+// Per-tensor FP8 quantisation of one weight, vLLM's online fp8:
+//   s = max(amax_i |w[i]|, 1e-10) / 448          (fp32; NaN elements skipped)
+//   out[i] = e4m3( clamp(w[i] / s, -448, 448) )  (IEEE division, round to
+//                                                  nearest even; NaN stays NaN)
+//   scale[j] = s for every element j of scale.
+// scale may have any shape: the [ceil(N/128), ceil(K/128)] grid of a
+// kFp8Block LinearWeight then holds the tensor's one scale in every block,
+// and the block-FP8 linear quantises activations dynamically.
+struct QuantizeWeightFp8Args {
+  TensorView w;      // bf16, contiguous, any shape
+  TensorView out;    // e4m3, as many elements as w
+  TensorView scale;  // f32, at least one element
+};
+void quantize_weight_fp8(Backend& be, const QuantizeWeightFp8Args& a);
 
 // ---------------------------------------------------------------------------
 // Norms.
@@ -244,11 +264,20 @@ void gated_rms_norm(Backend& be, const GatedRmsNormArgs& a);
 // Gated full attention.
 
 // Paged KV cache of one attention layer, vLLM's flash layout:
-// k, v: [num_blocks, block_size, num_kv_heads, head_dim] bf16; token slot
-// s = block * block_size + offset.
+// k, v: [num_blocks, block_size, num_kv_heads, head_dim], both bf16 or both
+// e4m3 (float8_e4m3fn); token slot s = block * block_size + offset.
+//
+// An e4m3 cache holds codes with one scale per tensor (vLLM's fp8 KV cache):
+// the cached value of an element x (the bf16 value a bf16 cache would hold)
+// is float(code) * scale with code = e4m3(clamp(x / scale, -448, 448))
+// (fp32 division, round to nearest even, saturating; NaN stays NaN). The
+// scales are ignored for a bf16 cache.
 struct KvCacheView {
   TensorView k;
   TensorView v;
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
+  DType dtype() const { return k.dtype(); }
   int64_t num_blocks() const { return k.rank() == 4 ? k.dim(0) : 0; }
   int64_t block_size() const { return k.rank() == 4 ? k.dim(1) : 0; }
 };
@@ -263,7 +292,8 @@ struct KvCacheView {
 //     inv_freq_i = 1 / rope_theta^(2i / rotary_dim) (fp32); dims
 //     [rotary_dim, head_dim) pass through unchanged; rounded to bf16 into q_out;
 //  4. the rotated k and the raw v are written to the cache at
-//     slot_mapping[t]; tokens with a negative slot are not written.
+//     slot_mapping[t] (as e4m3 codes of k / k_scale and v / v_scale for an
+//     e4m3 cache); tokens with a negative slot are not written.
 // Text-only mRoPE is plain positions, so one position per token suffices.
 struct AttentionPrepArgs {
   ColSlice q_gate;         // [T, num_q_heads * 2 * head_dim] bf16
@@ -295,6 +325,10 @@ void attention_prep(Backend& be, const AttentionPrepArgs& a);
 //   scores = (q . k) * scale (fp32); p = softmax(scores) (fp32);
 //   o = bf16( sum p * v )       (the bf16 attention output, as HF's)
 //   out = gate present ? bf16( o * sigmoid(gate) ) : o     (fp32 product)
+// With an e4m3 cache the scales are folded out of the sums, which keeps the
+// codes exact on bf16 tensor cores:
+//   scores = (q . float(kcode)) * (k_scale * scale);
+//   o = bf16( v_scale * sum p * float(vcode) ).
 struct PagedAttentionArgs {
   TensorView q;                // [T, num_q_heads * head_dim] bf16
   KvCacheView cache;

@@ -1,4 +1,6 @@
 // Validation and dispatch of the token mixers: gated attention and Gated DeltaNet.
+#include <cmath>
+
 #include "backend/backend.h"
 #include "backend/kernels.h"
 #include "backend/ops.h"
@@ -11,9 +13,15 @@ using ops_detail::OpCheck;
 
 namespace {
 void check_cache(const OpCheck& c, const KvCacheView& cache, int64_t num_kv_heads, int64_t head_dim) {
-  c.tensor("cache.k", cache.k, {DType::kBF16}, {kAny, kAny, num_kv_heads, head_dim});
-  c.tensor("cache.v", cache.v, {DType::kBF16}, {cache.k.dim(0), cache.k.dim(1), num_kv_heads, head_dim});
+  c.tensor("cache.k", cache.k, {DType::kBF16, DType::kF8E4M3}, {kAny, kAny, num_kv_heads, head_dim});
+  c.tensor("cache.v", cache.v, {cache.k.dtype()}, {cache.k.dim(0), cache.k.dim(1), num_kv_heads, head_dim});
   c.require(cache.block_size() > 0, "cache block size must be positive");
+  if (cache.dtype() == DType::kF8E4M3) {
+    c.require(std::isfinite(cache.k_scale) && cache.k_scale > 0.0f && std::isfinite(cache.v_scale) &&
+                  cache.v_scale > 0.0f,
+              "fp8 cache scales must be finite and positive, got k_scale {} v_scale {}", cache.k_scale,
+              cache.v_scale);
+  }
 }
 
 void check_heads(const OpCheck& c, int64_t num_q_heads, int64_t num_kv_heads, int64_t head_dim) {

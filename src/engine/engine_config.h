@@ -22,7 +22,10 @@ struct EngineConfig {
   // Cache.
   std::optional<size_t> kv_cache_memory_bytes;  // --kv-cache-memory: overrides the executor's budget
   double gpu_memory_utilization = 0.9;          // applied by the executor when it sizes its budget
-  std::string kv_cache_dtype = "auto";          // only "auto" now; fp8 is refused with a message
+  // --kv-cache-dtype: "auto" / "bfloat16" (the model dtype), "fp8" / "fp8_e4m3"
+  // (e4m3 codes with the checkpoint's per-layer scales, else 1.0); fp8_e5m2
+  // is refused with a message.
+  std::string kv_cache_dtype = "auto";
   // --[no-]enable-prefix-caching: reuse the KV blocks and GDN state of
   // cached prompt prefixes (engine/kv/kv_cache_manager.h).
   bool enable_prefix_caching = true;
@@ -40,6 +43,8 @@ struct EngineConfig {
 
   // Throws Error(kInvalidArgument / kUnsupported) with a message naming the flag.
   void validate() const;
+  // Whether --kv-cache-dtype asks for the e4m3 cache (after validate()).
+  bool kv_cache_fp8() const { return kv_cache_dtype == "fp8" || kv_cache_dtype == "fp8_e4m3"; }
 };
 
 }  // namespace hyllm

@@ -25,6 +25,14 @@ struct ModelOptions {
   int64_t max_num_seqs = 256;     // the most rows sampled in one step
   LoadFormat load_format = LoadFormat::kAuto;
   uint64_t seed = 0;              // for LoadFormat::kDummy
+  // Paged KV cache: kBF16, or kF8E4M3 (--kv-cache-dtype fp8) with the
+  // checkpoint's per-layer k_scale / v_scale where it has them, else 1.0.
+  DType kv_cache_dtype = DType::kBF16;
+  // --quantization fp8 on a BF16 checkpoint: the quantizable linears
+  // (qwen35_quantizable_linears; not lm_head, in_proj_a/b, the router) are
+  // quantised to FP8 at load, on the device, with per-tensor weight scales,
+  // and run as block FP8 with dynamic per-token activation scales.
+  bool online_fp8 = false;
 };
 
 class Model {

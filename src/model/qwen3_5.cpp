@@ -11,6 +11,7 @@
 #include "model/layers/moe.h"
 #include "model/layers/params.h"
 #include "model/layers/scratch.h"
+#include "model/loader/qwen35_catalogue.h"
 #include "util/log.h"
 
 namespace hyllm {
@@ -26,6 +27,38 @@ struct Layer {
   InputNeeds mixer_needs, ffn_needs;  // what the two norms must write
 };
 
+// The startup line that says how the KV cache is stored.
+void log_kv_cache_dtype(DType dtype, const std::vector<Layer>& layers) {
+  int attention = 0, scaled = 0;
+  for (const Layer& l : layers) {
+    if (const auto* a = std::get_if<GatedAttention>(&l.mixer)) {
+      ++attention;
+      scaled += a->has_kv_scales() ? 1 : 0;
+    }
+  }
+  if (dtype != DType::kF8E4M3) {
+    log::info("KV cache dtype: {}", dtype_name(dtype));
+    return;
+  }
+  log::info("KV cache dtype: fp8_e4m3 (half the bytes per token of bfloat16); k/v scales from the checkpoint on {} "
+            "of {} attention layers", scaled, attention);
+  if (scaled < attention) {
+    log::warn("Using KV cache scaling factor 1.0 on {} attention layers without checkpoint k_scale/v_scale: K/V "
+              "values beyond +-448 saturate", attention - scaled);
+  }
+}
+
+// --quantization fp8 on a BF16 checkpoint.
+void enable_online_fp8(WeightLoader& w, const ModelConfig& cfg) {
+  if (cfg.quant.is_fp8())
+    fail(ErrorCode::kInvalidArgument, "online FP8 quantization needs a BF16 checkpoint; this one is {}",
+         quant_method_name(cfg.quant.method));
+  const std::vector<std::string> modules = qwen35_quantizable_linears(cfg);
+  w.set_online_fp8_modules({modules.begin(), modules.end()});
+  log::info("quantizing the linear weights to FP8 on load (per-tensor weight scales, dynamic per-token activation "
+            "scales){}", cfg.is_moe ? "; routed experts stored fused stay BF16" : "");
+}
+
 struct AttentionCache {
   DeviceBuffer k, v;
 };
@@ -37,7 +70,11 @@ class Qwen35Model final : public Model {
  public:
   Qwen35Model(const ModelConfig& cfg, const WeightSource& src, Backend& be, const ModelOptions& opts)
       : cfg_(cfg), be_(be), opts_(opts) {
+    if (opts.kv_cache_dtype != DType::kBF16 && opts.kv_cache_dtype != DType::kF8E4M3)
+      fail(ErrorCode::kInvalidArgument, "KV cache dtype {} is not supported (bfloat16 or float8_e4m3fn)",
+           dtype_name(opts.kv_cache_dtype));
     WeightLoader w(be, src);
+    if (opts.online_fp8) enable_online_fp8(w, cfg);
     const float eps = static_cast<float>(cfg.rms_norm_eps);
     embed_ = w.load("embed_tokens.weight", DType::kBF16);
     int attn = 0, gdn = 0;
@@ -68,6 +105,7 @@ class Qwen35Model final : public Model {
       lm_head_ = Linear::load(w, {"lm_head"}).weight();
     num_attention_ = attn;
     num_gdn_ = gdn;
+    log_kv_cache_dtype(opts.kv_cache_dtype, layers_);
 
     auto left = w.unconsumed();
     if (!left.empty())
@@ -89,7 +127,7 @@ class Qwen35Model final : public Model {
 
   size_t kv_bytes_per_token() const override {
     return static_cast<size_t>(num_attention_ * 2 * cfg_.num_key_value_heads * cfg_.head_dim) *
-           dtype_size(DType::kBF16);
+           dtype_size(opts_.kv_cache_dtype);
   }
   size_t state_bytes_per_slot() const override {
     size_t conv = static_cast<size_t>((cfg_.linear_conv_kernel_dim - 1) * cfg_.linear_conv_dim()) * 2;
@@ -103,7 +141,7 @@ class Qwen35Model final : public Model {
     gdn_cache_.clear();
     for (int i = 0; i < num_attention_; ++i) {
       Shape s{num_blocks, block_size, cfg_.num_key_value_heads, cfg_.head_dim};
-      AttentionCache c{DeviceBuffer(be_, DType::kBF16, s), DeviceBuffer(be_, DType::kBF16, s)};
+      AttentionCache c{DeviceBuffer(be_, opts_.kv_cache_dtype, s), DeviceBuffer(be_, opts_.kv_cache_dtype, s)};
       be_.fill_zero(c.k.data(), c.k.size());
       be_.fill_zero(c.v.data(), c.v.size());
       attn_cache_.push_back(std::move(c));

@@ -1,5 +1,5 @@
 // Harness: attention_prep and paged_attention (prefill, decode with split KV,
-// mixed batches, GQA groups, head sizes 32-256).
+// mixed batches, GQA groups, head sizes 32-256), with bf16 and e4m3 caches.
 #include <algorithm>
 #include <numeric>
 
@@ -8,13 +8,23 @@
 namespace hyllm::test {
 namespace {
 
+// One e4m3 step of the largest element: an FP8 code whose bf16 input differs
+// by a rounding between the backends may land on the neighbouring code.
+constexpr double kTolFp8Code = 1.0 / 8;
+
 TEST_F(CudaOpTest, AttentionPrep) {
   Rng rng(seed_);
   struct Cfg {
     int64_t Hq, Hkv, D, RD;
+    bool fp8;
   };
-  for (const Cfg c : {Cfg{4, 2, 32, 8}, Cfg{4, 2, 64, 16}, Cfg{24, 4, 256, 64}, Cfg{6, 2, 32, 32}}) {
-    SCOPED_TRACE(testing::Message() << "D=" << c.D << " Hq=" << c.Hq);
+  for (const Cfg c : {Cfg{4, 2, 32, 8, false}, Cfg{4, 2, 64, 16, false}, Cfg{24, 4, 256, 64, false},
+                      Cfg{6, 2, 32, 32, false}, Cfg{4, 2, 64, 16, true}, Cfg{24, 4, 256, 64, true}}) {
+    SCOPED_TRACE(testing::Message() << "D=" << c.D << " Hq=" << c.Hq << (c.fp8 ? " fp8 cache" : ""));
+    const DType cache_dtype = c.fp8 ? DType::kF8E4M3 : DType::kBF16;
+    // Scales that keep the normed k inside the e4m3 range and saturate v's
+    // tail (|v| > 4.48, 2.2 sigma).
+    const float k_scale = c.fp8 ? 0.03f : 1.0f, v_scale = c.fp8 ? 0.01f : 1.0f;
     const int64_t T = 1 + rng.integer(0, 40), BS = 16, blocks = (T + BS - 1) / BS + 2;
     const int64_t Wq = c.Hq * 2 * c.D, Wkv = c.Hkv * c.D;
     HostTensor qkv = bf16_tensor({T, Wq + 2 * Wkv}), qn = bf16_tensor({c.D}), kn = f32_tensor({c.D});
@@ -29,7 +39,7 @@ TEST_F(CudaOpTest, AttentionPrep) {
       slot_list.push_back(t % 7 == 3 ? -1 : slots[t]);
     }
     HostTensor pos = i32_tensor(pos_list), slot = i32_tensor(slot_list);
-    HostTensor kc = bf16_tensor({blocks, BS, c.Hkv, c.D}), vc = bf16_tensor({blocks, BS, c.Hkv, c.D});
+    HostTensor kc(cache_dtype, {blocks, BS, c.Hkv, c.D}), vc(cache_dtype, {blocks, BS, c.Hkv, c.D});
     kc.fill_normal(rng);
     vc.fill_normal(rng);
     HostTensor q = bf16_tensor({T, c.Hq * c.D}), gate = bf16_tensor({T, c.Hq * c.D});
@@ -41,7 +51,8 @@ TEST_F(CudaOpTest, AttentionPrep) {
                     const TensorView& s, const TensorView& qo, const TensorView& go, const TensorView& k,
                     const TensorView& v) {
       return AttentionPrepArgs{ColSlice(qkv_v, 0, Wq), ColSlice(qkv_v, Wq, Wkv), ColSlice(qkv_v, Wq + Wkv, Wkv),
-                               qn_v, kn_v, p, s, qo, go, KvCacheView{k, v}, c.Hq, c.Hkv, c.D, c.RD, 1e7f, 1e-6f};
+                               qn_v, kn_v, p, s, qo, go, KvCacheView{k, v, k_scale, v_scale}, c.Hq, c.Hkv, c.D, c.RD,
+                               1e7f, 1e-6f};
     };
     attention_prep(*cpu_, args(qkv.view(), qn.view(), kn.view(), pos.view(), slot.view(), q.view(), gate.view(),
                                kc.view(), vc.view()));
@@ -49,8 +60,13 @@ TEST_F(CudaOpTest, AttentionPrep) {
                                dgate.view(), dkc.view(), dvc.view()));
     expect_close("attention_prep q", dq, q, kTolElementwise);
     expect_equal("attention_prep gate", dgate, gate);
-    expect_close("attention_prep k cache", dkc, kc, kTolElementwise);
-    expect_equal("attention_prep v cache", dvc, vc);
+    if (c.fp8) {
+      expect_close("attention_prep k cache fp8", dkc, kc, kTolFp8Code);
+      expect_equal("attention_prep v cache fp8", dvc, vc);
+    } else {
+      expect_close("attention_prep k cache", dkc, kc, kTolElementwise);
+      expect_equal("attention_prep v cache", dvc, vc);
+    }
   }
 }
 
@@ -60,6 +76,7 @@ struct AttnCase {
   std::vector<std::pair<int64_t, int64_t>> seqs;  // (new tokens, cached context)
   bool gate;
   bool hints;
+  bool fp8 = false;  // e4m3 cache with k_scale 0.05, v_scale 0.02
 };
 
 class PagedAttentionTest : public CudaOpTest, public ::testing::WithParamInterface<AttnCase> {};
@@ -89,9 +106,13 @@ TEST_P(PagedAttentionTest, MatchesCpu) {
     qsl.push_back(qsl.back() + q);
     lens.push_back(q + ctx);
   }
-  HostTensor kc = bf16_tensor({num_blocks, c.BS, c.Hkv, c.D}), vc = bf16_tensor({num_blocks, c.BS, c.Hkv, c.D});
-  kc.fill_normal(rng, 1.5);
-  vc.fill_normal(rng);
+  // An e4m3 cache holds codes: scaled so that the values they stand for
+  // (code * scale) have the bf16 cases' spread.
+  const DType cache_dtype = c.fp8 ? DType::kF8E4M3 : DType::kBF16;
+  const float k_scale = c.fp8 ? 0.05f : 1.0f, v_scale = c.fp8 ? 0.02f : 1.0f;
+  HostTensor kc(cache_dtype, {num_blocks, c.BS, c.Hkv, c.D}), vc(cache_dtype, {num_blocks, c.BS, c.Hkv, c.D});
+  kc.fill_normal(rng, 1.5 / k_scale);
+  vc.fill_normal(rng, 1.0 / v_scale);
   HostTensor q = bf16_tensor({T, c.Hq * c.D}), gate = bf16_tensor({T, c.Hq * c.D}), out = bf16_tensor({T, c.Hq * c.D});
   q.fill_normal(rng, 1.5);
   gate.fill_normal(rng, 2.0);
@@ -103,7 +124,8 @@ TEST_P(PagedAttentionTest, MatchesCpu) {
   dout.poison();
   auto args = [&](const TensorView& qv, const TensorView& k, const TensorView& v, const TensorView& b,
                   const TensorView& qsv, const TensorView& slv, const TensorView& g, const TensorView& o) {
-    PagedAttentionArgs a{qv, KvCacheView{k, v}, b, qsv, slv, c.gate ? g : TensorView{}, o, c.Hq, c.Hkv, c.D};
+    PagedAttentionArgs a{qv, KvCacheView{k, v, k_scale, v_scale}, b, qsv, slv, c.gate ? g : TensorView{}, o,
+                         c.Hq, c.Hkv, c.D};
     if (c.hints) {
       a.max_query_len = max_q;
       a.max_seq_len = max_len;
@@ -135,7 +157,12 @@ INSTANTIATE_TEST_SUITE_P(
         AttnCase{"decode d256 no hints", 24, 4, 256, 16, decode_batch(5, 300), true, false},
         AttnCase{"decode d128 g8", 16, 2, 128, 32, decode_batch(8, 700), false, true},
         AttnCase{"decode d32 g3 bs4", 6, 2, 32, 4, decode_batch(4, 90), true, true},
-        AttnCase{"prefill d64 no gate", 2, 1, 64, 8, {{33, 20}, {64, 0}}, false, true}),
+        AttnCase{"prefill d64 no gate", 2, 1, 64, 8, {{33, 20}, {64, 0}}, false, true},
+        AttnCase{"fp8 prefill d32", 4, 2, 32, 16, {{45, 0}}, true, true, true},
+        AttnCase{"fp8 prefill d64 mixed", 4, 2, 64, 16, {{70, 130}, {1, 33}, {0, 5}, {17, 0}}, true, false, true},
+        AttnCase{"fp8 chunked prefill d256", 24, 4, 256, 16, {{130, 900}, {1, 50}}, true, true, true},
+        AttnCase{"fp8 decode d256 split", 24, 4, 256, 16, decode_batch(3, 1500), true, true, true},
+        AttnCase{"fp8 decode d128 g8", 16, 2, 128, 32, decode_batch(8, 700), false, true, true}),
     [](const ::testing::TestParamInfo<AttnCase>& i) {
       std::string n = i.param.name;
       for (char& ch : n) {

@@ -12,7 +12,8 @@ import { HYLLM_BIN, sleep, startServer } from './harness.mjs';
 describe('startup', () => {
   const refused = [
     [['--tensor-parallel-size', '2'], /tensor-parallel-size 2/],
-    [['--kv-cache-dtype', 'fp8'], /kv-cache-dtype fp8/],
+    [['--kv-cache-dtype', 'fp8_e5m2'], /kv-cache-dtype fp8_e5m2 is not supported/],
+    [['--quantization', 'modelopt'], /--quantization modelopt/],
     [['--dtype', 'float16'], /--dtype float16/],
     [['--load-format', 'pt'], /load format/],
     [['--max-model-len', '100k'], /max_model_len \(100000\)/],
@@ -28,6 +29,28 @@ describe('startup', () => {
       assert.match(r.stderr, message);
     });
   }
+});
+
+describe('fp8', () => {
+  const cacheTokens = (log) => Number(log.match(/KV cache size: ([\d,]+) tokens/)[1].replaceAll(',', ''));
+  it('stores the KV cache in fp8 (twice the tokens) and quantizes a BF16 model online', async () => {
+    const plain = await startServer();
+    const bf16Tokens = cacheTokens(plain.log());
+    assert.equal((await plain.stop()).code, 0);
+    const server = await startServer({ args: ['--kv-cache-dtype', 'fp8', '--quantization', 'fp8'] });
+    try {
+      assert.match(server.log(), /KV cache dtype: fp8_e4m3/);
+      assert.match(server.log(), /quantizing the linear weights to FP8 on load/);
+      const tokens = cacheTokens(server.log());
+      assert.ok(tokens >= 2 * bf16Tokens - 64 && tokens <= 2 * bf16Tokens + 64, `${tokens} vs ${bf16Tokens}`);
+      const client = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'x', maxRetries: 0 });
+      const r = await client.completions.create({ model: 'hyllm-tiny', prompt: 'The for statement', max_tokens: 8 });
+      assert.equal(r.usage.completion_tokens, 8);
+      assert.ok(r.choices[0].text.length > 0);
+    } finally {
+      assert.equal((await server.stop()).code, 0);
+    }
+  });
 });
 
 describe('api key', () => {

@@ -45,13 +45,17 @@ class Harness {
   // Makes the runner's decode-graph recorder for the backend; empty: none.
   using RecorderFactory = std::function<GraphRecorder(Backend&)>;
 
+  // Adjusts the model options (KV cache dtype, online quantisation); empty: defaults.
+  using ModelSetup = std::function<void(ModelOptions&)>;
+
   explicit Harness(const std::filesystem::path& model_dir, std::unique_ptr<Backend> backend = make_cpu_backend(),
                    int64_t max_tokens = 1024, const SamplerFactory& make_sampler = {},
-                   const RecorderFactory& make_recorder = {})
+                   const RecorderFactory& make_recorder = {}, const ModelSetup& setup = {})
       : backend_(std::move(backend)) {
     ModelOptions mo;
     mo.max_num_tokens = max_tokens;
     mo.max_num_seqs = kMaxSeqs;
+    if (setup) setup(mo);
     RunnerOptions ro;
     ro.max_num_tokens = max_tokens;
     ro.max_num_seqs = kMaxSeqs;

@@ -29,6 +29,23 @@ void norm_rope_head(const uint16_t* src, const float* w1p, int64_t D, float eps,
   for (int64_t d = rotary_dim; d < D; ++d) dst[d] = cpu::to_bf(scratch[d]);
 }
 
+// The e4m3 code of x / scale, saturating (NaN stays NaN): ops.h KvCacheView.
+uint8_t kv_code(float x, float scale) {
+  const float q = x / scale;
+  return f32_to_f8e4m3(q > kFp8E4M3Max ? kFp8E4M3Max : (q < -kFp8E4M3Max ? -kFp8E4M3Max : q));
+}
+
+// Writes one head of D bf16 values into a cache row: copied for a bf16
+// cache, as e4m3 codes of x / scale for an e4m3 cache.
+void write_cache_head(const uint16_t* src, int64_t D, const TensorView& cache, int64_t offset, float scale) {
+  if (cache.dtype() == DType::kBF16) {
+    std::copy(src, src + D, cache.data_as<uint16_t>() + offset);
+    return;
+  }
+  uint8_t* dst = cache.data_as<uint8_t>() + offset;
+  for (int64_t d = 0; d < D; ++d) dst[d] = kv_code(cpu::bf(src[d]), scale);
+}
+
 }  // namespace
 
 void CpuKernels::attention_prep(const AttentionPrepArgs& a) {
@@ -52,8 +69,6 @@ void CpuKernels::attention_prep(const AttentionPrepArgs& a) {
   }
   uint16_t* q_out = a.q_out.data_as<uint16_t>();
   uint16_t* gate_out = a.gate_out.data_as<uint16_t>();
-  uint16_t* kc = a.cache.k.data_as<uint16_t>();
-  uint16_t* vc = a.cache.v.data_as<uint16_t>();
   cpu::parallel(T, 4, [&](int64_t t0, int64_t t1) {
     std::vector<float> cos_v(static_cast<size_t>(half)), sin_v(static_cast<size_t>(half)),
         scratch(static_cast<size_t>(D));
@@ -77,8 +92,8 @@ void CpuKernels::attention_prep(const AttentionPrepArgs& a) {
         norm_rope_head(kr + h * D, kw.data(), D, a.eps, cos_v.data(), sin_v.data(), a.rotary_dim, scratch.data(),
                        kbuf.data());
         if (slot < 0) continue;
-        std::copy(kbuf.begin(), kbuf.end(), kc + (slot * Hkv + h) * D);
-        std::copy(vr + h * D, vr + (h + 1) * D, vc + (slot * Hkv + h) * D);
+        write_cache_head(kbuf.data(), D, a.cache.k, (slot * Hkv + h) * D, a.cache.k_scale);
+        write_cache_head(vr + h * D, D, a.cache.v, (slot * Hkv + h) * D, a.cache.v_scale);
       }
     }
   });
@@ -120,8 +135,15 @@ void CpuKernels::paged_attention(const PagedAttentionArgs& a) {
       for (int64_t q0 = 0; q0 < ql; q0 += kQTile) items.push_back({s, h, q0, std::min(ql, q0 + kQTile)});
     }
   }
-  const uint16_t* kc = a.cache.k.data_as<const uint16_t>();
-  const uint16_t* vc = a.cache.v.data_as<const uint16_t>();
+  // An e4m3 cache is read as its codes (exact in bf16 and fp32) with the
+  // scales folded into the score scale and the output (ops.h).
+  const bool fp8 = a.cache.dtype() == DType::kF8E4M3;
+  const float score_scale = fp8 ? scale * a.cache.k_scale : scale;
+  const float out_scale = fp8 ? a.cache.v_scale : 1.0f;
+  const uint16_t* kc = fp8 ? nullptr : a.cache.k.data_as<const uint16_t>();
+  const uint16_t* vc = fp8 ? nullptr : a.cache.v.data_as<const uint16_t>();
+  const uint8_t* kc8 = fp8 ? a.cache.k.data_as<const uint8_t>() : nullptr;
+  const uint8_t* vc8 = fp8 ? a.cache.v.data_as<const uint8_t>() : nullptr;
   const uint16_t* q = a.q.data_as<const uint16_t>();
   const uint16_t* gate = a.gate.empty() ? nullptr : a.gate.data_as<const uint16_t>();
   uint16_t* out = a.out.data_as<uint16_t>();
@@ -131,6 +153,7 @@ void CpuKernels::paged_attention(const PagedAttentionArgs& a) {
   // rows of the step change its result.
   cpu::parallel(static_cast<int64_t>(items.size()), 1, [&](int64_t i0, int64_t i1) {
     std::vector<const uint16_t*> krows;
+    std::vector<uint16_t> kcodes;  // e4m3 cache: the tile's key codes as bf16
     std::vector<float> vf, qf(static_cast<size_t>(D)), scores, of(static_cast<size_t>(D));
     for (int64_t it = i0; it < i1; ++it) {
       const Item& w = items[it];
@@ -139,10 +162,21 @@ void CpuKernels::paged_attention(const PagedAttentionArgs& a) {
       krows.resize(static_cast<size_t>(Lk));
       vf.resize(static_cast<size_t>(Lk * D));
       scores.resize(static_cast<size_t>(Lk));
+      if (fp8) kcodes.resize(static_cast<size_t>(Lk * D));
       for (int64_t p = 0; p < Lk; ++p) {
         const int64_t slot = int64_t{tables[w.seq * max_blocks + p / bs]} * bs + p % bs;
-        krows[p] = kc + (slot * Hkv + w.kv_head) * D;
-        cpu::bf16_to_f32_row(vc + (slot * Hkv + w.kv_head) * D, vf.data() + p * D, D);
+        const int64_t off = (slot * Hkv + w.kv_head) * D;
+        if (!fp8) {
+          krows[p] = kc + off;
+          cpu::bf16_to_f32_row(vc + off, vf.data() + p * D, D);
+          continue;
+        }
+        uint16_t* kr = kcodes.data() + p * D;
+        for (int64_t d = 0; d < D; ++d) {
+          kr[d] = cpu::to_bf(f8e4m3_to_f32(kc8[off + d]));
+          vf[p * D + d] = f8e4m3_to_f32(vc8[off + d]);
+        }
+        krows[p] = kr;
       }
       for (int64_t g = 0; g < group; ++g) {
         const int64_t h = w.kv_head * group + g;
@@ -153,7 +187,7 @@ void CpuKernels::paged_attention(const PagedAttentionArgs& a) {
           cpu::dot_rows_bf16(qf.data(), krows.data(), visible, D, scores.data());
           float mx = -std::numeric_limits<float>::infinity();
           for (int64_t p = 0; p < visible; ++p) {
-            scores[p] *= scale;
+            scores[p] *= score_scale;
             mx = std::max(mx, scores[p]);
           }
           float sum = 0.0f;
@@ -161,7 +195,7 @@ void CpuKernels::paged_attention(const PagedAttentionArgs& a) {
             scores[p] = std::exp(scores[p] - mx);
             sum += scores[p];
           }
-          const float inv = 1.0f / sum;
+          const float inv = out_scale / sum;
           std::fill(of.begin(), of.end(), 0.0f);
           for (int64_t p = 0; p < visible; ++p) cpu::axpy(scores[p] * inv, vf.data() + p * D, of.data(), D);
           for (int64_t d = 0; d < D; ++d) {

@@ -29,6 +29,8 @@ void CpuKernels::fill_random(const FillRandomArgs& a) {
   const int64_t n = a.dst.numel();
   if (a.dst.dtype() == DType::kF32)
     fill_dist(a.dst.data_as<float>(), n, a, [](float v) { return v; });
+  else if (a.dst.dtype() == DType::kF8E4M3)
+    fill_dist(a.dst.data_as<uint8_t>(), n, a, [](float v) { return f32_to_f8e4m3(v); });
   else
     fill_dist(a.dst.data_as<uint16_t>(), n, a, cpu::to_bf);
 }

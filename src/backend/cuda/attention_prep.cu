@@ -1,6 +1,7 @@
 // The fused attention preamble: q/gate split, q/k RMSNorm1p, partial NeoX
-// RoPE and the paged KV-cache write, one block per token.
+// RoPE and the paged KV-cache write (bf16, or e4m3 codes), one block per token.
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/kv_fp8.cuh"
 #include "backend/cuda/launch/attention.h"
 
 namespace hyllm::cuda {
@@ -8,6 +9,8 @@ namespace {
 
 constexpr int kWarps = 4;
 
+// kFp8: the cache holds e4m3 codes of k / k_scale and v / v_scale.
+template <bool kFp8>
 __global__ void attention_prep_kernel(const __grid_constant__ AttentionPrepParams p) {
   extern __shared__ float smem[];
   const int half = p.rotary_dim / 2, D = p.head_dim;
@@ -33,8 +36,9 @@ __global__ void attention_prep_kernel(const __grid_constant__ AttentionPrepParam
     const int h = is_q ? item : item - p.num_q_heads;
     const uint16_t* src = is_q ? p.q_gate + t * p.q_gate_stride + static_cast<int64_t>(h) * 2 * D
                                : p.k + t * p.k_stride + static_cast<int64_t>(h) * D;
+    const int64_t cache_off = (slot * p.num_kv_heads + h) * D;
     uint16_t* dst = is_q ? p.q_out + (static_cast<int64_t>(t) * p.num_q_heads + h) * D
-                         : (write_cache ? p.k_cache + (slot * p.num_kv_heads + h) * D : nullptr);
+                         : (write_cache && !kFp8 ? static_cast<uint16_t*>(p.k_cache) + cache_off : nullptr);
     float sum_sq = 0.0f;
     for (int d = lane; d < D; d += 32) {
       const float v = bf2f(src[d]);
@@ -54,6 +58,14 @@ __global__ void attention_prep_kernel(const __grid_constant__ AttentionPrepParam
         dst[i + half] = f2bf(__fadd_rn(__fmul_rn(x2, cos_v[i]), __fmul_rn(x1, sin_v[i])));
       }
       for (int d = p.rotary_dim + lane; d < D; d += 32) dst[d] = f2bf(buf[d]);
+    } else if (kFp8 && !is_q && write_cache) {
+      uint8_t* kd = static_cast<uint8_t*>(p.k_cache) + cache_off;
+      for (int i = lane; i < half; i += 32) {
+        const float x1 = buf[i], x2 = buf[i + half];
+        kd[i] = kv_fp8_code(round_bf(__fsub_rn(__fmul_rn(x1, cos_v[i]), __fmul_rn(x2, sin_v[i]))), p.k_scale);
+        kd[i + half] = kv_fp8_code(round_bf(__fadd_rn(__fmul_rn(x2, cos_v[i]), __fmul_rn(x1, sin_v[i]))), p.k_scale);
+      }
+      for (int d = p.rotary_dim + lane; d < D; d += 32) kd[d] = kv_fp8_code(buf[d], p.k_scale);
     }
     if (is_q) {
       const uint16_t* g = src + D;
@@ -61,8 +73,13 @@ __global__ void attention_prep_kernel(const __grid_constant__ AttentionPrepParam
       for (int d = lane; d < D; d += 32) go[d] = g[d];
     } else if (write_cache) {
       const uint16_t* vs = p.v + t * p.v_stride + static_cast<int64_t>(h) * D;
-      uint16_t* vd = p.v_cache + (slot * p.num_kv_heads + h) * D;
-      for (int d = lane; d < D; d += 32) vd[d] = vs[d];
+      if constexpr (kFp8) {
+        uint8_t* vd = static_cast<uint8_t*>(p.v_cache) + cache_off;
+        for (int d = lane; d < D; d += 32) vd[d] = kv_fp8_code(bf2f(vs[d]), p.v_scale);
+      } else {
+        uint16_t* vd = static_cast<uint16_t*>(p.v_cache) + cache_off;
+        for (int d = lane; d < D; d += 32) vd[d] = vs[d];
+      }
     }
     __syncwarp();
   }
@@ -73,7 +90,11 @@ __global__ void attention_prep_kernel(const __grid_constant__ AttentionPrepParam
 void launch_attention_prep(const AttentionPrepParams& p, cudaStream_t stream) {
   if (p.tokens == 0) return;
   const size_t smem = (static_cast<size_t>(p.rotary_dim) + static_cast<size_t>(kWarps) * p.head_dim) * sizeof(float);
-  attention_prep_kernel<<<p.tokens, kWarps * 32, smem, stream>>>(p);
+  if (p.fp8_cache) {
+    attention_prep_kernel<true><<<p.tokens, kWarps * 32, smem, stream>>>(p);
+  } else {
+    attention_prep_kernel<false><<<p.tokens, kWarps * 32, smem, stream>>>(p);
+  }
 }
 
 }  // namespace hyllm::cuda

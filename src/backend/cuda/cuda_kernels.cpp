@@ -8,6 +8,7 @@
 #include "backend/cuda/launch/dense.h"
 #include "backend/cuda/launch/fill.h"
 #include "backend/cuda/launch/fp8.h"
+#include "backend/cuda/launch/quantize.h"
 
 namespace hyllm {
 
@@ -161,9 +162,19 @@ void CudaKernels::gather_rows(const GatherRowsArgs& a) {
 }
 
 void CudaKernels::fill_random(const FillRandomArgs& a) {
-  cuda::launch_fill_random(a.dst.data(), a.dst.dtype() == DType::kF32, static_cast<size_t>(a.dst.numel()), a.stream,
+  const cuda::FillType type = a.dst.dtype() == DType::kF32    ? cuda::FillType::kF32
+                              : a.dst.dtype() == DType::kBF16 ? cuda::FillType::kBF16
+                                                              : cuda::FillType::kE4M3;
+  cuda::launch_fill_random(a.dst.data(), type, static_cast<size_t>(a.dst.numel()), a.stream,
                            a.distribution == RandomDistribution::kNormal, a.offset, a.scale, stream_);
   check_launch("fill_random");
+}
+
+void CudaKernels::quantize_weight_fp8(const QuantizeWeightFp8Args& a) {
+  cuda::launch_quantize_weight_fp8(bf(a.w), static_cast<size_t>(a.w.numel()), a.out.data_as<uint8_t>(),
+                                   a.scale.data_as<float>(), static_cast<size_t>(a.scale.numel()),
+                                   static_cast<uint32_t*>(scratch(sizeof(uint32_t))), stream_);
+  check_launch("quantize_weight_fp8");
 }
 
 void CudaKernels::rms_norm(const RmsNormArgs& a) {

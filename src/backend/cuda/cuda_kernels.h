@@ -25,6 +25,7 @@ class CudaKernels final : public Kernels {
   void embedding(const EmbeddingArgs& a) override;
   void gather_rows(const GatherRowsArgs& a) override;
   void fill_random(const FillRandomArgs& a) override;
+  void quantize_weight_fp8(const QuantizeWeightFp8Args& a) override;
   void rms_norm(const RmsNormArgs& a) override;
   void gated_rms_norm(const GatedRmsNormArgs& a) override;
   void attention_prep(const AttentionPrepArgs& a) override;

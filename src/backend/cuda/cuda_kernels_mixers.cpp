@@ -30,8 +30,11 @@ void CudaKernels::attention_prep(const AttentionPrepArgs& a) {
   p.slot_mapping = i32(a.slot_mapping);
   p.q_out = bf_mut(a.q_out);
   p.gate_out = bf_mut(a.gate_out);
-  p.k_cache = bf_mut(a.cache.k);
-  p.v_cache = bf_mut(a.cache.v);
+  p.k_cache = a.cache.k.data();
+  p.v_cache = a.cache.v.data();
+  p.fp8_cache = a.cache.dtype() == DType::kF8E4M3;
+  p.k_scale = a.cache.k_scale;
+  p.v_scale = a.cache.v_scale;
   p.num_slots = a.cache.num_blocks() * a.cache.block_size();
   p.tokens = to_int(a.positions.dim(0), "tokens");
   p.num_q_heads = to_int(a.num_q_heads, "num_q_heads");
@@ -54,8 +57,11 @@ void CudaKernels::paged_attention(const PagedAttentionArgs& a) {
   }
   cuda::PagedAttentionParams p;
   p.q = bf(a.q);
-  p.k_cache = bf(a.cache.k);
-  p.v_cache = bf(a.cache.v);
+  p.k_cache = a.cache.k.data();
+  p.v_cache = a.cache.v.data();
+  p.fp8_cache = a.cache.dtype() == DType::kF8E4M3;
+  p.k_scale = a.cache.k_scale;
+  p.v_scale = a.cache.v_scale;
   p.block_tables = i32(a.block_tables);
   p.max_blocks_per_seq = to_int(a.block_tables.dim(1), "max blocks per sequence");
   p.query_start_loc = i32(a.query_start_loc);

@@ -1,6 +1,7 @@
 // Counter-based random fill (SplitMix64 of seed ^ index) for dummy weights.
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/launch/fill.h"
+#include "tensor/float_conversions.h"
 
 namespace hyllm::cuda {
 namespace {
@@ -41,30 +42,42 @@ __device__ __forceinline__ float normal(uint64_t bits) {
   return __fmul_rn(__fsub_rn(s, 2.0f), 1.7320508f);
 }
 
-template <bool kNormal, bool kF32>
+template <bool kNormal, FillType kType>
 __global__ void fill_random_kernel(void* dst, size_t n, uint64_t stream, float offset, float scale) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const uint64_t bits = splitmix64(stream + i);
     const float v = __fadd_rn(offset, __fmul_rn(scale, kNormal ? normal(bits) : uniform01(bits)));
-    if constexpr (kF32) {
+    if constexpr (kType == FillType::kF32) {
       static_cast<float*>(dst)[i] = v;
-    } else {
+    } else if constexpr (kType == FillType::kBF16) {
       static_cast<uint16_t*>(dst)[i] = f2bf(v);
+    } else {
+      static_cast<uint8_t*>(dst)[i] = f32_to_f8e4m3(v);
     }
+  }
+}
+
+template <FillType kType>
+void launch_typed(void* dst, size_t n, uint64_t stream, bool normal, float offset, float scale, cudaStream_t s) {
+  const dim3 grid(132 * 16), block(256);
+  if (normal) {
+    fill_random_kernel<true, kType><<<grid, block, 0, s>>>(dst, n, stream, offset, scale);
+  } else {
+    fill_random_kernel<false, kType><<<grid, block, 0, s>>>(dst, n, stream, offset, scale);
   }
 }
 
 }  // namespace
 
-void launch_fill_random(void* dst, bool f32, size_t n, uint64_t stream, bool normal, float offset, float scale,
+void launch_fill_random(void* dst, FillType type, size_t n, uint64_t stream, bool normal, float offset, float scale,
                         cudaStream_t s) {
   if (n == 0) return;
-  const dim3 grid(132 * 16), block(256);
-  if (normal && f32) fill_random_kernel<true, true><<<grid, block, 0, s>>>(dst, n, stream, offset, scale);
-  if (normal && !f32) fill_random_kernel<true, false><<<grid, block, 0, s>>>(dst, n, stream, offset, scale);
-  if (!normal && f32) fill_random_kernel<false, true><<<grid, block, 0, s>>>(dst, n, stream, offset, scale);
-  if (!normal && !f32) fill_random_kernel<false, false><<<grid, block, 0, s>>>(dst, n, stream, offset, scale);
+  switch (type) {
+    case FillType::kF32: launch_typed<FillType::kF32>(dst, n, stream, normal, offset, scale, s); break;
+    case FillType::kBF16: launch_typed<FillType::kBF16>(dst, n, stream, normal, offset, scale, s); break;
+    case FillType::kE4M3: launch_typed<FillType::kE4M3>(dst, n, stream, normal, offset, scale, s); break;
+  }
 }
 
 void launch_fill_uniform(void* dst, bool f32, size_t n, uint64_t seed, float mean, float scale, cudaStream_t stream) {

@@ -8,9 +8,14 @@
 // tiles of 64 with an online softmax in fp32. When few blocks would cover the
 // GPU (decode), the key range is split over blocks and a second kernel merges
 // the partial results.
+//
+// An e4m3 cache is converted to bf16 codes (exact) as its tiles are staged in
+// shared memory; k_scale joins the softmax scale and v_scale the final
+// normalisation (ops.h), so the tensor-core loop is the bf16 one.
 #include <cfloat>
 
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/kv_fp8.cuh"
 #include "backend/cuda/launch/attention.h"
 
 namespace hyllm::cuda {
@@ -39,7 +44,25 @@ __device__ __forceinline__ void load_tile(uint16_t* tile, SrcFn src) {
   }
 }
 
-template <int D>
+// Loads rows [0, 64) of a [64][D] tile from e4m3 rows (16 codes per 16-byte
+// load), stored as bf16; row r comes from src(r) or is zero when it is null.
+// Synchronous: the caller syncs the block before reading the tile.
+template <int D, typename SrcFn>
+__device__ __forceinline__ void load_tile_e4m3(uint16_t* tile, SrcFn src) {
+  constexpr int kChunks = D / 16;
+  for (int i = threadIdx.x; i < kRows * kChunks; i += kThreads) {
+    const int r = i / kChunks, c = i % kChunks;
+    const uint8_t* g = src(r);
+    const uint4 raw = g ? *reinterpret_cast<const uint4*>(g + c * 16) : make_uint4(0, 0, 0, 0);
+    const uint2 a = e4m3x4_to_bf16x4(raw.x), b = e4m3x4_to_bf16x4(raw.y);
+    const uint2 c2 = e4m3x4_to_bf16x4(raw.z), d = e4m3x4_to_bf16x4(raw.w);
+    uint4* dst = reinterpret_cast<uint4*>(tile + r * Smem<D>::kStride + c * 16);
+    dst[0] = make_uint4(a.x, a.y, b.x, b.y);
+    dst[1] = make_uint4(c2.x, c2.y, d.x, d.y);
+  }
+}
+
+template <int D, bool kFp8>
 __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentionParams p, int num_splits,
                                                                     float* partial) {
   extern __shared__ __align__(16) uint16_t smem[];
@@ -91,19 +114,32 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
       if (rr >= rows_total) return nullptr;
       return p.q + ((static_cast<int64_t>(q_start) + rr / group) * hq + kvh * group + rr % group) * D;
     });
-    const float scale_log2 = (p.scale > 0.0f ? p.scale : rsqrtf(static_cast<float>(D))) * kLog2e;
+    float scale_log2 = (p.scale > 0.0f ? p.scale : rsqrtf(static_cast<float>(D))) * kLog2e;
+    if constexpr (kFp8) scale_log2 *= p.k_scale;
     for (int n0 = kv_begin; n0 < kv_end; n0 += kKeys) {
-      auto key_src = [&](const uint16_t* cache, int r) -> const uint16_t* {
+      // Row r of the tile (a pointer into `cache`), or null past the key range.
+      auto key_src = [&](auto* cache, int r) -> decltype(cache) {
         const int key = n0 + r;
         if (key >= kv_end) return nullptr;
         const int64_t slot = static_cast<int64_t>(table[key / p.block_size]) * p.block_size + key % p.block_size;
         return cache + (slot * p.num_kv_heads + kvh) * D;
       };
-      load_tile<D>(sk, [&](int r) { return key_src(p.k_cache, r); });
-      cp_async_commit();
-      load_tile<D>(sv, [&](int r) { return key_src(p.v_cache, r); });
-      cp_async_commit();
-      cp_async_wait<1>();
+      if constexpr (kFp8) {
+        const auto* kc = static_cast<const uint8_t*>(p.k_cache);
+        const auto* vc = static_cast<const uint8_t*>(p.v_cache);
+        load_tile_e4m3<D>(sk, [&](int r) { return key_src(kc, r); });
+        load_tile_e4m3<D>(sv, [&](int r) { return key_src(vc, r); });
+        cp_async_commit();  // the q tile's copies
+        cp_async_wait<0>();
+      } else {
+        const auto* kc = static_cast<const uint16_t*>(p.k_cache);
+        const auto* vc = static_cast<const uint16_t*>(p.v_cache);
+        load_tile<D>(sk, [&](int r) { return key_src(kc, r); });
+        cp_async_commit();
+        load_tile<D>(sv, [&](int r) { return key_src(vc, r); });
+        cp_async_commit();
+        cp_async_wait<1>();
+      }
       __syncthreads();
 
       // S = Q K^T for the warp's 16 rows and the tile's 64 keys.
@@ -196,7 +232,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
     const int64_t token = q_start + row_token[i];
     const int64_t o_off = (token * hq + row_head[i]) * D;
     if (num_splits == 1) {
-      const float inv = 1.0f / row_sum[i];
+      const float inv = (kFp8 ? p.v_scale : 1.0f) / row_sum[i];
 #pragma unroll
       for (int dt = 0; dt < D / 8; ++dt) {
         const int d = dt * 8 + (lane % 4) * 2;
@@ -239,7 +275,7 @@ __global__ void merge_splits_kernel(PagedAttentionParams p, int num_splits, cons
     const float ms = base[s * stride + D];
     if (ms != -INFINITY) total += base[s * stride + D + 1] * exp2f(ms - m);
   }
-  const float inv = 1.0f / total;
+  const float inv = (p.fp8_cache ? p.v_scale : 1.0f) / total;
   for (int d = lane; d < D; d += 32) {
     float o = 0.0f;
     for (int s = 0; s < num_splits; ++s) {
@@ -269,21 +305,33 @@ int m_tiles_of(const PagedAttentionParams& p) {
   return max(1, (max_q * group + kRows - 1) / kRows);
 }
 
-template <int D>
+template <int D, bool kFp8>
 void launch_d(const PagedAttentionParams& p, void* scratch, cudaStream_t stream) {
   const int m_tiles = m_tiles_of(p);
   const int splits = choose_splits(p, m_tiles);
   constexpr size_t smem = Smem<D>::kBytes;
   static bool configured = false;
   if (!configured) {
-    cudaFuncSetAttribute(paged_attention_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    cudaFuncSetAttribute(paged_attention_kernel<D, kFp8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(smem));
     configured = true;
   }
   dim3 grid(m_tiles, p.num_kv_heads, p.num_seqs * splits);
-  paged_attention_kernel<D><<<grid, kThreads, smem, stream>>>(p, splits, static_cast<float*>(scratch));
+  paged_attention_kernel<D, kFp8><<<grid, kThreads, smem, stream>>>(p, splits, static_cast<float*>(scratch));
   if (splits > 1) {
     const int64_t items = static_cast<int64_t>(p.tokens) * p.num_q_heads;
     merge_splits_kernel<<<ceil_div(items, 4), 128, 0, stream>>>(p, splits, static_cast<const float*>(scratch));
+  }
+}
+
+template <bool kFp8>
+void launch_head_dim(const PagedAttentionParams& p, void* scratch, cudaStream_t stream) {
+  switch (p.head_dim) {
+    case 32: launch_d<32, kFp8>(p, scratch, stream); break;
+    case 64: launch_d<64, kFp8>(p, scratch, stream); break;
+    case 128: launch_d<128, kFp8>(p, scratch, stream); break;
+    case 256: launch_d<256, kFp8>(p, scratch, stream); break;
+    default: break;
   }
 }
 
@@ -301,12 +349,10 @@ size_t paged_attention_scratch_bytes(const PagedAttentionParams& p) {
 
 void launch_paged_attention(const PagedAttentionParams& p, void* scratch, cudaStream_t stream) {
   if (p.tokens == 0 || p.num_seqs == 0) return;
-  switch (p.head_dim) {
-    case 32: launch_d<32>(p, scratch, stream); break;
-    case 64: launch_d<64>(p, scratch, stream); break;
-    case 128: launch_d<128>(p, scratch, stream); break;
-    case 256: launch_d<256>(p, scratch, stream); break;
-    default: break;
+  if (p.fp8_cache) {
+    launch_head_dim<true>(p, scratch, stream);
+  } else {
+    launch_head_dim<false>(p, scratch, stream);
   }
 }
 

@@ -110,6 +110,12 @@ QuantConfig parse_qwen_fp8(const JsonFields& f) {
     f.bad("weight_block_size", "a list of two positive integers", *block);
   }
   q.weight_block_size = {(*block)[0].get<int64_t>(), (*block)[1].get<int64_t>()};
+  if (q.weight_block_size[0] != 128 || q.weight_block_size[1] != 128) {
+    // Every Qwen and DeepSeek-style block-FP8 checkpoint uses 128 x 128, and
+    // so do the block-scaled GEMMs (cuBLASLt's BLK128x128 scale mode).
+    fail(ErrorCode::kUnsupported, "{}: weight_block_size [{}, {}] is not supported (only [128, 128])", f.where(),
+         q.weight_block_size[0], q.weight_block_size[1]);
+  }
   q.activation_scheme = f.opt_string("activation_scheme").value_or("dynamic");
   if (q.activation_scheme != "dynamic") {
     fail(ErrorCode::kUnsupported, "{}: block fp8 with activation_scheme \"{}\" is not supported (only dynamic)",

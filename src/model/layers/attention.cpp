@@ -1,6 +1,30 @@
 #include "model/layers/attention.h"
 
+#include <cmath>
+#include <cstring>
+
 namespace hyllm {
+
+namespace {
+
+// A KV-cache scale of the checkpoint (a float scalar), 1.0 when absent.
+float load_kv_scale(WeightLoader& w, const std::string& name) {
+  if (!w.contains(name)) return 1.0f;
+  const TensorInfo& ti = w.info(name);
+  const auto bytes = w.read_host(name);
+  const bool float_type = ti.dtype == DType::kF32 || ti.dtype == DType::kBF16 || ti.dtype == DType::kF16;
+  if (ti.shape.numel() != 1 || !float_type)
+    fail(ErrorCode::kCorruptData, "{}: KV-cache scale {} must be one float, got {} {}", ti.origin, name,
+         dtype_name(ti.dtype), ti.shape.str());
+  float v = 0.0f;
+  const auto f32 = convert_float_bytes(bytes.data(), ti.dtype, DType::kF32, 1);
+  std::memcpy(&v, f32.data(), sizeof v);
+  if (!(std::isfinite(v) && v > 0.0f))
+    fail(ErrorCode::kCorruptData, "{}: KV-cache scale {} is {}; it must be finite and positive", ti.origin, name, v);
+  return v;
+}
+
+}  // namespace
 
 GatedAttention GatedAttention::load(WeightLoader& w, const ModelConfig& cfg, const std::string& prefix) {
   if (!cfg.attn_output_gate)
@@ -9,10 +33,11 @@ GatedAttention GatedAttention::load(WeightLoader& w, const ModelConfig& cfg, con
   const std::string p = prefix + ".self_attn.";
   a.qkv_ = Linear::load(w, {p + "q_proj", p + "k_proj", p + "v_proj"});
   a.o_proj_ = Linear::load(w, {p + "o_proj"});
-  // ModelOpt checkpoints may carry calibrated FP8 KV-cache scales; the KV
-  // cache here is bf16, which needs none.
-  for (const char* kv : {"k_scale", "v_scale"})
-    if (w.contains(p + kv)) w.read_host(p + kv);
+  // ModelOpt checkpoints may carry calibrated FP8 KV-cache scales; an FP8
+  // cache uses them (a bf16 cache needs none), 1.0 where they are absent.
+  a.k_scale_ = load_kv_scale(w, p + "k_scale");
+  a.v_scale_ = load_kv_scale(w, p + "v_scale");
+  a.has_kv_scales_ = w.contains(p + "k_scale") || w.contains(p + "v_scale");
   a.q_norm_ = load_param(w, p + "q_norm.weight");
   a.k_norm_ = load_param(w, p + "k_norm.weight");
   a.rotary_ = {cfg.rotary_dim, static_cast<float>(cfg.rope_theta)};
@@ -41,7 +66,10 @@ TensorView GatedAttention::forward(Backend& be, Scratch& s, const LayerInput& in
   prep.slot_mapping = ctx.slot_mapping;
   prep.q_out = q;
   prep.gate_out = gate;
-  prep.cache = cache;
+  KvCacheView scaled = cache;
+  scaled.k_scale = k_scale_;
+  scaled.v_scale = v_scale_;
+  prep.cache = scaled;
   prep.num_q_heads = num_q_heads_;
   prep.num_kv_heads = num_kv_heads_;
   prep.head_dim = head_dim_;
@@ -53,7 +81,7 @@ TensorView GatedAttention::forward(Backend& be, Scratch& s, const LayerInput& in
   TensorView o = s.take(DType::kBF16, Shape{T, width});
   PagedAttentionArgs att;
   att.q = q;
-  att.cache = cache;
+  att.cache = scaled;
   att.block_tables = ctx.block_tables;
   att.query_start_loc = ctx.query_start_loc;
   att.seq_lens = ctx.seq_lens;

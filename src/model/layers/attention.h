@@ -17,7 +17,8 @@ class GatedAttention {
   // `prefix` is the layer's canonical prefix, "layers.3".
   static GatedAttention load(WeightLoader& w, const ModelConfig& cfg, const std::string& prefix);
 
-  // x [T, H] bf16 -> [T, H] bf16 (scratch). Writes the tokens' k/v to `cache`.
+  // x [T, H] bf16 -> [T, H] bf16 (scratch). Writes the tokens' k/v to
+  // `cache` (with this layer's scales when it is an FP8 cache).
   InputNeeds input_needs() const { return qkv_.input_needs(); }
   TensorView forward(Backend& be, Scratch& s, const LayerInput& in, const StepContext& ctx,
                      const KvCacheView& cache) const;
@@ -25,6 +26,9 @@ class GatedAttention {
 
   int64_t num_kv_heads() const { return num_kv_heads_; }
   int64_t head_dim() const { return head_dim_; }
+  // Whether the checkpoint gave this layer FP8 KV-cache scales (k_scale,
+  // v_scale; 1.0 stands in for an absent one). An FP8 cache uses them.
+  bool has_kv_scales() const { return has_kv_scales_; }
 
  private:
   Linear qkv_;
@@ -33,6 +37,8 @@ class GatedAttention {
   Rotary rotary_;
   int64_t num_q_heads_ = 0, num_kv_heads_ = 0, head_dim_ = 0, hidden_ = 0;
   float eps_ = 1e-6f;
+  float k_scale_ = 1.0f, v_scale_ = 1.0f;
+  bool has_kv_scales_ = false;
 };
 
 }  // namespace hyllm

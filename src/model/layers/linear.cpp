@@ -157,42 +157,15 @@ void set_linear_input_observer(LinearInputObserver o) { observer() = std::move(o
 
 WeightFormat linear_format(const WeightLoader& w, const std::string& module) {
   const TensorInfo& ti = w.info(module + ".weight");
-  if (ti.dtype != DType::kF8E4M3) return WeightFormat::kBf16;
+  if (ti.dtype != DType::kF8E4M3) return w.quantizes_online(module) ? WeightFormat::kFp8Block : WeightFormat::kBf16;
   if (w.contains(module + ".weight_scale_inv")) return WeightFormat::kFp8Block;
   if (w.contains(module + ".weight_scale") && w.contains(module + ".input_scale")) return WeightFormat::kFp8Tensor;
   fail(ErrorCode::kCorruptData, "{}: FP8 weight {}.weight has no scales", ti.origin, module);
 }
 
-// Generated BF16 parts of one input width are filled straight into their rows
-// of the merged device tensor; nullopt when any part is stored or needs padding.
-std::optional<Linear> Linear::load_generated(WeightLoader& w, const std::vector<std::string>& modules,
-                                             const LinearLoadOptions& opts) {
-  int64_t rows = 0, cols = -1;
-  for (const auto& m : modules) {
-    const TensorInfo& ti = w.info(m + ".weight");
-    if (ti.dtype != DType::kBF16 || ti.shape.rank() != 2 || !w.source().generated(ti.name)) return std::nullopt;
-    if (cols >= 0 && ti.shape[1] != cols) return std::nullopt;
-    cols = ti.shape[1];
-    rows += ti.shape[0];
-  }
-  if (opts.in_features_padded > cols) return std::nullopt;
-  Linear lin;
-  lin.in_features_ = cols;
-  TensorView merged = w.allocate(DType::kBF16, Shape{rows, cols});
-  int64_t off = 0;
-  for (const auto& m : modules) {
-    const TensorInfo& ti = w.info(m + ".weight");
-    const int64_t r = ti.shape[0];
-    HYLLM_CHECK(w.fill_generated(ti.name, merged.slice_rows(off, off + r)), "{} is not generated", ti.name);
-    lin.parts_.push_back({m, 0, off, r});
-    off += r;
-  }
-  lin.groups_.push_back({LinearWeight::bf16(merged)});
-  return lin;
-}
-
 Linear Linear::load(WeightLoader& w, const std::vector<std::string>& modules, const LinearLoadOptions& opts) {
   HYLLM_CHECK(!modules.empty(), "Linear::load with no modules");
+  if (auto lin = load_online_fp8(w, modules, opts)) return std::move(*lin);
   if (auto lin = load_generated(w, modules, opts)) return std::move(*lin);
   std::vector<HostPart> parts;
   for (const auto& m : modules) parts.push_back(read_part(w, m));

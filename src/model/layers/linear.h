@@ -41,7 +41,8 @@ struct LinearLoadOptions {
 using LinearInputObserver = std::function<void(const std::string& module, const TensorView& input)>;
 void set_linear_input_observer(LinearInputObserver observer);
 
-// The format of the linear `module` ("layers.0.mlp.down_proj") in `w`.
+// The format of the linear `module` ("layers.0.mlp.down_proj") in `w`, as
+// loaded: kFp8Block for a float weight that `w` quantises online.
 WeightFormat linear_format(const WeightLoader& w, const std::string& module);
 
 class Linear {
@@ -81,6 +82,9 @@ class Linear {
  private:
   static std::optional<Linear> load_generated(WeightLoader& w, const std::vector<std::string>& modules,
                                               const LinearLoadOptions& opts);
+  // linear_online_fp8.cpp: parts quantised on the device (WeightLoader::quantizes_online).
+  static std::optional<Linear> load_online_fp8(WeightLoader& w, const std::vector<std::string>& modules,
+                                               const LinearLoadOptions& opts);
   struct Group {
     LinearWeight w;
   };

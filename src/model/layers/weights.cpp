@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "backend/ops.h"
+#include "model/loader/checkpoint_check.h"
 #include "util/status.h"
 
 namespace hyllm {
@@ -62,6 +63,7 @@ std::vector<std::byte> WeightLoader::read_host(const std::string& name) const {
   } else {
     source_.read(name, bytes.data());
   }
+  check_scale_values(ti, bytes.data());
   const_cast<WeightLoader*>(this)->consumed_.insert(name);
   return bytes;
 }
@@ -93,7 +95,7 @@ bool WeightLoader::fill_generated(const std::string& name, const TensorView& dst
 
 TensorView WeightLoader::load(const std::string& name, DType want) {
   const TensorInfo& ti = source_.info(name);
-  if (ti.dtype == want && source_.generated(name)) {
+  if ((ti.dtype == want || ti.dtype == DType::kF8E4M3) && source_.generated(name)) {
     TensorView v = allocate(ti.dtype, ti.shape);
     if (fill_generated(name, v)) return v;
   }

@@ -46,12 +46,19 @@ class WeightLoader {
   // A new device tensor of `dtype` and `shape` owned by this loader, uninitialised.
   TensorView allocate(DType dtype, Shape shape);
   // The tensor's bytes as stored, on the host (for merging before upload).
+  // An FP8 scale that is not finite and positive is kCorruptData here
+  // (check_scale_values).
   std::vector<std::byte> read_host(const std::string& name) const;
   // Uploads host bytes as a new device tensor owned by this loader.
   TensorView upload(const void* host, DType dtype, Shape shape);
 
   // Names in the source that no load() or read_host() asked for.
   std::vector<std::string> unconsumed() const;
+
+  // Online FP8 (--quantization fp8 on a BF16 checkpoint): the linear modules
+  // ("layers.0.mlp.down_proj") that Linear::load quantises on the device.
+  void set_online_fp8_modules(std::unordered_set<std::string> modules) { online_fp8_ = std::move(modules); }
+  bool quantizes_online(const std::string& module) const { return online_fp8_.count(module) > 0; }
   // Hands the device buffers to the model that keeps them alive.
   std::vector<DeviceBuffer> take_buffers() { return std::move(buffers_); }
   size_t device_bytes() const { return device_bytes_; }
@@ -61,6 +68,7 @@ class WeightLoader {
   const WeightSource& source_;
   std::vector<DeviceBuffer> buffers_;
   std::unordered_set<std::string> consumed_;
+  std::unordered_set<std::string> online_fp8_;
   size_t device_bytes_ = 0;
 };
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <cstring>
 #include <regex>
 #include <unordered_map>
 #include <unordered_set>
@@ -47,6 +49,11 @@ ExpertLayout detect_layout(const std::vector<TensorInfo>& tensors, const ModelCo
 
 bool is_scalar(const TensorInfo& t) { return t.shape.numel() == 1 && t.shape.rank() <= 1; }
 
+bool is_scale_name(std::string_view name) {
+  return name.ends_with(".weight_scale_inv") || name.ends_with(".weight_scale") || name.ends_with(".input_scale") ||
+         name.ends_with("self_attn.k_scale") || name.ends_with("self_attn.v_scale");
+}
+
 }  // namespace
 
 CheckpointCheck check_checkpoint_tensors(const std::vector<TensorInfo>& tensors, const ModelConfig& config,
@@ -65,7 +72,9 @@ CheckpointCheck check_checkpoint_tensors(const std::vector<TensorInfo>& tensors,
   Problem missing_scale{"FP8 weights without their scales", {}};
   Problem orphan_scale{"scales without an FP8 weight", {}};
   Problem unexpected{"unexpected tensors", {}};
-  std::vector<std::string> disagreements;
+  Problem disagreements{"linear weights stored otherwise than the quantization config says", {}};
+  const char* exclude_list = config.quant.method == QuantMethod::kModelOptFp8 ? "exclude_modules/ignore"
+                                                                               : "modules_to_not_convert";
 
   auto lookup = [&](const std::string& name) -> const TensorInfo* {
     auto it = by_name.find(name);
@@ -96,13 +105,20 @@ CheckpointCheck check_checkpoint_tensors(const std::vector<TensorInfo>& tensors,
     claimed.insert(t->name);
     if (t->shape != spec.shape) bad_shape.add(fmt::format("{} {} (expected {})", t->name, t->shape.str(), spec.shape.str()));
     if (spec.role != TensorRole::kLinearWeight || t->dtype != DType::kF8E4M3) {
-      if (!is_float(t->dtype)) bad_dtype.add(fmt::format("{} {} (expected bf16, fp16 or fp32)", t->name, dtype_name(t->dtype)));
-      if (spec.quantized()) disagreements.push_back(spec.name);
+      if (!is_float(t->dtype)) {
+        bad_dtype.add(fmt::format("{} {} (expected bf16, fp16 or fp32)", t->name, dtype_name(t->dtype)));
+      } else if (spec.quantized()) {
+        disagreements.add(fmt::format("{} is {}, FP8 by the config (not in its {})", t->name, dtype_name(t->dtype),
+                                      exclude_list));
+      }
       continue;
     }
     // An FP8 linear weight.
     ++result.fp8_linears;
-    if (!spec.quantized()) disagreements.push_back(spec.name);
+    if (!spec.quantized() && config.quant.is_fp8()) {
+      disagreements.add(fmt::format("{} is float8_e4m3fn, {} by the config's {}", t->name, dtype_name(spec.dtype),
+                                    exclude_list));
+    }
     std::string module = spec.name.substr(0, spec.name.size() - std::string_view(".weight").size());
     switch (config.quant.method) {
       case QuantMethod::kNone:
@@ -144,21 +160,44 @@ CheckpointCheck check_checkpoint_tensors(const std::vector<TensorInfo>& tensors,
   }
 
   std::string message;
-  for (const Problem* p : {&missing, &bad_shape, &bad_dtype, &missing_scale, &orphan_scale, &unexpected}) {
+  for (const Problem* p :
+       {&missing, &bad_shape, &bad_dtype, &disagreements, &missing_scale, &orphan_scale, &unexpected}) {
     if (!p->items.empty()) message += "\n  " + p->render();
   }
   if (!message.empty()) {
     fail(ErrorCode::kCorruptData, "{}: the checkpoint does not match {} ({} experts):{}", source_name,
          config.architecture, expert_layout_name(result.expert_layout), message);
   }
-  result.config_disagreements = static_cast<int64_t>(disagreements.size());
-  if (!disagreements.empty()) {
-    log::warn("{}: {} linear weight(s) are stored otherwise than the quantization config's exclude list says "
-              "(e.g. {} is {}); using the checkpoint's dtypes",
-              source_name, disagreements.size(), disagreements[0], dtype_name(by_name.at(disagreements[0])->dtype));
-  }
   for (const std::string& name : result.ignored) log::info("{}: ignoring {}", source_name, name);
   return result;
+}
+
+void check_scale_values(const TensorInfo& t, const void* bytes) {
+  if (!is_scale_name(t.name) || !is_float(t.dtype)) return;
+  const auto* b = static_cast<const std::byte*>(bytes);
+  const int64_t n = t.shape.numel();
+  int64_t bad_count = 0, first = -1;
+  float first_value = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    float v = 0.0f;
+    if (t.dtype == DType::kF32) {
+      std::memcpy(&v, b + 4 * i, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, b + 2 * i, 2);
+      v = t.dtype == DType::kBF16 ? bf16_to_f32(h) : f16_to_f32(h);
+    }
+    if (std::isfinite(v) && v > 0.0f) continue;
+    if (bad_count++ == 0) {
+      first = i;
+      first_value = v;
+    }
+  }
+  if (bad_count == 0) return;
+  const std::string where = t.shape.rank() == 0 ? "" : fmt::format("[{}]", first);
+  const std::string more = bad_count > 1 ? fmt::format(" and {} more values", bad_count - 1) : "";
+  fail(ErrorCode::kCorruptData, "{}: FP8 scale {}{} = {}{}: scales must be finite and positive", t.origin, t.name,
+       where, first_value, more);
 }
 
 }  // namespace hyllm

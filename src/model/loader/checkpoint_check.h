@@ -9,9 +9,9 @@
 //   e4m3 with the scales of config.quant.method (block FP8: weight_scale_inv of
 //   shape [ceil(N/bn), ceil(K/bk)]; ModelOpt: scalar weight_scale and
 //   input_scale); an FP8 weight in a model without a quantization config is
-//   an error. Where the checkpoint disagrees with the config's exclude list
-//   (a linear the config calls FP8 stored in BF16, or the reverse) the
-//   checkpoint wins and a warning says so;
+//   an error, and so is any disagreement with the config's exclude list (a
+//   linear the config calls FP8 stored in BF16, or the reverse): a config
+//   that misdescribes its checkpoint is not guessed around;
 // - every scale tensor belongs to an FP8 weight (orphans are errors);
 //   KV-cache scales (layers.i.self_attn.{k,v}_scale, scalars) are accepted on
 //   full-attention layers whenever present;
@@ -36,12 +36,17 @@ struct CheckpointCheck {
   // Present in the checkpoint but not needed (see the rules above): drop them.
   std::vector<std::string> ignored;
   int64_t fp8_linears = 0;
-  // Linears whose FP8-ness differs from what the config's exclude list says.
-  int64_t config_disagreements = 0;
 };
 
 // `source_name` names the checkpoint in the error message.
 CheckpointCheck check_checkpoint_tensors(const std::vector<TensorInfo>& tensors, const ModelConfig& config,
                                          const std::string& source_name);
+
+// When `t` is an FP8 scale (weight_scale_inv, weight_scale, input_scale,
+// self_attn.k_scale / v_scale) whose stored bytes hold a NaN, an infinity,
+// zero or a negative value, throws kCorruptData naming it and the first bad
+// element: such a scale silently turns its whole tensor into garbage or NaN.
+// Called where the loader reads each scale, so it costs no extra reads.
+void check_scale_values(const TensorInfo& t, const void* bytes);
 
 }  // namespace hyllm

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "util/counter_rng.h"
 #include "util/hash.h"
@@ -17,13 +18,15 @@ using rng::mix;
 using rng::normal;
 using rng::uniform01;
 
-enum class Fill { kNormal002, kNearZero, kNearOne, kALog, kDtBias, kConv, kFp8Codes, kWeightScale, kInputScale, kKvScale };
+enum class Fill {
+  kNormal002, kNearZero, kNearOne, kALog, kDtBias, kConv, kFp8Codes, kBlockScale, kTensorScale, kInputScale, kKvScale
+};
 
 Fill fill_for(const TensorSpec& s) {
   const std::string& n = s.name;
   switch (s.role) {
-    case TensorRole::kBlockScale:
-    case TensorRole::kWeightScale: return Fill::kWeightScale;
+    case TensorRole::kBlockScale: return Fill::kBlockScale;
+    case TensorRole::kWeightScale: return Fill::kTensorScale;
     case TensorRole::kInputScale: return Fill::kInputScale;
     case TensorRole::kKvScale: return Fill::kKvScale;
     case TensorRole::kLinearWeight: return s.dtype == DType::kF8E4M3 ? Fill::kFp8Codes : Fill::kNormal002;
@@ -37,8 +40,34 @@ Fill fill_for(const TensorSpec& s) {
   return Fill::kNormal002;
 }
 
-constexpr float kFp8CodeStd = 112.0f;  // 448 / 4: clipping only past 4 sigma
+constexpr float kFp8CodeStd = 112.0f;  // 448 / 4: rng::normal is bounded by 3.46, so codes stay within +-388
 constexpr float kFp8WeightScale = 0.02f / kFp8CodeStd;
+constexpr float kFp8InputScale = 0.1f;  // static activation range +-44.8
+constexpr float kKvScale = 0.05f;
+
+// Every fill but A_log is affine in one base variate: offset + scale * base
+// (GeneratedFill), which is what fill_random computes on a device, so both
+// give the same bytes. Per-tensor FP8 scales are constants (scale 0): the
+// parts of a merged projection then share them, and merging them needs no
+// re-quantisation on either path.
+std::optional<GeneratedFill> recipe(Fill fill, uint64_t stream) {
+  auto normal_fill = [&](float offset, float scale) { return GeneratedFill{stream, true, offset, scale}; };
+  auto uniform_fill = [&](float offset, float scale) { return GeneratedFill{stream, false, offset, scale}; };
+  switch (fill) {
+    case Fill::kNormal002:
+    case Fill::kNearZero: return normal_fill(0.0f, 0.02f);
+    case Fill::kNearOne: return normal_fill(1.0f, 0.02f);
+    case Fill::kDtBias: return uniform_fill(-0.1f, 0.2f);
+    case Fill::kConv: return uniform_fill(-0.5f, 1.0f);
+    case Fill::kFp8Codes: return normal_fill(0.0f, kFp8CodeStd);
+    case Fill::kBlockScale: return uniform_fill(0.9f * kFp8WeightScale, 0.2f * kFp8WeightScale);
+    case Fill::kTensorScale: return uniform_fill(kFp8WeightScale, 0.0f);
+    case Fill::kInputScale: return uniform_fill(kFp8InputScale, 0.0f);
+    case Fill::kKvScale: return uniform_fill(kKvScale, 0.0f);
+    case Fill::kALog: return std::nullopt;
+  }
+  return std::nullopt;
+}
 
 // Fills dst[begin, end) with convert(value(random bits of element i)); the
 // fill kind and dtype are dispatched once per range, not per element.
@@ -47,18 +76,11 @@ void fill_typed(T* dst, int64_t begin, int64_t end, uint64_t stream, Fill fill, 
   auto run = [&](auto value) {
     for (int64_t i = begin; i < end; ++i) dst[i] = convert(value(mix(stream + static_cast<uint64_t>(i))));
   };
-  switch (fill) {
-    case Fill::kNormal002:
-    case Fill::kNearZero: return run([](uint64_t r) { return 0.02f * normal(r); });
-    case Fill::kNearOne: return run([](uint64_t r) { return 1.0f + 0.02f * normal(r); });
-    case Fill::kALog: return run([](uint64_t r) { return std::log(1.0f + 15.0f * uniform01(r)); });
-    case Fill::kDtBias: return run([](uint64_t r) { return 0.2f * uniform01(r) - 0.1f; });
-    case Fill::kConv: return run([](uint64_t r) { return uniform01(r) - 0.5f; });
-    case Fill::kFp8Codes: return run([](uint64_t r) { return kFp8CodeStd * normal(r); });
-    case Fill::kWeightScale: return run([](uint64_t r) { return kFp8WeightScale * (0.9f + 0.2f * uniform01(r)); });
-    case Fill::kInputScale: return run([](uint64_t r) { return 0.03f * (0.9f + 0.2f * uniform01(r)); });
-    case Fill::kKvScale: return run([](uint64_t r) { return 0.05f * (0.9f + 0.2f * uniform01(r)); });
-  }
+  const std::optional<GeneratedFill> r = recipe(fill, stream);
+  if (!r) return run([](uint64_t bits) { return std::log(1.0f + 15.0f * uniform01(bits)); });  // A_log
+  const float offset = r->offset, scale = r->scale;
+  if (r->normal) return run([=](uint64_t bits) { return offset + scale * normal(bits); });
+  return run([=](uint64_t bits) { return offset + scale * uniform01(bits); });
 }
 
 void fill_range(DType t, void* dst, int64_t begin, int64_t end, uint64_t stream, Fill fill) {
@@ -100,19 +122,9 @@ void DummyWeights::read(const std::string& name, void* host_dst) const {
 
 std::optional<GeneratedFill> DummyWeights::generated(const std::string& name) const {
   const TensorInfo& t = info(name);
-  if (t.dtype != DType::kBF16 && t.dtype != DType::kF32) return std::nullopt;
+  if (t.dtype != DType::kBF16 && t.dtype != DType::kF32 && t.dtype != DType::kF8E4M3) return std::nullopt;
   const TensorSpec& spec = specs_[static_cast<size_t>(&t - tensors_.data())];
-  const uint64_t stream = mix(seed_ ^ hash64(name));
-  // The same values as fill_typed's: offset + scale * base is what each
-  // lambda there computes (x - c == -c + x and 1 * u == u exactly).
-  switch (fill_for(spec)) {
-    case Fill::kNormal002:
-    case Fill::kNearZero: return GeneratedFill{stream, true, 0.0f, 0.02f};
-    case Fill::kNearOne: return GeneratedFill{stream, true, 1.0f, 0.02f};
-    case Fill::kDtBias: return GeneratedFill{stream, false, -0.1f, 0.2f};
-    case Fill::kConv: return GeneratedFill{stream, false, -0.5f, 1.0f};
-    default: return std::nullopt;
-  }
+  return recipe(fill_for(spec), mix(seed_ ^ hash64(name)));
 }
 
 std::string DummyWeights::describe() const { return fmt::format("dummy weights (seed {})", seed_); }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace hyllm {
 
 namespace {
@@ -121,6 +123,21 @@ const char* expert_layout_name(ExpertLayout l) { return l == ExpertLayout::kFuse
 
 ExpertLayout default_expert_layout(const ModelConfig& config) {
   return config.quant.is_fp8() ? ExpertLayout::kPerExpert : ExpertLayout::kFused;
+}
+
+std::vector<std::string> qwen35_quantizable_linears(const ModelConfig& config) {
+  ModelConfig unquantized = config;
+  unquantized.quant = QuantConfig{};  // fused experts are refused in FP8 only
+  std::vector<std::string> out;
+  for (ExpertLayout layout : {ExpertLayout::kFused, ExpertLayout::kPerExpert}) {
+    if (layout == ExpertLayout::kPerExpert && !config.is_moe) break;
+    for (const TensorSpec& s : qwen35_expected_tensors(unquantized, layout)) {
+      if (s.role == TensorRole::kLinearWeight) out.push_back(s.name.substr(0, s.name.size() - 7));  // ".weight"
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 std::vector<TensorSpec> qwen35_expected_tensors(const ModelConfig& config, ExpertLayout experts) {

@@ -60,4 +60,11 @@ inline std::vector<TensorSpec> qwen35_expected_tensors(const ModelConfig& config
   return qwen35_expected_tensors(config, default_expert_layout(config));
 }
 
+// The modules ("layers.0.mlp.down_proj", "layers.0.mlp.experts.3.up_proj")
+// of every quantizable linear, in either expert layout: what FP8 checkpoints
+// quantize and what --quantization fp8 quantizes online. lm_head, the
+// embeddings, in_proj_a/b, the router and shared_expert_gate are not among
+// them.
+std::vector<std::string> qwen35_quantizable_linears(const ModelConfig& config);
+
 }  // namespace hyllm

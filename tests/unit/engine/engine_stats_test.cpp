@@ -39,13 +39,24 @@ TEST(FinishReason, NamesAreVllmLabels) {
 TEST(EngineConfig, RefusesUnsupportedCacheOptionsClearly) {
   EngineConfig c;
   EXPECT_NO_THROW(c.validate());
-  c.kv_cache_dtype = "fp8";
-  try {
-    c.validate();
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
-    EXPECT_NE(std::string(e.what()).find("--kv-cache-dtype"), std::string::npos);
+  EXPECT_FALSE(c.kv_cache_fp8());
+  for (const char* fp8 : {"fp8", "fp8_e4m3"}) {
+    c.kv_cache_dtype = fp8;
+    EXPECT_NO_THROW(c.validate());
+    EXPECT_TRUE(c.kv_cache_fp8()) << fp8;
+  }
+  c.kv_cache_dtype = "bfloat16";
+  EXPECT_NO_THROW(c.validate());
+  EXPECT_FALSE(c.kv_cache_fp8());
+  for (auto [dtype, code] : {std::pair{"fp8_e5m2", ErrorCode::kUnsupported}, std::pair{"int8", ErrorCode::kInvalidArgument}}) {
+    c.kv_cache_dtype = dtype;
+    try {
+      c.validate();
+      FAIL() << dtype;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), code) << dtype;
+      EXPECT_NE(std::string(e.what()).find("--kv-cache-dtype"), std::string::npos) << e.what();
+    }
   }
   c.kv_cache_dtype = "auto";
   EXPECT_TRUE(c.enable_prefix_caching) << "on by default";

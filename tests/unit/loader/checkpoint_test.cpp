@@ -2,9 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <functional>
 
+#include "backend/cpu/cpu_backend.h"
 #include "model/loader/safetensors_checkpoint.h"
+#include "model/qwen3_5.h"
 #include "model/loader/tensor_names.h"
 #include "model/loader/weight_source.h"
 #include "tiny_model.h"
@@ -161,8 +165,8 @@ TEST(Checkpoint, BlockFp8ScaleAccounting) {
     write_checkpoint(dir, good, 2);
     auto w = open_weights(dir, c, LoadFormat::kAuto);
     EXPECT_EQ(w->info("layers.3.self_attn.q_proj.weight").dtype, DType::kF8E4M3);
-    // q_proj [2 heads * 32 * 2, 64] in 32x32 blocks.
-    EXPECT_EQ(w->info("layers.3.self_attn.q_proj.weight_scale_inv").shape, (Shape{4, 2}));
+    // q_proj [2 heads * 32 * 2, 64] in 128x128 blocks.
+    EXPECT_EQ(w->info("layers.3.self_attn.q_proj.weight_scale_inv").shape, (Shape{1, 1}));
     EXPECT_EQ(w->info("layers.0.mlp.experts.1.down_proj.weight").dtype, DType::kF8E4M3);
     EXPECT_EQ(w->info("layers.0.linear_attn.in_proj_a.weight").dtype, DType::kBF16);
     EXPECT_EQ(w->info("lm_head.weight").dtype, DType::kBF16);
@@ -201,17 +205,23 @@ TEST(Checkpoint, BlockFp8ScaleAccounting) {
         [](Checkpoint& ck) {
           auto& t = ck["model.language_model.layers.3.self_attn.q_proj.weight_scale_inv"];
           t.shape = {2, 4};
+          t.bytes.resize(32);
         },
-        {"q_proj.weight_scale_inv [2, 4] (expected [4, 2])"});
+        {"q_proj.weight_scale_inv [2, 4] (expected [1, 1])"});
 }
 
-TEST(Checkpoint, Bf16CheckpointUnderFp8ConfigWarnsAndLoads) {
-  // A linear stored unquantized although the config says FP8: the checkpoint wins.
+TEST(Checkpoint, Bf16CheckpointUnderFp8ConfigIsRefused) {
+  // Linears stored unquantized although the config says FP8: the config
+  // misdescribes the checkpoint, and the error names the linears.
   ModelConfig fp8 = tiny(false, block_fp8());
   auto dir = fresh_dir("bf16_under_fp8_config");
   write_checkpoint(dir, checkpoint_from_dummy(tiny(false), ExpertLayout::kFused));
-  auto w = open_weights(dir, fp8, LoadFormat::kAuto);
-  EXPECT_EQ(w->info("layers.0.mlp.up_proj.weight").dtype, DType::kBF16);
+  Error e = open_error(dir, fp8);
+  EXPECT_EQ(e.code(), ErrorCode::kCorruptData);
+  EXPECT_NE(std::string(e.what()).find("linear weights stored otherwise than the quantization config says"),
+            std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("is bfloat16, FP8 by the config (not in its modules_to_not_convert)"),
+            std::string::npos) << e.what();
 }
 
 TEST(Checkpoint, ModelOptScalesAndKvScales) {
@@ -243,6 +253,144 @@ TEST(Checkpoint, ModelOptScalesAndKvScales) {
   EXPECT_NE(std::string(e.what()).find("layers.1.self_attn.k_scale"), std::string::npos) << e.what();
   EXPECT_NE(std::string(e.what()).find("no layers.0.mlp.up_proj.input_scale"), std::string::npos) << e.what();
 }
+
+// Bad FP8 checkpoints, table-driven: each edit of a good checkpoint gives a
+// kCorruptData error naming the tensor, from open_weights (names, shapes,
+// dtypes, against the catalogue and the config) or, for the values of the
+// scales, from the model load that reads them; nothing crashes.
+struct BadFp8Case {
+  const char* name;
+  bool modelopt;
+  std::function<void(Checkpoint&)> edit;
+  std::vector<const char*> parts;  // substrings of the error message
+  std::vector<std::string> excluded = {};  // the config's exclude list, when it matters
+};
+
+std::string f32_bytes(std::initializer_list<float> values) {
+  std::string b;
+  for (float v : values) b.append(reinterpret_cast<const char*>(&v), 4);
+  return b;
+}
+
+class BadFp8Checkpoint : public ::testing::TestWithParam<BadFp8Case> {};
+
+// Opens the checkpoint and builds the model from it on the CPU.
+void load_whole_model(const std::filesystem::path& dir, const ModelConfig& config) {
+  auto weights = open_weights(dir, config, LoadFormat::kAuto);
+  auto cpu = make_cpu_backend();
+  make_qwen3_5(config, *weights, *cpu, ModelOptions{});
+}
+
+TEST_P(BadFp8Checkpoint, IsRefusedNamingTheTensor) {
+  const BadFp8Case& c = GetParam();
+  json quant = c.modelopt ? modelopt_fp8(/*kv=*/true) : block_fp8();
+  if (!c.excluded.empty()) quant[c.modelopt ? "ignore" : "modules_to_not_convert"] = c.excluded;
+  // The good checkpoint is written under the standard exclude list.
+  ModelConfig good_config = tiny(false, c.modelopt ? modelopt_fp8(true) : block_fp8());
+  ModelConfig config = tiny(false, quant);
+  Checkpoint ck = checkpoint_from_dummy(good_config, ExpertLayout::kFused, "model.");
+  {
+    auto dir = fresh_dir(std::string("fp8_good_") + c.name);
+    write_checkpoint(dir, ck);
+    EXPECT_NO_THROW(load_whole_model(dir, good_config)) << "the unedited checkpoint must load";
+  }
+  c.edit(ck);
+  auto dir = fresh_dir(std::string("fp8_bad_") + c.name);
+  write_checkpoint(dir, ck);
+  Error e(ErrorCode::kOk, "");
+  try {
+    load_whole_model(dir, config);
+  } catch (const Error& err) {
+    e = err;
+  }
+  EXPECT_EQ(e.code(), ErrorCode::kCorruptData) << e.what();
+  for (const char* part : c.parts) EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+}
+
+// An F32 scale holding `v` (as many values as the tensor has).
+std::function<void(Checkpoint&)> set_scale(const std::string& name, float v) {
+  return [name, v](Checkpoint& ck) {
+    StTensor& t = ck.at(name);
+    std::string b;
+    for (size_t i = 0; i < t.bytes.size() / 4; ++i) b += f32_bytes({v});
+    t.bytes = b;
+  };
+}
+
+const std::string kQ = "model.layers.3.self_attn.q_proj";
+const std::string kUp = "model.layers.0.mlp.up_proj";
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, BadFp8Checkpoint,
+    ::testing::Values(
+        BadFp8Case{"block_missing_scale", false, [](Checkpoint& ck) { ck.erase(kUp + ".weight_scale_inv"); },
+                   {"FP8 weights without their scales (1)", "layers.0.mlp.up_proj.weight (no "}},
+        BadFp8Case{"block_scale_shape", false,
+                   [](Checkpoint& ck) {
+                     StTensor& t = ck.at(kQ + ".weight_scale_inv");
+                     t.shape = {2, 1};
+                     t.bytes = f32_bytes({1, 1});
+                   },
+                   {"layers.3.self_attn.q_proj.weight_scale_inv [2, 1] (expected [1, 1])"}},
+        BadFp8Case{"block_scale_int", false,
+                   [](Checkpoint& ck) { ck.at(kQ + ".weight_scale_inv").dtype = "I32"; },
+                   {"q_proj.weight_scale_inv int32 (expected a float type)"}},
+        BadFp8Case{"block_scale_nan", false, set_scale(kUp + ".weight_scale_inv", NAN),
+                   {"layers.0.mlp.up_proj.weight_scale_inv[0] = nan: scales must be finite and positive"}},
+        BadFp8Case{"block_scale_inf", false, set_scale(kQ + ".weight_scale_inv", INFINITY),
+                   {"layers.3.self_attn.q_proj.weight_scale_inv[0] = inf"}},
+        BadFp8Case{"block_scale_zero", false, set_scale(kUp + ".weight_scale_inv", 0.0f),
+                   {"layers.0.mlp.up_proj.weight_scale_inv[0] = 0"}},
+        BadFp8Case{"block_scale_negative", false, set_scale(kUp + ".weight_scale_inv", -0.5f),
+                   {"layers.0.mlp.up_proj.weight_scale_inv[0] = -0.5"}},
+        BadFp8Case{"fp8_where_excluded", false, [](Checkpoint&) {},
+                   {"linear weights stored otherwise than the quantization config says",
+                    "layers.0.mlp.up_proj.weight is float8_e4m3fn, bfloat16 by the config's modules_to_not_convert"},
+                   {"lm_head", "in_proj_a", "in_proj_b", "layers.0.mlp.up_proj"}},
+        BadFp8Case{"bf16_where_fp8", false,
+                   [](Checkpoint& ck) {
+                     StTensor& t = ck.at(kUp + ".weight");
+                     t.dtype = "BF16";
+                     t.bytes += t.bytes;  // two bytes per element now
+                     ck.erase(kUp + ".weight_scale_inv");
+                   },
+                   {"layers.0.mlp.up_proj.weight is bfloat16, FP8 by the config"}},
+        BadFp8Case{"fp8_norm_weight", false,
+                   [](Checkpoint& ck) {
+                     StTensor& t = ck.at("model.norm.weight");
+                     t.dtype = "F8_E4M3";
+                     t.bytes.resize(t.bytes.size() / 2);
+                   },
+                   {"norm.weight float8_e4m3fn (expected bf16, fp16 or fp32)"}},
+        BadFp8Case{"e4m3_scale_never_used", false,
+                   [](Checkpoint& ck) { ck[kUp + ".input_scale"] = {kUp + ".input_scale", "F32", {}, f32_bytes({1})}; },
+                   {"scales without an FP8 weight (1): layers.0.mlp.up_proj.input_scale"}},
+        BadFp8Case{"modelopt_missing_input_scale", true, [](Checkpoint& ck) { ck.erase(kQ + ".input_scale"); },
+                   {"FP8 weights without their scales", "layers.3.self_attn.q_proj.weight (no "}},
+        BadFp8Case{"modelopt_vector_weight_scale", true,
+                   [](Checkpoint& ck) {
+                     StTensor& t = ck.at(kUp + ".weight_scale");
+                     t.shape = {2};
+                     t.bytes = f32_bytes({1, 1});
+                   },
+                   {"layers.0.mlp.up_proj.weight_scale [2] (expected [])"}},
+        BadFp8Case{"modelopt_nan_input_scale", true, set_scale(kUp + ".input_scale", NAN),
+                   {"layers.0.mlp.up_proj.input_scale = nan"}},
+        BadFp8Case{"modelopt_negative_weight_scale", true, set_scale(kQ + ".weight_scale", -1.0f),
+                   {"layers.3.self_attn.q_proj.weight_scale = -1"}},
+        BadFp8Case{"modelopt_zero_kv_scale", true, set_scale("model.layers.3.self_attn.k_scale", 0.0f),
+                   {"layers.3.self_attn.k_scale = 0"}},
+        BadFp8Case{"modelopt_block_scale_instead", true,
+                   [](Checkpoint& ck) {
+                     StTensor t = ck.at(kUp + ".weight_scale");
+                     ck.erase(kUp + ".weight_scale");
+                     t.name = kUp + ".weight_scale_inv";
+                     t.shape = {1, 1};
+                     ck[t.name] = t;
+                   },
+                   {"layers.0.mlp.up_proj.weight (no layers.0.mlp.up_proj.weight_scale)",
+                    "scales without an FP8 weight (1): layers.0.mlp.up_proj.weight_scale_inv"}}),
+    [](const ::testing::TestParamInfo<BadFp8Case>& i) { return std::string(i.param.name); });
 
 }  // namespace
 }  // namespace hyllm

@@ -41,7 +41,7 @@ inline nlohmann::json tiny_config_json(bool moe, bool nested = true) {
 
 inline nlohmann::json block_fp8(std::vector<std::string> excluded = {"lm_head", "in_proj_a", "in_proj_b"}) {
   return {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"},
-          {"weight_block_size", {32, 32}}, {"modules_to_not_convert", excluded}};
+          {"weight_block_size", {128, 128}}, {"modules_to_not_convert", excluded}};
 }
 
 inline nlohmann::json modelopt_fp8(bool kv) {

@@ -41,14 +41,33 @@ struct Projections {
   ColSlice v() const { return ColSlice(qkv.view(), Hq * 2 * D + Hkv * D, Hkv * D); }
 };
 
+// How a test's paged cache stores K/V: bf16, or e4m3 codes with scales.
+struct CacheFormat {
+  DType dtype = DType::kBF16;
+  float k_scale = 1.0f, v_scale = 1.0f;
+  // The value an element of the cache stands for.
+  double k_value(double stored) const { return dtype == DType::kBF16 ? stored : stored * k_scale; }
+  double v_value(double stored) const { return dtype == DType::kBF16 ? stored : stored * v_scale; }
+};
+
 struct Cache {
   HostTensor k, v;
-  explicit Cache(int64_t blocks) : k(bf16_tensor({blocks, BS, Hkv, D})), v(bf16_tensor({blocks, BS, Hkv, D})) {
+  CacheFormat format;
+  explicit Cache(int64_t blocks, CacheFormat f = {})
+      : k(f.dtype, {blocks, BS, Hkv, D}), v(f.dtype, {blocks, BS, Hkv, D}), format(f) {
     k.poison();
     v.poison();
   }
-  KvCacheView view() const { return {k.view(), v.view()}; }
+  KvCacheView view() const { return {k.view(), v.view(), format.k_scale, format.v_scale}; }
 };
+
+// The e4m3 code an FP8 cache holds for x (ops.h KvCacheView), computed here
+// independently of the kernel: saturate x / scale, then round.
+uint8_t expected_code(double x, float scale) {
+  const float q = static_cast<float>(x) / scale;
+  if (std::isnan(q)) return f32_to_f8e4m3(q);
+  return f32_to_f8e4m3(std::clamp(q, -448.0f, 448.0f));
+}
 
 TEST(AttentionPrep, NormRopeSplitAndCacheWrite) {
   auto be = make_cpu_backend();
@@ -142,11 +161,14 @@ struct Batch {
 // a first attention_prep call, the new tokens' by a second, then attention.
 // Token inputs are taken from `proj` rows: context rows first (sequence by
 // sequence), then new-token rows.
+// k_cache / v_cache receive the values the cache stands for (codes times
+// their scale for an e4m3 cache).
 std::vector<double> run_attention(Backend& be, const Batch& b, const Projections& ctx_proj,
                                   const Projections& new_proj, const HostTensor& gate_src,
                                   const std::vector<int64_t>& tables, std::vector<double>* q_vals = nullptr,
-                                  std::vector<double>* k_cache = nullptr, std::vector<double>* v_cache = nullptr) {
-  Cache cache(b.S * b.max_blocks);
+                                  std::vector<double>* k_cache = nullptr, std::vector<double>* v_cache = nullptr,
+                                  CacheFormat format = {}) {
+  Cache cache(b.S * b.max_blocks, format);
   auto slot_of = [&](int64_t s, int64_t p) { return tables[s * b.max_blocks + p / BS] * BS + p % BS; };
   std::vector<int64_t> ctx_pos, ctx_slots, new_slots;
   for (int64_t s = 0; s < b.S; ++s)
@@ -181,11 +203,44 @@ std::vector<double> run_attention(Backend& be, const Batch& b, const Projections
     for (int64_t s = 0; s < b.S; ++s)
       for (int64_t p = 0; p < b.seq_lens[s]; ++p)
         for (int64_t i = 0; i < Hkv * D; ++i) {
-          k_cache->push_back(cache.k.get(slot_of(s, p) * Hkv * D + i));
-          v_cache->push_back(cache.v.get(slot_of(s, p) * Hkv * D + i));
+          k_cache->push_back(format.k_value(cache.k.get(slot_of(s, p) * Hkv * D + i)));
+          v_cache->push_back(format.v_value(cache.v.get(slot_of(s, p) * Hkv * D + i)));
         }
   }
   return out.values();
+}
+
+// Double reference of gated attention from q and the cache values in
+// logical order (sequence by sequence, position by position).
+std::vector<double> reference_attention(const Batch& b, const std::vector<double>& qv, const std::vector<double>& kc,
+                                        const std::vector<double>& vc, const HostTensor& gate) {
+  std::vector<double> want(static_cast<size_t>(b.T * Hq * D));
+  int64_t cache_base = 0;
+  for (int64_t s = 0; s < b.S; ++s) {
+    for (int64_t j = 0; j < b.qlen[s]; ++j) {
+      const int64_t t = b.qsl[s] + j, visible = b.ctx[s] + j + 1;
+      for (int64_t h = 0; h < Hq; ++h) {
+        const int64_t kvh = h / (Hq / Hkv);
+        std::vector<double> sc(static_cast<size_t>(visible));
+        double mx = -INFINITY, sum = 0.0;
+        for (int64_t p = 0; p < visible; ++p) {
+          double d = 0.0;
+          for (int64_t i = 0; i < D; ++i)
+            d += qv[(t * Hq + h) * D + i] * kc[(cache_base + p) * Hkv * D + kvh * D + i];
+          sc[p] = d / std::sqrt(static_cast<double>(D));
+          mx = std::max(mx, sc[p]);
+        }
+        for (auto& x : sc) sum += (x = std::exp(x - mx));
+        for (int64_t i = 0; i < D; ++i) {
+          double o = 0.0;
+          for (int64_t p = 0; p < visible; ++p) o += sc[p] / sum * vc[(cache_base + p) * Hkv * D + kvh * D + i];
+          want[(t * Hq + h) * D + i] = bf16_round(o) * sigmoid(gate.v[(t * Hq + h) * D + i]);
+        }
+      }
+    }
+    cache_base += b.seq_lens[s];
+  }
+  return want;
 }
 
 TEST(PagedAttention, MatchesDoubleReferenceAndIgnoresPagingAndBatching) {
@@ -214,34 +269,11 @@ TEST(PagedAttention, MatchesDoubleReferenceAndIgnoresPagingAndBatching) {
   ASSERT_EQ(contiguous, shuffled) << "block placement changed the result";
 
   // Double reference from the kernel's own q and cache contents.
-  std::vector<double> want(static_cast<size_t>(b.T * Hq * D));
-  int64_t cache_base = 0;
-  for (int64_t s = 0; s < b.S; ++s) {
-    for (int64_t j = 0; j < b.qlen[s]; ++j) {
-      const int64_t t = b.qsl[s] + j, visible = b.ctx[s] + j + 1;
-      for (int64_t h = 0; h < Hq; ++h) {
-        const int64_t kvh = h / (Hq / Hkv);
-        std::vector<double> sc(static_cast<size_t>(visible));
-        double mx = -INFINITY, sum = 0.0;
-        for (int64_t p = 0; p < visible; ++p) {
-          double d = 0.0;
-          for (int64_t i = 0; i < D; ++i)
-            d += qv[(t * Hq + h) * D + i] * kc[(cache_base + p) * Hkv * D + kvh * D + i];
-          sc[p] = d / std::sqrt(static_cast<double>(D));
-          mx = std::max(mx, sc[p]);
-        }
-        for (auto& x : sc) sum += (x = std::exp(x - mx));
-        for (int64_t i = 0; i < D; ++i) {
-          double o = 0.0;
-          for (int64_t p = 0; p < visible; ++p) o += sc[p] / sum * vc[(cache_base + p) * Hkv * D + kvh * D + i];
-          want[(t * Hq + h) * D + i] = bf16_round(o) * sigmoid(gate.v[(t * Hq + h) * D + i]);
-        }
-      }
-    }
-    cache_base += b.seq_lens[s];
-  }
-  // Two roundings (o, gated o).
-  EXPECT_EQ(bf16_mismatches(contiguous, want, 2.01, 1e-5), 0);
+  const auto want = reference_attention(b, qv, kc, vc, gate);
+  // Two roundings: o (where fp32 and double land on either side of a bf16
+  // rounding boundary, one bf16 step: up to 2^-7 relative, two of
+  // bf16_mismatches' 2^-8 units) and the gated o (half a step).
+  EXPECT_EQ(bf16_mismatches(contiguous, want, 3.01, 1e-5), 0);
 
   // Each sequence alone gives the same bits as in the batch.
   int64_t ctx_row = 0;
@@ -300,6 +332,91 @@ TEST(PagedAttention, PrefillRowEqualsItsDecodeStep) {
     Batch step({j}, {1});
     const auto one = run_attention(*be, step, rows_of(0, j), rows_of(j, 1), gate_of(j, 1), step.tables(true, rng));
     for (int64_t i = 0; i < Hq * D; ++i) ASSERT_EQ(one[i], whole[(j - 1) * Hq * D + i]) << "token " << j;
+  }
+}
+
+// An e4m3 cache holds e4m3(clamp(x / scale)) of exactly the bf16 values a
+// bf16 cache would hold (k after norm and RoPE, raw v); q and gate are not
+// affected by the cache format.
+TEST(AttentionPrep, Fp8CacheHoldsSaturatedCodesOfTheBf16Values) {
+  auto be = make_cpu_backend();
+  const uint32_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  Rng rng(seed);
+  const int64_t T = 5;
+  Projections p(rng, T);
+  // Values past the e4m3 range at scale 0.05 (|v| > 22.4, where the random
+  // values, sd 2, never reach) saturate; a NaN stays NaN.
+  const int64_t W = p.qkv.view().dim(1), v0 = Hq * 2 * D + Hkv * D;
+  p.qkv.set(0 * W + v0 + 3, 40.0);
+  p.qkv.set(1 * W + v0 + 5, -1000.0);
+  p.qkv.set(4 * W + v0 + 7, NAN);
+  HostTensor pos = i32_tensor({3, 0, 90, 17, 2}), slots = i32_tensor({2, 7, -1, 0, 5});
+  const CacheFormat fp8{DType::kF8E4M3, 0.05f, 0.05f};
+  Cache bf(2), f8(2, fp8);
+  HostTensor q1 = bf16_tensor({T, Hq * D}), g1 = bf16_tensor({T, Hq * D}), q2 = bf16_tensor({T, Hq * D}),
+             g2 = bf16_tensor({T, Hq * D});
+  for (auto [cache, q, g] : {std::tuple{&bf, &q1, &g1}, std::tuple{&f8, &q2, &g2}}) {
+    attention_prep(*be, {p.q_gate(), p.k(), p.v(), p.qn.view(), p.kn.view(), pos.view(), slots.view(), q->view(),
+                         g->view(), cache->view(), Hq, Hkv, D, RD, kTheta, 1e-6f});
+  }
+  EXPECT_EQ(0, std::memcmp(q1.buf.data(), q2.buf.data(), q1.buf.size()));
+  EXPECT_EQ(0, std::memcmp(g1.buf.data(), g2.buf.data(), g1.buf.size()));
+  int64_t saturated = 0, nans = 0, written = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    if (slots.v[t] < 0) continue;
+    for (int64_t i = 0; i < Hkv * D; ++i) {
+      const int64_t e = static_cast<int64_t>(slots.v[t]) * Hkv * D + i;
+      ASSERT_EQ(f8.k.buf.data_as<uint8_t>()[e], expected_code(bf.k.get(e), fp8.k_scale)) << "k element " << e;
+      ASSERT_EQ(f8.v.buf.data_as<uint8_t>()[e], expected_code(bf.v.get(e), fp8.v_scale)) << "v element " << e;
+      saturated += std::fabs(f8.v.get(e)) == 448.0;
+      nans += std::isnan(f8.v.get(e));
+      ++written;
+    }
+  }
+  EXPECT_EQ(saturated, 2);
+  EXPECT_EQ(nans, 1);
+  EXPECT_EQ(written, 4 * Hkv * D);
+  // The codes use the range: k / 0.05 of unit-scale k reaches past 16.
+  double kmax = 0;
+  for (int64_t e = 0; e < f8.k.numel(); ++e)
+    if (!std::isnan(f8.k.get(e))) kmax = std::max(kmax, std::fabs(f8.k.get(e)));
+  EXPECT_GT(kmax, 16.0);
+}
+
+// Attention over an e4m3 cache equals the double reference computed from the
+// dequantised cache (float(code) * scale): the folded scales change nothing
+// but fp32 rounding. Paging does not change a bit, and the FP8 result stays
+// within e4m3's rounding of the bf16-cache result.
+TEST(PagedAttention, Fp8CacheMatchesDequantisedReference) {
+  auto be = make_cpu_backend();
+  const uint32_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  Rng rng(seed);
+  Batch b({0, 9, 13, 0}, {5, 3, 1, 45});
+  int64_t Tc = 0;
+  for (int64_t c : b.ctx) Tc += c;
+  Projections ctx_proj(rng, Tc), new_proj(rng, b.T);
+  for (int64_t d = 0; d < D; ++d) {
+    new_proj.qn.set(d, ctx_proj.qn.v[d]);
+    new_proj.kn.set(d, ctx_proj.kn.v[d]);
+  }
+  HostTensor gate = bf16_tensor({b.T, Hq * D});
+  gate.fill_normal(rng, 2.0);
+  for (const CacheFormat fp8 : {CacheFormat{DType::kF8E4M3, 1.0f, 1.0f}, CacheFormat{DType::kF8E4M3, 0.0125f, 0.04f}}) {
+    SCOPED_TRACE(testing::Message() << "k_scale " << fp8.k_scale << " v_scale " << fp8.v_scale);
+    std::vector<double> qv, kc, vc;
+    const auto got = run_attention(*be, b, ctx_proj, new_proj, gate, b.tables(false, rng), &qv, &kc, &vc, fp8);
+    const auto shuffled = run_attention(*be, b, ctx_proj, new_proj, gate, b.tables(true, rng), nullptr, nullptr,
+                                        nullptr, fp8);
+    ASSERT_EQ(got, shuffled) << "block placement changed the result";
+    EXPECT_EQ(bf16_mismatches(got, reference_attention(b, qv, kc, vc, gate), 3.01, 1e-5), 0);
+    const auto bf16 = run_attention(*be, b, ctx_proj, new_proj, gate, b.tables(false, rng));
+    const double err = normalized_error(got, bf16);
+    // e4m3 rounds K and V by up to 2^-4 relatively; the weighted sum
+    // averages that down, though a sharp softmax passes one key's error on.
+    EXPECT_LT(err, 0.25);
+    EXPECT_GT(err, 0.0);
   }
 }
 

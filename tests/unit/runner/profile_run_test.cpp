@@ -1,9 +1,11 @@
 // The memory profile step and dummy weights made by fill_random, on the CPU
 // backend: the profile leaves the runner as it was, and generated weights
-// are the bytes the host dummy source reads.
+// (bf16, and e4m3 codes with their scales for the FP8 formats) are the bytes
+// the host dummy source reads.
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
@@ -64,9 +66,21 @@ TEST(ProfileRun, LeavesTheRunnerAsItWas) {
   EXPECT_EQ(greedy(*profiled, 6), want);
 }
 
-TEST(FillRandom, GeneratedDummyTensorsEqualTheHostBytes) {
+// The embedded model's config as stored, or declaring one of the FP8 formats
+// (its dummy weights then are e4m3 codes with scales).
+ModelConfig tiny_config(QuantMethod method) {
+  ModelConfig cfg = load_model_config(tiny_model());
+  cfg.quant.method = method;
+  cfg.quant.excluded_modules = {"lm_head", "embed_tokens", "linear_attn.in_proj_a", "linear_attn.in_proj_b"};
+  if (method == QuantMethod::kModelOptFp8) cfg.quant.kv_cache_quant_algo = "FP8";
+  return cfg;
+}
+
+class FillRandom : public ::testing::TestWithParam<QuantMethod> {};
+
+TEST_P(FillRandom, GeneratedDummyTensorsEqualTheHostBytes) {
   auto be = make_cpu_backend();
-  const ModelConfig cfg = load_model_config(tiny_model());
+  const ModelConfig cfg = tiny_config(GetParam());
   DummyWeights w(cfg, 7);
   int generated = 0;
   for (const TensorInfo& t : w.tensors()) {
@@ -82,6 +96,9 @@ TEST(FillRandom, GeneratedDummyTensorsEqualTheHostBytes) {
     ASSERT_EQ(std::memcmp(host.data(), dev.data(), t.nbytes), 0) << t.name;
   }
   EXPECT_GT(generated, 10);
+  // Only A_log is made on the host: every FP8 weight and scale is generated.
+  for (const TensorInfo& t : w.tensors())
+    if (!t.name.ends_with("A_log")) EXPECT_TRUE(w.generated(t.name).has_value()) << t.name;
 }
 
 // The dummy source without its recipes: every tensor goes through the host.
@@ -96,9 +113,9 @@ class HostOnly final : public WeightSource {
   const WeightSource& inner_;
 };
 
-TEST(FillRandom, DummyModelIsTheSameThroughEitherPath) {
+TEST_P(FillRandom, DummyModelIsTheSameThroughEitherPath) {
   auto be = make_cpu_backend();
-  const ModelConfig cfg = load_model_config(tiny_model());
+  const ModelConfig cfg = tiny_config(GetParam());
   DummyWeights w(cfg, 3);
   HostOnly host(w);
   const ModelOptions mo = small_model_options();
@@ -111,7 +128,14 @@ TEST(FillRandom, DummyModelIsTheSameThroughEitherPath) {
   EXPECT_EQ(greedy(device_made, 5), greedy(host_made, 5));
   ASSERT_FALSE(host_made.last_logits().empty());
   EXPECT_EQ(device_made.last_logits(), host_made.last_logits());  // bit-identical weights
+  for (float v : device_made.last_logits()) ASSERT_TRUE(std::isfinite(v));
 }
+
+INSTANTIATE_TEST_SUITE_P(Formats, FillRandom,
+                         ::testing::Values(QuantMethod::kNone, QuantMethod::kFp8Block, QuantMethod::kModelOptFp8),
+                         [](const ::testing::TestParamInfo<QuantMethod>& i) {
+                           return std::string(quant_method_name(i.param));
+                         });
 
 }  // namespace
 }  // namespace hyllm

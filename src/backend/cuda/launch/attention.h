@@ -25,8 +25,12 @@ struct AttentionPrepParams {
   const int32_t* slot_mapping = nullptr;
   uint16_t* q_out = nullptr;
   uint16_t* gate_out = nullptr;
-  uint16_t* k_cache = nullptr;
-  uint16_t* v_cache = nullptr;
+  // bf16, or e4m3 codes of k / k_scale and v / v_scale when fp8_cache.
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+  bool fp8_cache = false;
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
   int64_t num_slots = 0;
   int tokens = 0;
   int num_q_heads = 0;
@@ -42,8 +46,12 @@ void launch_attention_prep(const AttentionPrepParams& p, cudaStream_t stream);
 
 struct PagedAttentionParams {
   const uint16_t* q = nullptr;
-  const uint16_t* k_cache = nullptr;
-  const uint16_t* v_cache = nullptr;
+  // bf16, or e4m3 codes read as float(code) * k_scale / v_scale when fp8_cache.
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
+  bool fp8_cache = false;
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
   const int32_t* block_tables = nullptr;
   int max_blocks_per_seq = 0;
   const int32_t* query_start_loc = nullptr;

@@ -234,7 +234,9 @@ int run_serve(ServeArgs& a) {
   serve::OpenAIServer server(server_options);
   const int port = server.start();
   log::info("Started server process [{}]; listening on http://{}:{} (the model is loading)", getpid(), a.host, port);
-  if (!api_keys.empty()) log::info("API key required on every route but /health, /version and /metrics");
+  if (!api_keys.empty()) {
+    log::info("API key required on every route but /health, /version, /metrics and the chat page at /");
+  }
 
   const auto t_load = Clock::now();
   backend = make_backend(device);

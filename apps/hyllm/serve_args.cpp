@@ -102,7 +102,7 @@ void add_serve_flags(CLI::App& sub, ServeArgs& a) {
       ->capture_default_str();
   sub.add_option(names("seed"), a.seed, "Seed for requests that give none")->capture_default_str();
   sub.add_option(names("api-key"), a.api_key,
-                 "Bearer key(s) required on every route but /health, /version and /metrics "
+                 "Bearer key(s) required on every route but /health, /version, /metrics and the chat page at / "
                  "(default: HYLLM_API_KEY or VLLM_API_KEY)")
       ->expected(1, -1);
   sub.add_option(names("generation-config"), a.generation_config,

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "serve/api_error.h"
+#include "serve/chat_page.h"
 #include "serve/handlers.h"
 #include "serve/limits.h"
 #include "serve/metrics_text.h"
@@ -21,8 +22,9 @@ struct Route {
   const char* path;
 };
 constexpr Route kRoutes[] = {
-    {"GET", "/health"},         {"GET", "/version"},    {"GET", "/metrics"},           {"GET", "/v1/models"},
-    {"POST", "/v1/completions"}, {"POST", "/v1/chat/completions"}, {"POST", "/tokenize"}, {"POST", "/detokenize"},
+    {"GET", "/"},           {"GET", "/health"},          {"GET", "/version"},
+    {"GET", "/metrics"},    {"GET", "/v1/models"},       {"POST", "/v1/completions"},
+    {"POST", "/v1/chat/completions"}, {"POST", "/tokenize"}, {"POST", "/detokenize"},
 };
 
 bool always_available(const std::string& path) { return ApiKeyAuth::is_public_path(path); }
@@ -277,6 +279,7 @@ void OpenAIServer::install_routes() {
                 req.version, res.status);
   });
 
+  http_.Get("/", [](const httplib::Request&, httplib::Response& res) { write_chat_page(res); });
   http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) { health(res); });
   http_.Get("/version", [](const httplib::Request&, httplib::Response& res) {
     write_json(res, 200, Json{{"version", kVersion}});

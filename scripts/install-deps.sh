@@ -12,9 +12,11 @@ build_packages=(
   curl
 )
 # The test suite: gtest and Google Benchmark, node and npm for the e2e
-# drivers, and headless Chromium (with its driver) for the chat page test.
+# drivers, headless Chromium (with its driver) for the chat page test.
 test_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev liblzma-dev
+  clang-14 libclang-rt-14-dev llvm-14  # sanitizer and libFuzzer build (scripts/test-sanitizers.sh)
+  python3                              # the soak driver (tools/soak/soak.py)
   nodejs npm chromium chromium-driver
 )
 

@@ -21,6 +21,7 @@ class CudaKernels final : public Kernels {
   ~CudaKernels() override;
 
   void linear(const LinearArgs& a) override;
+  void quantize_fp8(const QuantizeFp8Args& a) override;
   void embedding(const EmbeddingArgs& a) override;
   void gather_rows(const GatherRowsArgs& a) override;
   void fill_random(const FillRandomArgs& a) override;
@@ -49,6 +50,8 @@ class CudaKernels final : public Kernels {
   const char* table_name() const override { return "the cuda backend"; }
 
  private:
+  // The FP8 linear on quantised input (the CUDA half of linear()).
+  void linear_fp8(const Fp8Activation& xq, const LinearWeight& w, const TensorView& out);
   // Device table of per-expert weight pointers, built once per weight set.
   const uint16_t* const* expert_table(const std::vector<LinearWeight>& ws);
 
@@ -70,6 +73,14 @@ inline uint16_t* bf_mut(const TensorView& t) { return t.data_as<uint16_t>(); }
 inline const uint16_t* col(const ColSlice& s) { return s.tensor.data_as<const uint16_t>() + s.offset; }
 inline const int32_t* i32(const TensorView& t) { return t.data_as<const int32_t>(); }
 int to_int(int64_t v, const char* what);
+}  // namespace cuda_detail
+
+namespace cuda {
+struct Fp8Out;
+}
+namespace cuda_detail {
+// The launch form of an optional Fp8Activation output (disabled when empty).
+cuda::Fp8Out fp8_out(const Fp8Activation& a);
 }  // namespace cuda_detail
 
 }  // namespace hyllm

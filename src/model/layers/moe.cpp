@@ -29,14 +29,24 @@ MoeBlock MoeBlock::load(WeightLoader& w, const ModelConfig& cfg, const std::stri
   return m;
 }
 
-TensorView MoeBlock::forward(Backend& be, Scratch& s, const TensorView& x) const {
+InputNeeds MoeBlock::input_needs() const {
+  // The routed experts read the bf16 input.
+  InputNeeds needs = InputNeeds::bf16_only();
+  needs |= router_.input_needs();
+  needs |= shared_.input_needs();
+  needs |= shared_gate_.input_needs();
+  return needs;
+}
+
+TensorView MoeBlock::forward(Backend& be, Scratch& s, const LayerInput& in) const {
+  const TensorView& x = in.x;
   const int64_t T = x.dim(0);
-  TensorView logits = router_.forward_one(be, s, x);
+  TensorView logits = router_.forward_one(be, s, in);
   TensorView ids = s.take(DType::kI32, Shape{T, top_k_});
   TensorView weights = s.take(DType::kF32, Shape{T, top_k_});
   moe_route(be, {logits, ids, weights, top_k_});
-  TensorView shared = shared_.forward(be, s, x);
-  TensorView shared_gate = shared_gate_.forward_one(be, s, x);
+  TensorView shared = shared_.forward(be, s, in);
+  TensorView shared_gate = shared_gate_.forward_one(be, s, in);
   TensorView out = s.take(DType::kBF16, Shape{T, hidden_});
   moe_experts(be, {x, ids, weights, experts_, shared, shared_gate, out});
   return out;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "model/config/model_config.h"
+#include "model/layers/activation.h"
 #include "model/layers/mlp.h"
 
 namespace hyllm {
@@ -14,7 +15,8 @@ class MoeBlock {
  public:
   static MoeBlock load(WeightLoader& w, const ModelConfig& cfg, const std::string& prefix);
 
-  TensorView forward(Backend& be, Scratch& s, const TensorView& x) const;
+  InputNeeds input_needs() const;
+  TensorView forward(Backend& be, Scratch& s, const LayerInput& in) const;
   size_t scratch_bytes(int64_t tokens) const;
 
  private:

@@ -1,17 +1,30 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages hyllm builds and tests with. Idempotent: it
 # calls apt only for what is missing. Run as root (or with sudo).
+#   install-deps.sh          everything: building, the tests and their browser
+#   install-deps.sh build    only what building and running `hyllm` needs
 set -euo pipefail
 
-packages=(
+build_packages=(
   build-essential cmake ninja-build pkg-config git
   libcpp-httplib-dev libssl-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcli11-dev
   libfmt-dev libspdlog-dev libxxhash-dev libopenblas-dev
+  curl
+)
+# The test suite: gtest and Google Benchmark, node and npm for the e2e
+# drivers, headless Chromium (with its driver) for the chat page test.
+test_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev liblzma-dev
   clang-14 libclang-rt-14-dev llvm-14  # sanitizer and libFuzzer build (scripts/test-sanitizers.sh)
   python3                              # the soak driver (tools/soak/soak.py)
-  nodejs npm curl
+  nodejs npm chromium chromium-driver
 )
+
+case "${1:-all}" in
+  build) packages=("${build_packages[@]}") ;;
+  all) packages=("${build_packages[@]}" "${test_packages[@]}") ;;
+  *) echo "usage: $0 [build|all]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

@@ -231,7 +231,9 @@ int run_serve(ServeArgs& a) {
   serve::OpenAIServer server(server_options);
   const int port = server.start();
   log::info("Started server process [{}]; listening on http://{}:{} (the model is loading)", getpid(), a.host, port);
-  if (!api_keys.empty()) log::info("API key required on every route but /health, /version and /metrics");
+  if (!api_keys.empty()) {
+    log::info("API key required on every route but /health, /version, /metrics and the chat page at /");
+  }
 
   const auto t_load = Clock::now();
   backend = make_backend(device);
@@ -242,11 +244,25 @@ int run_serve(ServeArgs& a) {
     config.validate();
   }
 
-  const fs::path tokenizer_dir = a.tokenizer.empty() ? model_dir : fs::path(a.tokenizer);
-  auto tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_model_dir(tokenizer_dir));
+  // --skip-tokenizer-init reads no tokenizer files: requests carry token ids
+  // and responses return them (chat, which needs the template, is refused).
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (a.skip_tokenizer_init) {
+    log::info("Skipping tokenizer initialization: prompts and outputs are token ids");
+  } else {
+    const fs::path tokenizer_dir = a.tokenizer.empty() ? model_dir : fs::path(a.tokenizer);
+    if (fs::is_directory(tokenizer_dir) && !fs::exists(tokenizer_dir / "tokenizer.json")) {
+      fail(ErrorCode::kNotFound,
+           "{} has no tokenizer.json: pass --tokenizer DIR, or --skip-tokenizer-init to serve token ids only",
+           tokenizer_dir.string());
+    }
+    tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_model_dir(tokenizer_dir));
+  }
 
   auto ctx = std::make_unique<serve::ServingContext>();
-  if (!a.chat_template.empty()) {
+  if (!tokenizer) {
+    // Chat requests get 400 before a template would be needed.
+  } else if (!a.chat_template.empty()) {
     std::string source = fs::is_regular_file(a.chat_template) ? read_text_file(a.chat_template) : a.chat_template;
     ctx->chat_template.emplace(ChatTemplate::from_source(std::move(source)));
   } else if (const std::string* source = tokenizer->chat_template_source()) {
@@ -313,7 +329,7 @@ int run_serve(ServeArgs& a) {
   if (config.kv_cache_memory_bytes) runner_options.cache_memory_bytes = *config.kv_cache_memory_bytes;
   auto runner = std::make_unique<ModelRunner>(std::move(model), runner_options);
   const int32_t vocab = static_cast<int32_t>(runner->vocab_size());
-  if (tokenizer->vocab_size() > vocab) {
+  if (tokenizer && tokenizer->vocab_size() > vocab) {
     fail(ErrorCode::kCorruptData, "the tokenizer has {} ids but the model only {}", tokenizer->vocab_size(), vocab);
   }
   auto engine = make_engine_client(std::move(runner), config);
@@ -325,11 +341,16 @@ int run_serve(ServeArgs& a) {
   ctx->model_root = model_dir.string();
   ctx->created = serve::unix_time_seconds();
   ctx->max_model_len = config.max_model_len;
-  ctx->special_tokens = serve::special_token_texts(*tokenizer);
+  ctx->model_vocab_size = vocab;
   ctx->reasoning_parser = a.reasoning_parser;
   ctx->tool_call_parser = a.tool_call_parser;
   ctx->enable_auto_tool_choice = a.enable_auto_tool_choice;
-  ctx->grammar_compiler = std::make_unique<structured::GrammarCompiler>(*tokenizer, vocab, config.eos_token_ids);
+  if (tokenizer) {
+    ctx->special_tokens = serve::special_token_texts(*tokenizer);
+    // Grammars are compiled over the tokenizer's vocabulary; without one,
+    // structured output is refused with chat as a whole.
+    ctx->grammar_compiler = std::make_unique<structured::GrammarCompiler>(*tokenizer, vocab, config.eos_token_ids);
+  }
   ctx->tokenizer = std::move(tokenizer);
   ctx->engine = std::move(engine);
   ctx->trust_request_chat_template = a.trust_request_chat_template;

@@ -65,6 +65,8 @@ void add_serve_flags(CLI::App& sub, ServeArgs& a) {
   sub.add_option("model_dir", a.model_positional, "Model directory (default: the embedded model)");
   sub.add_option(names("model"), a.model, "Model directory (same as the positional argument)");
   sub.add_option(names("tokenizer"), a.tokenizer, "Tokenizer directory (default: the model directory)");
+  sub.add_flag(negatable("skip-tokenizer-init"), a.skip_tokenizer_init,
+               "Load no tokenizer: prompts are token ids, outputs are token ids (no text, no chat, no stop strings)");
   sub.add_option(names("host"), a.host, "Address to listen on")->capture_default_str();
   sub.add_option(names("port"), a.port, "Port to listen on")->capture_default_str()->check(CLI::Range(0, 65535));
   sub.add_option(names("served-model-name"), a.served_model_name,
@@ -106,7 +108,7 @@ void add_serve_flags(CLI::App& sub, ServeArgs& a) {
       ->capture_default_str();
   sub.add_option(names("seed"), a.seed, "Seed for requests that give none")->capture_default_str();
   sub.add_option(names("api-key"), a.api_key,
-                 "Bearer key(s) required on every route but /health, /version and /metrics "
+                 "Bearer key(s) required on every route but /health, /version, /metrics and the chat page at / "
                  "(default: HYLLM_API_KEY or VLLM_API_KEY)")
       ->expected(1, -1);
   sub.add_option(names("generation-config"), a.generation_config,

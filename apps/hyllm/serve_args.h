@@ -17,6 +17,7 @@ struct ServeArgs {
   std::string model_positional;
   std::string model;
   std::string tokenizer;
+  bool skip_tokenizer_init = false;    // token ids in and out; no tokenizer files needed
   std::string host = "0.0.0.0";
   int port = 8000;
   std::vector<std::string> served_model_name;

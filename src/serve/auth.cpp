@@ -36,7 +36,7 @@ bool ApiKeyAuth::key_matches(std::string_view key) const {
 }
 
 bool ApiKeyAuth::is_public_path(std::string_view path) {
-  return path == "/health" || path == "/version" || path == "/metrics";
+  return path == "/" || path == "/health" || path == "/version" || path == "/metrics";
 }
 
 bool ApiKeyAuth::authorize(std::string_view routed_path, std::string_view header) const {

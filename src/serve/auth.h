@@ -24,7 +24,8 @@ class ApiKeyAuth {
   // Constant-time check of a bare key against every configured key.
   bool key_matches(std::string_view key) const;
 
-  // /health, /version and /metrics: probes and scrapers carry no key.
+  // /health, /version and /metrics: probes and scrapers carry no key. / is
+  // the chat page: static, it holds no secret and asks the user for the key.
   static bool is_public_path(std::string_view path);
 
  private:

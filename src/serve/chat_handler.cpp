@@ -14,7 +14,7 @@ void handle_chat_completions(const ServingContext& ctx, ActivityCounter& activit
   auto guard = activity.enter();
   ChatRequest req = parse_chat_request(parse_request_json(body));
   ctx.check_model(req.model);
-  const Tokenizer& tok = *ctx.tokenizer;
+  const Tokenizer& tok = ctx.require_tokenizer("messages");
 
   ChatPromptInputs in;
   in.messages = &req.messages;
@@ -77,7 +77,7 @@ void handle_chat_completions(const ServingContext& ctx, ActivityCounter& activit
                                                   static_cast<int64_t>(ids.size()), ctx.max_model_len,
                                                   tok.vocab_size());
   GenerationOptions gen_options{req.sampling.skip_special_tokens, req.sampling.include_stop_str_in_output};
-  auto generation = std::make_unique<Generation>(*ctx.engine, tok, id, params.n, params.stop, gen_options);
+  auto generation = std::make_unique<Generation>(*ctx.engine, &tok, id, params.n, params.stop, gen_options);
   std::vector<std::shared_ptr<TokenConstraint>> constraints;
   if (grammar) {
     if (!ctx.grammar_compiler) throw bad_request("this server does not offer structured output", "response_format");

@@ -64,7 +64,7 @@ std::vector<std::string> special_token_texts(const Tokenizer& tokenizer) {
 std::vector<int32_t> chat_prompt_ids(const ServingContext& ctx, const ChatPromptInputs& in) {
   std::optional<ChatTemplate> request_template;
   const ChatTemplate& tmpl = pick_template(ctx, in, request_template);
-  const Tokenizer& tok = *ctx.tokenizer;
+  const Tokenizer& tok = ctx.require_tokenizer("messages");
 
   ChatTemplateInputs inputs;
   inputs.messages = *in.messages;

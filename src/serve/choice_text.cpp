@@ -1,17 +1,20 @@
 #include "serve/choice_text.h"
 
+#include "util/status.h"
+
 namespace hyllm::serve {
 
-ChoiceText::ChoiceText(const Tokenizer& tokenizer, bool skip_special_tokens, const std::vector<std::string>& stop,
-                       bool include_stop_in_output)
-    : detok_(tokenizer, skip_special_tokens) {
+ChoiceText::ChoiceText(const Tokenizer* tokenizer, bool skip_special_tokens, const std::vector<std::string>& stop,
+                       bool include_stop_in_output) {
+  HYLLM_CHECK(tokenizer || stop.empty(), "stop strings need a tokenizer");
+  if (tokenizer) detok_.emplace(*tokenizer, skip_special_tokens);
   if (!stop.empty()) matcher_.emplace(stop, include_stop_in_output);
 }
 
 ChoiceText::Piece ChoiceText::push(std::span<const int32_t> ids, bool may_stop) {
   Piece piece;
   if (stopped_) return piece;
-  std::string text = detok_.push(ids);
+  std::string text = detok_ ? detok_->push(ids) : std::string();
   if (!matcher_ || !may_stop) {
     piece.text = std::move(text);
     return piece;
@@ -27,7 +30,7 @@ ChoiceText::Piece ChoiceText::push(std::span<const int32_t> ids, bool may_stop) 
 
 std::string ChoiceText::finish() {
   if (stopped_) return {};
-  std::string rest = detok_.finish();
+  std::string rest = detok_ ? detok_->finish() : std::string();
   if (!matcher_) return rest;
   auto step = matcher_->push(rest);
   if (step.stopped) {
@@ -37,7 +40,7 @@ std::string ChoiceText::finish() {
   return step.text + matcher_->finish();
 }
 
-RequestText::RequestText(const Tokenizer& tokenizer, int n, bool skip_special_tokens,
+RequestText::RequestText(const Tokenizer* tokenizer, int n, bool skip_special_tokens,
                          const std::vector<std::string>& stop, bool include_stop_in_output) {
   choices_.reserve(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) choices_.emplace_back(tokenizer, skip_special_tokens, stop, include_stop_in_output);

@@ -10,6 +10,10 @@
 // step; without them it runs on the HTTP thread. Either way one object is
 // used by one thread at a time: the engine stops calling the hook before it
 // publishes the choice's final output.
+//
+// Without a tokenizer (--skip-tokenizer-init) nothing is detokenized: the
+// text stays empty and the client reads the token ids; stop strings are then
+// refused before a request starts.
 
 #include <cstdint>
 #include <memory>
@@ -26,7 +30,7 @@ namespace hyllm::serve {
 
 class ChoiceText {
  public:
-  ChoiceText(const Tokenizer& tokenizer, bool skip_special_tokens, const std::vector<std::string>& stop,
+  ChoiceText(const Tokenizer* tokenizer, bool skip_special_tokens, const std::vector<std::string>& stop,
              bool include_stop_in_output);
 
   struct Piece {
@@ -42,7 +46,7 @@ class ChoiceText {
   bool has_stop_strings() const { return matcher_.has_value(); }
 
  private:
-  IncrementalDetokenizer detok_;
+  std::optional<IncrementalDetokenizer> detok_;  // none without a tokenizer
   std::optional<StopStringMatcher> matcher_;
   bool stopped_ = false;
 };
@@ -51,7 +55,7 @@ class ChoiceText {
 // request's StopStringHook) and the HTTP thread that reads its outputs.
 class RequestText final : public StopStringHook {
  public:
-  RequestText(const Tokenizer& tokenizer, int n, bool skip_special_tokens, const std::vector<std::string>& stop,
+  RequestText(const Tokenizer* tokenizer, int n, bool skip_special_tokens, const std::vector<std::string>& stop,
               bool include_stop_in_output);
 
   StopCheck on_tokens(int choice_index, std::span<const int32_t> new_token_ids, bool may_stop) override;

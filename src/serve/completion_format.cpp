@@ -7,7 +7,7 @@ namespace {
 
 class CompletionFormatter final : public ResponseFormatter {
  public:
-  CompletionFormatter(ResponseOptions options, const Tokenizer& tokenizer, std::vector<std::string> echo_prompts,
+  CompletionFormatter(ResponseOptions options, const Tokenizer* tokenizer, std::vector<std::string> echo_prompts,
                       std::vector<std::vector<int32_t>> prompt_ids, int n)
       : ResponseFormatter(std::move(options), tokenizer),
         echo_(std::move(echo_prompts)),
@@ -74,7 +74,7 @@ class CompletionFormatter final : public ResponseFormatter {
 
 }  // namespace
 
-std::unique_ptr<ResponseFormatter> make_completion_formatter(ResponseOptions options, const Tokenizer& tokenizer,
+std::unique_ptr<ResponseFormatter> make_completion_formatter(ResponseOptions options, const Tokenizer* tokenizer,
                                                              std::vector<std::string> echo_prompts,
                                                              std::vector<std::vector<int32_t>> prompt_ids, int n) {
   return std::make_unique<CompletionFormatter>(std::move(options), tokenizer, std::move(echo_prompts),

@@ -32,18 +32,29 @@ void handle_completions(const ServingContext& ctx, ActivityCounter& activity, co
   auto guard = activity.enter();
   CompletionRequest req = parse_completion_request(parse_request_json(body));
   ctx.check_model(req.model);
-  const Tokenizer& tok = *ctx.tokenizer;
+  // Null with --skip-tokenizer-init: text in either direction is refused, and
+  // the response carries token ids.
+  const Tokenizer* tok = ctx.tokenizer.get();
+  if (!tok && !req.sampling.stop.empty()) {
+    throw bad_request("stop strings need the tokenizer, which `skip_tokenizer_init=True` leaves out; use "
+                      "stop_token_ids",
+                      "stop");
+  }
 
   std::vector<std::vector<int32_t>> prompt_ids;
   std::vector<std::string> echo;
   for (const PromptInput& p : req.prompts) {
-    std::vector<int32_t> ids = p.text ? tok.encode(*p.text, req.add_special_tokens) : p.token_ids;
+    std::vector<int32_t> ids =
+        p.text ? ctx.require_tokenizer("prompt").encode(*p.text, req.add_special_tokens) : p.token_ids;
     if (ids.empty()) throw bad_request("Prompt cannot be empty", "prompt");
-    check_token_ids(ids, tok.vocab_size(), "prompt");
+    check_token_ids(ids, ctx.vocab_size(), "prompt");
     if (req.truncate_prompt_tokens && static_cast<int64_t>(ids.size()) > *req.truncate_prompt_tokens) {
       ids.erase(ids.begin(), ids.end() - *req.truncate_prompt_tokens);
     }
-    if (req.echo) echo.push_back(p.text && !req.truncate_prompt_tokens ? *p.text : tok.decode(ids, false));
+    if (req.echo) {
+      const bool as_sent = p.text && !req.truncate_prompt_tokens;
+      echo.push_back(as_sent ? *p.text : ctx.require_tokenizer("echo").decode(ids, false));
+    }
     prompt_ids.push_back(std::move(ids));
   }
 
@@ -54,7 +65,7 @@ void handle_completions(const ServingContext& ctx, ActivityCounter& activity, co
   for (const auto& ids : prompt_ids) {
     SamplingParams params = resolve_sampling_params(req.sampling, ctx.sampling_defaults,
                                                     static_cast<int64_t>(ids.size()), ctx.max_model_len,
-                                                    tok.vocab_size());
+                                                    ctx.vocab_size());
     log_request(ctx, id, ids.size(), params);
     generation->add_prompt(ids, std::move(params));
   }
@@ -66,7 +77,7 @@ void handle_completions(const ServingContext& ctx, ActivityCounter& activity, co
   options.logprobs = req.sampling.logprobs;
   options.include_usage = req.sampling.include_usage;
   options.continuous_usage = req.sampling.continuous_usage_stats;
-  options.return_token_ids = req.sampling.return_token_ids;
+  options.return_token_ids = req.sampling.return_token_ids || !tok;
   auto formatter = make_completion_formatter(std::move(options), tok, std::move(echo), std::move(prompt_ids),
                                              req.sampling.n);
   if (req.sampling.stream) {

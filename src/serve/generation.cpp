@@ -17,7 +17,7 @@ constexpr std::chrono::milliseconds kMultiplexSlice{2};
 
 }  // namespace
 
-Generation::Generation(EngineClient& engine, const Tokenizer& tokenizer, std::string request_id, int n,
+Generation::Generation(EngineClient& engine, const Tokenizer* tokenizer, std::string request_id, int n,
                        std::vector<std::string> stop, GenerationOptions options)
     : engine_(engine),
       tokenizer_(tokenizer),

@@ -39,8 +39,9 @@ struct GenerationOptions {
 class Generation {
  public:
   // request_id names the engine requests (with a suffix per prompt). n and
-  // the stop strings are the same for every prompt.
-  Generation(EngineClient& engine, const Tokenizer& tokenizer, std::string request_id, int n,
+  // the stop strings are the same for every prompt. A null tokenizer
+  // (--skip-tokenizer-init) gives events with token ids and empty text.
+  Generation(EngineClient& engine, const Tokenizer* tokenizer, std::string request_id, int n,
              std::vector<std::string> stop, GenerationOptions options);
   ~Generation();
   Generation(const Generation&) = delete;
@@ -83,7 +84,7 @@ class Generation {
   void handle(size_t prompt, RequestOutput out, std::vector<ChoiceEvent>& events);
 
   EngineClient& engine_;
-  const Tokenizer& tokenizer_;
+  const Tokenizer* tokenizer_;
   std::string request_id_;
   int n_;
   std::vector<std::string> stop_;

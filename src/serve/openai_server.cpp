@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "serve/api_error.h"
+#include "serve/chat_page.h"
 #include "serve/handlers.h"
 #include "serve/limits.h"
 #include "serve/metrics_text.h"
@@ -22,8 +23,9 @@ struct Route {
   bool json_body = true;  // a POST whose body is JSON (else the body is ignored)
 };
 constexpr Route kRoutes[] = {
-    {"GET", "/health"},         {"GET", "/version"},    {"GET", "/metrics"},           {"GET", "/v1/models"},
-    {"POST", "/v1/completions"}, {"POST", "/v1/chat/completions"}, {"POST", "/tokenize"}, {"POST", "/detokenize"},
+    {"GET", "/"},                {"GET", "/health"},          {"GET", "/version"},
+    {"GET", "/metrics"},         {"GET", "/v1/models"},       {"POST", "/v1/completions"},
+    {"POST", "/v1/chat/completions"}, {"POST", "/tokenize"}, {"POST", "/detokenize"},
     {"POST", "/reset_prefix_cache", false},
 };
 
@@ -289,6 +291,7 @@ void OpenAIServer::install_routes() {
                 req.version, res.status);
   });
 
+  http_.Get("/", [](const httplib::Request&, httplib::Response& res) { write_chat_page(res); });
   http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) { health(res); });
   http_.Get("/version", [](const httplib::Request&, httplib::Response& res) {
     write_json(res, 200, Json{{"version", kVersion}});

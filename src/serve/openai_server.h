@@ -5,9 +5,9 @@
 // (503), lets in-flight requests finish within the shutdown timeout, then
 // stops.
 //
-// Routes: GET /health, /version, /metrics (open); GET /v1/models,
-// POST /v1/completions, /v1/chat/completions, /tokenize, /detokenize (need the
-// API key when one is set).
+// Routes: GET / (the chat page), /health, /version, /metrics (open); GET
+// /v1/models, POST /v1/completions, /v1/chat/completions, /tokenize,
+// /detokenize (need the API key when one is set).
 
 #include <atomic>
 #include <chrono>

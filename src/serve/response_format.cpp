@@ -1,15 +1,20 @@
 #include "serve/response_format.h"
 
+#include <fmt/format.h>
+
 #include <variant>
 
 namespace hyllm::serve {
 
 std::string TokenizerText::text(int32_t token) const {
+  if (!tokenizer_) return fmt::format("token_id:{}", token);
   const int32_t one[] = {token};
-  return tokenizer_.decode(one, false);
+  return tokenizer_->decode(one, false);
 }
 
-std::string TokenizerText::bytes(int32_t token) const { return tokenizer_.token_bytes(token); }
+std::string TokenizerText::bytes(int32_t token) const {
+  return tokenizer_ ? tokenizer_->token_bytes(token) : text(token);
+}
 
 void ChoiceResult::add(ChoiceEvent&& ev) {
   text += ev.text;

@@ -15,15 +15,17 @@
 
 namespace hyllm::serve {
 
-// Token strings and bytes for logprobs, from the tokenizer.
+// Token strings and bytes for logprobs, from the tokenizer. Without one
+// (--skip-tokenizer-init) a token is spelled "token_id:N", as vLLM spells it
+// with --return-tokens-as-token-ids.
 class TokenizerText final : public TokenText {
  public:
-  explicit TokenizerText(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+  explicit TokenizerText(const Tokenizer* tokenizer) : tokenizer_(tokenizer) {}
   std::string text(int32_t token) const override;
   std::string bytes(int32_t token) const override;
 
  private:
-  const Tokenizer& tokenizer_;
+  const Tokenizer* tokenizer_;
 };
 
 // A whole choice, accumulated from its events.
@@ -51,8 +53,10 @@ struct ResponseOptions {
 
 class ResponseFormatter {
  public:
-  ResponseFormatter(ResponseOptions options, const Tokenizer& tokenizer)
+  ResponseFormatter(ResponseOptions options, const Tokenizer* tokenizer)
       : options_(std::move(options)), text_(tokenizer) {}
+  ResponseFormatter(ResponseOptions options, const Tokenizer& tokenizer)
+      : ResponseFormatter(std::move(options), &tokenizer) {}
   virtual ~ResponseFormatter() = default;
 
   const ResponseOptions& options() const { return options_; }
@@ -73,8 +77,8 @@ class ResponseFormatter {
 };
 
 // /v1/completions: text_completion objects. Echo puts each prompt's text in
-// front of its choices.
-std::unique_ptr<ResponseFormatter> make_completion_formatter(ResponseOptions options, const Tokenizer& tokenizer,
+// front of its choices. A null tokenizer: see TokenizerText.
+std::unique_ptr<ResponseFormatter> make_completion_formatter(ResponseOptions options, const Tokenizer* tokenizer,
                                                              std::vector<std::string> echo_prompts,
                                                              std::vector<std::vector<int32_t>> prompt_ids, int n);
 

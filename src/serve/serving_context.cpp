@@ -13,4 +13,15 @@ void ServingContext::check_model(const std::optional<std::string>& requested) co
   }
 }
 
+int32_t ServingContext::vocab_size() const { return tokenizer ? tokenizer->vocab_size() : model_vocab_size; }
+
+const Tokenizer& ServingContext::require_tokenizer(const char* param) const {
+  if (!tokenizer) {
+    throw bad_request("Tokenizer not available when `skip_tokenizer_init=True`: this server takes token ids and "
+                      "returns token ids (`prompt` as a list of ids on /v1/completions)",
+                      param);
+  }
+  return *tokenizer;
+}
+
 }  // namespace hyllm::serve

@@ -22,7 +22,8 @@ struct ServingContext {
   std::string model_root;                       // the model directory, for /v1/models
   int64_t created = 0;                          // unix seconds at startup
   int max_model_len = 0;
-  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<Tokenizer> tokenizer;         // null with --skip-tokenizer-init: token ids in and out
+  int32_t model_vocab_size = 0;                 // ids the model has rows for
   std::optional<ChatTemplate> chat_template;    // none: chat requests get 400
   std::unique_ptr<EngineClient> engine;
   SamplingDefaults sampling_defaults;           // from --generation-config
@@ -40,6 +41,12 @@ struct ServingContext {
   std::unique_ptr<structured::GrammarCompiler> grammar_compiler;
 
   const std::string& model_name() const { return served_model_names.front(); }
+  // The vocabulary prompt ids are checked against: the tokenizer's, or the
+  // model's when there is no tokenizer.
+  int32_t vocab_size() const;
+  // The tokenizer, or 400 naming `param` when the server runs without one
+  // (vLLM's "Tokenizer not available when `skip_tokenizer_init=True`").
+  const Tokenizer& require_tokenizer(const char* param) const;
   // 404 "The model `X` does not exist." when a model is named and not served.
   void check_model(const std::optional<std::string>& requested) const;
 };

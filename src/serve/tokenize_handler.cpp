@@ -12,7 +12,7 @@ void handle_tokenize(const ServingContext& ctx, const std::string& body, httplib
   Json j = parse_request_json(body);
   FieldReader r(j);
   ctx.check_model(r.string("model"));
-  const Tokenizer& tok = *ctx.tokenizer;
+  const Tokenizer& tok = ctx.require_tokenizer(r.has("messages") ? "messages" : "prompt");
   std::vector<int32_t> ids;
   if (const auto* messages = r.get("messages")) {
     Json normalized = normalize_messages(*messages);
@@ -55,10 +55,11 @@ void handle_detokenize(const ServingContext& ctx, const std::string& body, httpl
   Json j = parse_request_json(body);
   FieldReader r(j);
   ctx.check_model(r.string("model"));
+  const Tokenizer& tok = ctx.require_tokenizer("tokens");
   if (!r.has("tokens")) throw bad_request("`tokens` is required", "tokens");
   auto ids = r.int_list("tokens", kMaxRequestBodyBytes);
-  check_token_ids(ids, ctx.tokenizer->vocab_size(), "tokens");
-  write_json(res, 200, Json{{"prompt", ctx.tokenizer->decode(ids, false)}});
+  check_token_ids(ids, tok.vocab_size(), "tokens");
+  write_json(res, 200, Json{{"prompt", tok.decode(ids, false)}});
 }
 
 Json models_json(const ServingContext& ctx) {

@@ -3,6 +3,8 @@
 #include <filesystem>
 
 #include "serve/choice_text.h"
+#include "serve/response_format.h"
+#include "util/status.h"
 
 namespace hyllm::serve {
 namespace {
@@ -28,7 +30,7 @@ TEST(ChoiceText, StreamsTheSameTextAsOneDecode) {
   const auto& tok = tiny_tokenizer();
   const std::string text = "The list.sort() method sorts the list in place. ünïcödé ✓";
   auto ids = tok.encode(text, false);
-  ChoiceText choice(tok, true, {}, false);
+  ChoiceText choice(&tok, true, {}, false);
   std::string out = push_each(choice, ids, nullptr);
   out += choice.finish();
   EXPECT_EQ(out, tok.decode(ids, true));
@@ -37,7 +39,7 @@ TEST(ChoiceText, StreamsTheSameTextAsOneDecode) {
 TEST(ChoiceText, StopsBeforeAStopStringSpanningTokens) {
   const auto& tok = tiny_tokenizer();
   auto ids = tok.encode("The value of the list is sorted in place.", false);
-  ChoiceText choice(tok, true, {"sorted in"}, false);
+  ChoiceText choice(&tok, true, {"sorted in"}, false);
   std::optional<std::string> matched;
   std::string out = push_each(choice, ids, &matched);
   ASSERT_TRUE(matched);
@@ -49,7 +51,7 @@ TEST(ChoiceText, StopsBeforeAStopStringSpanningTokens) {
 TEST(ChoiceText, IncludesTheStopWhenAsked) {
   const auto& tok = tiny_tokenizer();
   auto ids = tok.encode("a function returns None", false);
-  ChoiceText choice(tok, true, {"returns"}, true);
+  ChoiceText choice(&tok, true, {"returns"}, true);
   std::optional<std::string> matched;
   std::string out = push_each(choice, ids, &matched);
   ASSERT_TRUE(matched);
@@ -60,7 +62,7 @@ TEST(ChoiceText, ReleasesHeldBackTextAtTheEnd) {
   const auto& tok = tiny_tokenizer();
   auto ids = tok.encode("print(x)", false);
   // "x)zzz" could still begin after "x)": the tail waits, then comes out at finish.
-  ChoiceText choice(tok, true, {")zzz"}, false);
+  ChoiceText choice(&tok, true, {")zzz"}, false);
   std::optional<std::string> matched;
   std::string out = push_each(choice, ids, &matched);
   EXPECT_FALSE(matched);
@@ -71,16 +73,37 @@ TEST(ChoiceText, ReleasesHeldBackTextAtTheEnd) {
 TEST(ChoiceText, IgnoresStopsWithinMinTokens) {
   const auto& tok = tiny_tokenizer();
   auto ids = tok.encode("stop here", false);
-  ChoiceText choice(tok, true, {"stop"}, false);
+  ChoiceText choice(&tok, true, {"stop"}, false);
   std::string out;
   for (int32_t id : ids) out += choice.push(std::span<const int32_t>(&id, 1), /*may_stop=*/false).text;
   out += choice.finish();
   EXPECT_EQ(out, "stop here");
 }
 
+TEST(ChoiceText, WithoutATokenizerNothingIsDetokenized) {
+  // --skip-tokenizer-init: the ids go to the client as they are.
+  ChoiceText choice(nullptr, true, {}, false);
+  const int32_t ids[] = {5, 17, 4000};
+  auto piece = choice.push(ids);
+  EXPECT_EQ(piece.text, "");
+  EXPECT_FALSE(piece.matched_stop);
+  EXPECT_EQ(choice.finish(), "");
+  EXPECT_THROW(ChoiceText(nullptr, true, {"stop"}, false), Error);
+}
+
+TEST(TokenizerText, WithoutATokenizerTokensAreSpelledAsIds) {
+  TokenizerText none(nullptr);
+  EXPECT_EQ(none.text(42), "token_id:42");
+  EXPECT_EQ(none.bytes(42), "token_id:42");
+  const auto& tok = tiny_tokenizer();
+  TokenizerText with(&tok);
+  const int32_t id = tok.encode("list", false).at(0);
+  EXPECT_EQ(with.text(id), tok.decode(std::span<const int32_t>(&id, 1), false));
+}
+
 TEST(RequestText, IsTheEnginesStopHook) {
   const auto& tok = tiny_tokenizer();
-  RequestText text(tok, 2, true, {"END"}, false);
+  RequestText text(&tok, 2, true, {"END"}, false);
   auto ids = tok.encode("abc END def", false);
   std::string out[2];
   bool stopped[2] = {false, false};

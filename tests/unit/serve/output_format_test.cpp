@@ -71,7 +71,8 @@ TEST(Auth, KeysAndPaths) {
   EXPECT_FALSE(on.authorize("/tokenize", ""));
   EXPECT_FALSE(on.authorize("/health/../v1/models", ""));
   EXPECT_FALSE(on.authorize("/v1/models", "Basic c2VjcmV0"));
-  for (const char* p : {"/health", "/version", "/metrics"}) EXPECT_TRUE(on.authorize(p, ""));
+  for (const char* p : {"/", "/health", "/version", "/metrics"}) EXPECT_TRUE(on.authorize(p, ""));
+  for (const char* p : {"//", "/index.html", "//v1/models", ""}) EXPECT_FALSE(on.authorize(p, ""));
   EXPECT_TRUE(is_valid_host_header("localhost:8000"));
   EXPECT_TRUE(is_valid_host_header("[::1]:8000"));
   EXPECT_FALSE(is_valid_host_header("evil.com/v1"));

@@ -294,6 +294,7 @@ int run_serve(ServeArgs& a) {
   model_options.max_num_seqs = config.max_num_seqs;
   model_options.load_format = load_format;
   model_options.seed = a.seed;
+  model_options.dummy_router_skew = a.dummy_router_skew;
   auto model = load_model(model_dir, *backend, model_options);
   backend->synchronize();  // weights made on the device are done: the time below is the whole load
   const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();

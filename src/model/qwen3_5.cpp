@@ -39,6 +39,10 @@ class Qwen35Model final : public Model {
     WeightLoader w(be, src);
     const float eps = static_cast<float>(cfg.rms_norm_eps);
     embed_ = w.load("embed_tokens.weight", DType::kBF16);
+    if (cfg.is_moe && spdlog::should_log(spdlog::level::debug)) {  // counts for log_step_debug
+      expert_load_ = DeviceBuffer(be, DType::kI32, Shape{cfg.num_hidden_layers, cfg.num_experts});
+      be.fill_zero(expert_load_.data(), expert_load_.size());
+    }
     int attn = 0, gdn = 0;
     for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
       const std::string p = "layers." + std::to_string(i);
@@ -52,10 +56,13 @@ class Qwen35Model final : public Model {
         l.mixer = GatedDeltaNet::load(w, cfg, p);
         l.cache_index = gdn++;
       }
-      if (cfg.is_moe)
-        l.ffn = MoeBlock::load(w, cfg, p + ".mlp");
-      else
+      if (cfg.is_moe) {
+        TensorView load;
+        if (expert_load_.size()) load = expert_load_.view().slice_rows(i, i + 1).reshape(Shape{cfg.num_experts});
+        l.ffn = MoeBlock::load(w, cfg, p + ".mlp", load);
+      } else {
         l.ffn = Mlp::load(w, p + ".mlp");
+      }
       layers_.push_back(std::move(l));
     }
     final_norm_ = RmsNorm::load(w, "norm.weight", eps);
@@ -141,6 +148,14 @@ class Qwen35Model final : public Model {
     }
   }
 
+  void log_step_debug() override {
+    if (expert_load_.size() == 0) return;
+    std::vector<int32_t> load(expert_load_.size() / sizeof(int32_t));
+    be_.copy_to_host(load.data(), expert_load_.data(), expert_load_.size());
+    be_.fill_zero(expert_load_.data(), expert_load_.size());
+    log::debug("moe load: {}", moe_load_summary(load, cfg_.num_experts));
+  }
+
   TensorView forward(const StepContext& ctx) override {
     const int64_t T = ctx.num_tokens;
     const int64_t R = ctx.sample_rows.numel();
@@ -222,6 +237,7 @@ class Qwen35Model final : public Model {
 
   Scratch scratch_;
   DeviceBuffer residual_, x_, logits_;
+  DeviceBuffer expert_load_;  // [layers, E] i32 at debug level (MoE)
   std::vector<AttentionCache> attn_cache_;
   std::vector<GdnCache> gdn_cache_;
   int64_t num_blocks_ = 0, num_slots_ = 0;

@@ -14,6 +14,13 @@ namespace hyllm {
 
 class Kernels;  // backend/kernels.h: the op implementations
 
+// Host-side counts of what the ops were asked to do, so that tests can check
+// that a fast path is the one taken (each FP8 activation quantised once).
+struct OpCounters {
+  int64_t fp8_quantizations = 0;          // by a producer op or quantize_fp8
+  int64_t linear_self_quantizations = 0;  // FP8 linears given a bf16 input
+};
+
 struct MemoryInfo {
   size_t total_bytes = 0;
   size_t free_bytes = 0;
@@ -43,6 +50,11 @@ class Backend {
   // The backend's op implementations (ops.h validates, then calls these).
   // The default table reports kUnsupported for every op.
   virtual Kernels& kernels();
+
+  OpCounters& counters() { return counters_; }
+
+ private:
+  OpCounters counters_;
 };
 
 // Owning device memory, freed through the backend that made it.

@@ -9,6 +9,7 @@ void Kernels::unsupported(const char* op) const {
 }
 
 void Kernels::linear(const LinearArgs&) { unsupported("linear"); }
+void Kernels::quantize_fp8(const QuantizeFp8Args&) { unsupported("quantize_fp8"); }
 void Kernels::embedding(const EmbeddingArgs&) { unsupported("embedding"); }
 void Kernels::gather_rows(const GatherRowsArgs&) { unsupported("gather_rows"); }
 void Kernels::fill_random(const FillRandomArgs&) { unsupported("fill_random"); }

@@ -13,6 +13,7 @@ class Kernels {
   virtual ~Kernels() = default;
 
   virtual void linear(const LinearArgs& a);
+  virtual void quantize_fp8(const QuantizeFp8Args& a);
   virtual void embedding(const EmbeddingArgs& a);
   virtual void gather_rows(const GatherRowsArgs& a);
   virtual void fill_random(const FillRandomArgs& a);

@@ -22,13 +22,59 @@ const char* weight_format_name(WeightFormat f) {
   return "unknown";
 }
 
+const char* act_quant_mode_name(ActQuantMode m) {
+  switch (m) {
+    case ActQuantMode::kNone: return "none";
+    case ActQuantMode::kGroup128: return "per token per 128 columns";
+    case ActQuantMode::kStatic: return "with a static scale";
+  }
+  return "unknown";
+}
+
+ActQuantMode act_quant_mode_for(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kBf16: return ActQuantMode::kNone;
+    case WeightFormat::kFp8Block: return ActQuantMode::kGroup128;
+    case WeightFormat::kFp8Tensor: return ActQuantMode::kStatic;
+  }
+  return ActQuantMode::kNone;
+}
+
+namespace {
+// Validates an optional FP8 output of a producer op and counts it.
+void check_fp8_out(Backend& be, const OpCheck& c, const Fp8Activation& out, int64_t rows, int64_t cols) {
+  if (out.empty()) return;
+  c.require(out.mode != ActQuantMode::kNone, "out_fp8 has no mode");
+  c.fp8_activation("out_fp8", out, out.mode, rows, cols);
+  ++be.counters().fp8_quantizations;
+}
+}  // namespace
+
 void linear(Backend& be, const LinearArgs& a) {
   OpCheck c(be.device(), "linear");
-  c.tensor("x", a.x, {DType::kBF16}, {kAny, kAny});
-  const int64_t M = a.x.dim(0), K = a.x.dim(1);
+  const ActQuantMode mode = act_quant_mode_for(a.w.format);
+  const bool quantised = !a.xq.empty();
+  c.require(!quantised || mode != ActQuantMode::kNone, "a quantised input (xq) needs fp8 weights");
+  if (quantised) {
+    c.fp8_activation("xq", a.xq, mode, kAny, kAny);
+    c.optional("x", a.x, {DType::kBF16}, {a.xq.rows(), a.xq.cols()});
+  } else {
+    c.tensor("x", a.x, {DType::kBF16}, {kAny, kAny});
+    if (mode != ActQuantMode::kNone) ++be.counters().linear_self_quantizations;
+  }
+  const int64_t M = quantised ? a.xq.rows() : a.x.dim(0), K = quantised ? a.xq.cols() : a.x.dim(1);
   c.weight("w", a.w, kAny, K);
   c.tensor("out", a.out, {DType::kBF16, DType::kF32}, {M, a.w.out_features()});
   be.kernels().linear(a);
+}
+
+void quantize_fp8(Backend& be, const QuantizeFp8Args& a) {
+  OpCheck c(be.device(), "quantize_fp8");
+  c.require(!a.out.empty(), "out has no quantisation mode");
+  c.cols("x", a.x, {DType::kBF16}, a.out.rows(), a.out.cols());
+  c.fp8_activation("out", a.out, a.out.mode, a.x.rows(), a.x.width);
+  ++be.counters().fp8_quantizations;
+  be.kernels().quantize_fp8(a);
 }
 
 void embedding(Backend& be, const EmbeddingArgs& a) {
@@ -53,10 +99,13 @@ void rms_norm(Backend& be, const RmsNormArgs& a) {
   c.tensor("x", a.x, {DType::kBF16}, {kAny, kAny});
   const int64_t T = a.x.dim(0), H = a.x.dim(1);
   c.tensor("weight", a.weight, {DType::kBF16, DType::kF32}, {H});
-  c.tensor("out", a.out, {DType::kBF16}, {T, H});
+  if (a.out_fp8.empty()) c.tensor("out", a.out, {DType::kBF16}, {T, H});
+  else c.optional("out", a.out, {DType::kBF16}, {T, H});
+  check_fp8_out(be, c, a.out_fp8, T, H);
   bool rin = c.optional("residual_in", a.residual_in, {DType::kBF16}, {T, H});
   bool rout = c.optional("residual_out", a.residual_out, {DType::kBF16}, {T, H});
-  c.require(!(rin && a.out.data() == a.residual_in.data()) && !(rout && a.out.data() == a.residual_out.data()),
+  c.require(a.out.empty() || (!(rin && a.out.data() == a.residual_in.data()) &&
+                              !(rout && a.out.data() == a.residual_out.data())),
             "out must not alias the residual");
   c.require(a.eps > 0.0f, "eps must be positive, got {}", a.eps);
   be.kernels().rms_norm(a);
@@ -71,7 +120,9 @@ void gated_rms_norm(Backend& be, const GatedRmsNormArgs& a) {
   const int64_t T = a.x.dim(0);
   c.cols("z", a.z, {DType::kBF16}, T, W);
   c.tensor("weight", a.weight, {DType::kBF16, DType::kF32}, {a.head_dim});
-  c.tensor("out", a.out, {DType::kBF16}, {T, W});
+  if (a.out_fp8.empty()) c.tensor("out", a.out, {DType::kBF16}, {T, W});
+  else c.optional("out", a.out, {DType::kBF16}, {T, W});
+  check_fp8_out(be, c, a.out_fp8, T, W);
   c.require(a.eps > 0.0f, "eps must be positive, got {}", a.eps);
   be.kernels().gated_rms_norm(a);
 }
@@ -88,8 +139,12 @@ void fill_random(Backend& be, const FillRandomArgs& a) {
 
 void swiglu(Backend& be, const SwigluArgs& a) {
   OpCheck c(be.device(), "swiglu");
-  c.tensor("out", a.out, {DType::kBF16}, {kAny, kAny});
-  c.cols("x", a.x, {DType::kBF16}, a.out.dim(0), 2 * a.out.dim(1));
+  const int64_t T = a.x.rows(), I = a.x.width / 2;
+  c.require(a.x.width % 2 == 0, "x has an odd width {}", a.x.width);
+  if (a.out_fp8.empty()) c.tensor("out", a.out, {DType::kBF16}, {T, I});
+  else c.optional("out", a.out, {DType::kBF16}, {T, I});
+  c.cols("x", a.x, {DType::kBF16}, T, 2 * I);
+  check_fp8_out(be, c, a.out_fp8, T, I);
   be.kernels().swiglu(a);
 }
 
@@ -153,6 +208,19 @@ void moe(Backend& be, const MoeArgs& a) {
   c.optional("topk_ids", a.topk_ids, {DType::kI32}, {T, a.top_k});
   c.optional("topk_weights", a.topk_weights, {DType::kF32}, {T, a.top_k});
   c.optional("expert_load", a.expert_load, {DType::kI32}, {E});
+  const WeightFormat ef = a.experts.gate_up.format;
+  const WeightFormat sf = a.shared.empty() ? WeightFormat::kBf16 : a.shared.gate_up.format;
+  const bool reads_xq = ef == WeightFormat::kFp8Block || sf == WeightFormat::kFp8Block;
+  if (!a.xq.empty()) {
+    c.require(reads_xq, "xq is given but no expert is block fp8");
+    c.fp8_activation("xq", a.xq, ActQuantMode::kGroup128, T, H);
+  }
+  // The op's own quantisations of x (per-tensor FP8 experts have their own
+  // input scales; block FP8 without xq), and of the SwiGLU outputs that FP8
+  // down projections read (one producer quantisation).
+  if (ef == WeightFormat::kFp8Tensor || sf == WeightFormat::kFp8Tensor || (reads_xq && a.xq.empty()))
+    ++be.counters().linear_self_quantizations;
+  if (ef != WeightFormat::kBf16 || sf != WeightFormat::kBf16) ++be.counters().fp8_quantizations;
   be.kernels().moe(a);
 }
 

@@ -92,23 +92,73 @@ struct LinearWeight {
   int64_t in_features() const { return weight.rank() >= 2 ? weight.dim(-1) : 0; }
 };
 
+// ---------------------------------------------------------------------------
+// FP8 activations. An FP8 linear reads its input as e4m3 codes with scales.
+// The op that produces an activation (rms_norm, gated_rms_norm, swiglu, or
+// quantize_fp8 after an op that cannot) quantises it once, and every FP8
+// linear reading that activation consumes the same codes.
+
+enum class ActQuantMode : uint8_t {
+  kNone,
+  // Dynamic, one scale per token per 128 columns (the block-FP8 weights'
+  // activation scheme): for row t and column group j,
+  //   s[j, t] = max(amax_{k in group j} |x[t, k]|, 1e-10) / 448   (fp32),
+  //   q[t, k] = e4m3(clamp(x[t, k] / s[k / 128, t], -448, 448)).
+  kGroup128,
+  // One given scale for the whole tensor (per-tensor FP8 weights' static
+  // input_scale): q[t, k] = e4m3(clamp(x[t, k] / s, -448, 448)).
+  kStatic,
+};
+const char* act_quant_mode_name(ActQuantMode m);
+
+// e4m3 is round to nearest even, and x is the bf16 value the producer writes
+// (or would write) as its bf16 output: quantising that rounding keeps fused
+// and unfused paths bit-identical.
+struct Fp8Activation {
+  ActQuantMode mode = ActQuantMode::kNone;
+  TensorView q;      // [T, K] e4m3
+  // kGroup128: f32 [ceil(K/128), T], group-major (T fastest: cuBLASLt's
+  // VEC128 layout), written by the producer; kStatic: f32 [1], read.
+  TensorView scale;
+
+  bool empty() const { return mode == ActQuantMode::kNone; }
+  int64_t rows() const { return q.rank() == 2 ? q.dim(0) : 0; }
+  int64_t cols() const { return q.rank() == 2 ? q.dim(1) : 0; }
+};
+
+// The mode an FP8 weight format reads its input in (kNone for bf16).
+ActQuantMode act_quant_mode_for(WeightFormat f);
+
+// out = quantised x (see ActQuantMode), for activations whose producer
+// cannot write FP8 itself.
+struct QuantizeFp8Args {
+  ColSlice x;         // [T, K] bf16
+  Fp8Activation out;  // [T, K]
+};
+void quantize_fp8(Backend& be, const QuantizeFp8Args& a);
+
+// ---------------------------------------------------------------------------
+// Linear.
+
 // out[m, n] = sum_k x[m, k] * W[n, k], accumulated in fp32 (exactly, for fp8).
 //
 // kBf16: bf16 x bf16 products, fp32 accumulation (order unspecified).
-// kFp8Block: per row m and column block j (128 columns of x):
-//   sx[m,j] = max(amax_k |x[m,k]|, 1e-10) / 448 (fp32),
-//   xq[m,k] = e4m3(x[m,k] / sx[m,j]) (round to nearest even, saturating),
-//   P[m,n,j] = float( exact sum over the block of xq * Wq )   (one rounding),
-//   acc = 0; for j ascending: acc += (P[m,n,j] * sx[m,j]) * sw[n/128, j]  (fp32).
-// kFp8Tensor: xq[m,k] = e4m3(clamp(x[m,k] / input_scale, -448, 448));
-//   acc = float( exact sum_k xq * Wq ) * (input_scale * weight_scale)  (fp32).
+// kFp8Block: with xq = the kGroup128 quantisation of x (scales sx[j, m]):
+//   P[m,n,j] = float( exact sum over block j of xq * Wq )   (one rounding),
+//   acc = 0; for j ascending: acc += (P[m,n,j] * sx[j,m]) * sw[n/128, j]  (fp32).
+// kFp8Tensor: with xq = the kStatic quantisation of x by scale sx:
+//   acc = float( exact sum_k xq * Wq ) * (sx * weight_scale)  (fp32).
 // "exact sum" is the sum an exact FP8 tensor-core GEMM accumulates; K must be
 // at most 65536 for kFp8Tensor (the CPU reference is exact below that).
+// xq is given already quantised (x may then be empty), or the op quantises x
+// itself (kStatic with the weight's input_scale): the slow path that
+// quantise-once avoids, counted in Backend::counters().
 // out: bf16 (rounded once) or f32 (unrounded, e.g. for logits).
 struct LinearArgs {
-  TensorView x;  // [M, K] bf16
+  TensorView x;  // [M, K] bf16 (may be empty when xq is given)
   LinearWeight w;
-  TensorView out;  // [M, N] bf16 or f32
+  TensorView out;    // [M, N] bf16 or f32
+  Fp8Activation xq;  // optional, fp8 weights only: mode act_quant_mode_for(w.format)
 };
 void linear(Backend& be, const LinearArgs& a);
 
@@ -160,29 +210,33 @@ void fill_random(Backend& be, const FillRandomArgs& a);
 //   out = bf16( s * rsqrt(mean(s^2) + eps) * (plus_one ? 1 + w : w) )  (fp32)
 // The sum is rounded to bf16 before it is normalised, as HF's bf16 residual
 // add and vLLM's fused_add_rms_norm do. residual_in and residual_out may be the
-// same tensor (in place); out must not alias either.
+// same tensor (in place); out must not alias either. out_fp8 (optional) gets
+// the FP8 quantisation of out's values; out may then be empty.
 struct RmsNormArgs {
   TensorView x;             // [T, H] bf16
   TensorView weight;        // [H] bf16 or f32
-  TensorView out;           // [T, H] bf16
+  TensorView out;           // [T, H] bf16 (optional with out_fp8)
   TensorView residual_in;   // optional [T, H] bf16
   TensorView residual_out;  // optional [T, H] bf16
   float eps = 1e-6f;
   bool plus_one = true;  // Qwen3.5 RMSNorm1p: scale by (1 + w)
+  Fp8Activation out_fp8;    // optional [T, H]
 };
 void rms_norm(Backend& be, const RmsNormArgs& a);
 
 // The GDN output norm, per value head of width head_dim (plain w, gate SiLU):
 //   n = bf16( x * rsqrt(mean(x^2) + eps) )      (HF rounds the normalised x)
 //   out = bf16( n * w * silu(z) )               (fp32, z and w read as fp32)
+// out_fp8 (optional) gets the FP8 quantisation of out; out may then be empty.
 struct GatedRmsNormArgs {
   TensorView x;       // [T, num_heads * head_dim] bf16 (the delta-rule output)
   ColSlice z;         // [T, num_heads * head_dim] bf16 (in_proj_z output)
   TensorView weight;  // [head_dim] bf16 or f32
-  TensorView out;     // [T, num_heads * head_dim] bf16
+  TensorView out;     // [T, num_heads * head_dim] bf16 (optional with out_fp8)
   int64_t num_heads = 0;
   int64_t head_dim = 0;
   float eps = 1e-6f;
+  Fp8Activation out_fp8;  // optional [T, num_heads * head_dim]
 };
 void gated_rms_norm(Backend& be, const GatedRmsNormArgs& a);
 
@@ -328,9 +382,11 @@ void gated_delta_rule(Backend& be, const GatedDeltaRuleArgs& a);
 // MLP and MoE.
 
 // out = bf16( silu(gate) * up ) in fp32, from a fused [gate | up] projection.
+// out_fp8 (optional) gets the FP8 quantisation of out; out may then be empty.
 struct SwigluArgs {
-  ColSlice x;      // [T, 2 * I] bf16: columns [0, I) gate, [I, 2I) up
-  TensorView out;  // [T, I] bf16
+  ColSlice x;             // [T, 2 * I] bf16: columns [0, I) gate, [I, 2I) up
+  TensorView out;         // [T, I] bf16 (optional with out_fp8)
+  Fp8Activation out_fp8;  // optional [T, I]
 };
 void swiglu(Backend& be, const SwigluArgs& a);
 
@@ -381,12 +437,18 @@ struct MoeSharedExpert {
 //   out[t] = bf16( r[t] + g[t] * F_shared(x[t]) ),  r[t] = sum over the top_k
 //            choices in ascending expert id of w[t,i] * F_{ids[t,i]}(x[t])
 //   (fp32; each product rounded, then added in that order, then the shared term).
-// Experts with fp8 weights read x quantised as their format says (ops.h
-// linear), and quantise swiglu's output likewise before the down projection.
+// FP8 projections read their input quantised as linear says: block-FP8
+// experts (and a block-FP8 shared expert) read xq, the kGroup128
+// quantisation of x made once by x's producer (the router and the gate read
+// bf16 x); without xq the op quantises x itself, the slow path that
+// Backend::counters() counts. Each expert's SwiGLU output is quantised the
+// same way (counted as one producer quantisation) before an FP8 down
+// projection. Per-tensor FP8 experts quantise x with their own input scales.
 // The routing is written to topk_ids / topk_weights when given, and
 // expert_load[e] grows by the number of tokens routed to expert e.
 struct MoeArgs {
   TensorView x;       // [T, H] bf16
+  Fp8Activation xq;   // optional [T, H] kGroup128, for block-FP8 experts
   TensorView router;  // [E, H] bf16
   int64_t top_k = 0;
   MoeExpertWeights experts;

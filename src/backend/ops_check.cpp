@@ -88,6 +88,20 @@ void OpCheck::weight(const char* field, const LinearWeight& w, int64_t n, int64_
   }
 }
 
+void OpCheck::fp8_activation(const char* field, const Fp8Activation& a, ActQuantMode mode, int64_t rows,
+                             int64_t cols) const {
+  require(a.mode == mode, "{} is quantised {}, expected {}", field, act_quant_mode_name(a.mode),
+          act_quant_mode_name(mode));
+  const std::string f(field);
+  tensor((f + ".q").c_str(), a.q, {DType::kF8E4M3}, {rows, cols});
+  if (mode == ActQuantMode::kGroup128) {
+    tensor((f + ".scale").c_str(), a.scale, {DType::kF32},
+           {(a.q.dim(1) + kFp8BlockSize - 1) / kFp8BlockSize, a.q.dim(0)});
+  } else {
+    tensor((f + ".scale").c_str(), a.scale, {DType::kF32}, {1});
+  }
+}
+
 int64_t OpCheck::sequences(const TensorView& query_start_loc) const {
   tensor("query_start_loc", query_start_loc, {DType::kI32}, {kAny});
   require(query_start_loc.dim(0) >= 1, "query_start_loc needs S + 1 >= 1 entries");

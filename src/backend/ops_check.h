@@ -37,6 +37,9 @@ class OpCheck {
             int64_t width) const;
   // A linear weight of N x K (kAny allowed) and its scales.
   void weight(const char* field, const LinearWeight& w, int64_t n, int64_t k) const;
+  // An FP8 activation of rows x cols (kAny allowed) in the given mode.
+  void fp8_activation(const char* field, const Fp8Activation& a, ActQuantMode mode, int64_t rows,
+                      int64_t cols) const;
   // Per-sequence metadata: query_start_loc [S+1] and the [S] tensors that go with it.
   int64_t sequences(const TensorView& query_start_loc) const;
 

@@ -23,6 +23,7 @@ struct Layer {
   std::variant<GatedAttention, GatedDeltaNet> mixer;
   std::variant<Mlp, MoeBlock> ffn;
   int cache_index = 0;  // index among the layers of its kind
+  InputNeeds mixer_needs, ffn_needs;  // what the two norms must write
 };
 
 struct AttentionCache {
@@ -63,6 +64,8 @@ class Qwen35Model final : public Model {
       } else {
         l.ffn = Mlp::load(w, p + ".mlp");
       }
+      l.mixer_needs = std::visit([](const auto& m) { return m.input_needs(); }, l.mixer);
+      l.ffn_needs = std::visit([](const auto& f) { return f.input_needs(); }, l.ffn);
       layers_.push_back(std::move(l));
     }
     final_norm_ = RmsNorm::load(w, "norm.weight", eps);
@@ -165,10 +168,10 @@ class Qwen35Model final : public Model {
     scratch_.release(0);
     const int64_t H = cfg_.hidden_size;
     TensorView residual = residual_.view().slice_rows(0, T);
-    TensorView x = x_.view().slice_rows(0, T);
     TensorView logits = logits_.view().slice_rows(0, R);
 
     embedding(be_, {ctx.token_ids, embed_, residual});
+    LayerInput x = inputs_.view(layers_[0].mixer_needs, T);
     layers_[0].input_norm.apply(be_, residual, x);
     for (size_t i = 0; i < layers_.size(); ++i) {
       const Layer& l = layers_[i];
@@ -183,6 +186,7 @@ class Qwen35Model final : public Model {
           m = std::get<GatedDeltaNet>(l.mixer).forward(be_, scratch_, x, ctx,
                                                         GdnStateView{c.conv.view(), c.recurrent.view()});
         }
+        x = inputs_.view(l.ffn_needs, T);
         l.post_norm.apply(be_, m, x, residual, residual);
       }
       ScratchScope scope(scratch_);
@@ -192,6 +196,7 @@ class Qwen35Model final : public Model {
       else
         f = std::get<MoeBlock>(l.ffn).forward(be_, scratch_, x);
       if (i + 1 < layers_.size()) {
+        x = inputs_.view(layers_[i + 1].mixer_needs, T);
         layers_[i + 1].input_norm.apply(be_, f, x, residual, residual);
         continue;
       }
@@ -218,10 +223,13 @@ class Qwen35Model final : public Model {
     }
     size_t final_rows = 3 * Scratch::bytes_for(DType::kBF16, R, H);
     scratch_ = Scratch(be_, mixer + ffn + final_rows);
+    bool fp8 = false;
+    for (const auto& l : layers_) fp8 = fp8 || l.mixer_needs.mode != ActQuantMode::kNone ||
+                                        l.ffn_needs.mode != ActQuantMode::kNone;
     residual_ = DeviceBuffer(be_, DType::kBF16, Shape{T, H});
-    x_ = DeviceBuffer(be_, DType::kBF16, Shape{T, H});
+    inputs_ = ActivationBuffers(be_, T, H, fp8);
     logits_ = DeviceBuffer(be_, DType::kF32, Shape{R, cfg_.vocab_size});
-    activation_bytes_ = scratch_.capacity() + residual_.size() + x_.size() + logits_.size();
+    activation_bytes_ = scratch_.capacity() + residual_.size() + inputs_.bytes() + logits_.size();
   }
 
   ModelConfig cfg_;
@@ -236,7 +244,8 @@ class Qwen35Model final : public Model {
   size_t weight_bytes_ = 0, activation_bytes_ = 0;
 
   Scratch scratch_;
-  DeviceBuffer residual_, x_, logits_;
+  DeviceBuffer residual_, logits_;
+  ActivationBuffers inputs_;  // the normalised input of the current block
   DeviceBuffer expert_load_;  // [layers, E] i32 at debug level (MoE)
   std::vector<AttentionCache> attn_cache_;
   std::vector<GdnCache> gdn_cache_;

@@ -134,6 +134,41 @@ TEST_P(Fp8Test, AgreesWithDequantizedReference) {
   }
 }
 
+// Each activation an FP8 projection reads is quantised once, by the op that
+// produces it (the two norms, the gated norm or quantize_fp8 after attention,
+// SwiGLU, the moe op for its experts' SwiGLU outputs), and no FP8 GEMM
+// quantises its own input. MoE models in block FP8 only: per-tensor FP8
+// experts each have their own static input scale.
+class Fp8QuantiseOnceTest : public Fp8Test {};
+
+TEST_P(Fp8QuantiseOnceTest, EachFp8InputIsQuantisedOnce) {
+  Harness fp8(dir_ / "fp8");
+  const int64_t layers = load_model_config(dir_ / "fp8").num_hidden_layers;
+  OpCounters& c = fp8.backend().counters();
+  c = {};
+  const int steps = 3;  // one prefill and two decode forwards
+  fp8.run({SeqRun{prompts_[0], steps, {}, {}}});
+  EXPECT_EQ(c.linear_self_quantizations, 0);
+  // Per layer: the mixer's input, its output projection's, the MLP's, the down projection's.
+  EXPECT_EQ(c.fp8_quantizations, steps * layers * 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    DenseModels, Fp8QuantiseOnceTest,
+    ::testing::Combine(::testing::Values("hyllm-tiny", "dense_flat_aligned"),
+                       ::testing::Values(Fp8Target::kFp8Block, Fp8Target::kModelOptFp8)),
+    [](const ::testing::TestParamInfo<Param>& i) {
+      std::string n = std::get<0>(i.param);
+      std::replace(n.begin(), n.end(), '-', '_');
+      return n + (std::get<1>(i.param) == Fp8Target::kFp8Block ? "_block" : "_modelopt");
+    });
+
+INSTANTIATE_TEST_SUITE_P(
+    MoeModels, Fp8QuantiseOnceTest,
+    ::testing::Combine(::testing::Values("moe_nested_per_expert", "moe_flat_fused"),
+                       ::testing::Values(Fp8Target::kFp8Block)),
+    [](const ::testing::TestParamInfo<Param>& i) { return std::get<0>(i.param) + "_block"; });
+
 INSTANTIATE_TEST_SUITE_P(
     TinyModels, Fp8Test,
     ::testing::Combine(::testing::Values("hyllm-tiny", "dense_flat_aligned", "moe_nested_per_expert", "moe_flat_fused"),

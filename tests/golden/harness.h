@@ -65,6 +65,7 @@ class Harness {
 
   static int blocks_per_seq() { return kMaxLen / kBlockSize; }
   ModelRunner& runner() { return *runner_; }
+  Backend& backend() { return *backend_; }
 
   // Runs all sequences concurrently, each step taking every live sequence's
   // next chunk (or its next single token).

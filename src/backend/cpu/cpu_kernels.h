@@ -21,6 +21,7 @@ namespace hyllm {
 class CpuKernels final : public Kernels {
  public:
   void linear(const LinearArgs& a) override;
+  void quantize_fp8(const QuantizeFp8Args& a) override;
   void embedding(const EmbeddingArgs& a) override;
   void gather_rows(const GatherRowsArgs& a) override;
   void fill_random(const FillRandomArgs& a) override;

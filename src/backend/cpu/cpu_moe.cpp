@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_common.h"
+#include "backend/cpu/cpu_fp8.h"
 #include "backend/cpu/cpu_kernels.h"
 
 namespace hyllm {
@@ -61,13 +62,41 @@ void route_rows(int64_t T, int64_t E, int64_t k, Logit&& logit, int32_t* ids, fl
   });
 }
 
-// out[n, H] = down(swiglu(gate_up(x))) for n rows of x, every projection
-// rounded to bf16 as the linear and swiglu ops round.
-void swiglu_mlp(const LinearWeight& gate_up, const LinearWeight& down, const uint16_t* x, int64_t n,
+// n rows of the MLP input: bf16 values, and their kGroup128 codes when the
+// producer quantised them (block-FP8 projections read those).
+struct MlpRows {
+  const uint16_t* x = nullptr;  // [n, H]
+  cpu::Fp8Rows xq;              // mode kNone when absent
+};
+
+// Rows `rows` of an Fp8Activation gathered into q [n, K] and scales [groups, n].
+cpu::Fp8Rows gather_fp8(const Fp8Activation& a, const std::vector<int64_t>& rows, std::vector<uint8_t>& q,
+                        std::vector<float>& scale) {
+  const int64_t n = static_cast<int64_t>(rows.size()), K = a.cols(), T = a.rows();
+  const int64_t groups = (K + kFp8BlockSize - 1) / kFp8BlockSize;
+  q.resize(static_cast<size_t>(n * K));
+  scale.resize(static_cast<size_t>(groups * n));
+  const uint8_t* src = a.q.data_as<const uint8_t>();
+  const float* s = a.scale.data_as<const float>();
+  for (int64_t r = 0; r < n; ++r) {
+    std::copy(src + rows[r] * K, src + (rows[r] + 1) * K, q.data() + r * K);
+    for (int64_t j = 0; j < groups; ++j) scale[j * n + r] = s[j * T + rows[r]];
+  }
+  return {ActQuantMode::kGroup128, q.data(), scale.data(), n};
+}
+
+// out[n, H] = down(swiglu(gate_up(x))) for n rows, every projection rounded
+// to bf16 as the linear and swiglu ops round (an FP8 down projection
+// quantises the SwiGLU output as a producer would).
+void swiglu_mlp(const LinearWeight& gate_up, const LinearWeight& down, const MlpRows& in, int64_t n,
                 uint16_t* out) {
   const int64_t I = down.in_features();
   std::vector<uint16_t> gu(static_cast<size_t>(n * 2 * I)), hidden(static_cast<size_t>(n * I));
-  cpu::linear_forward(gate_up, x, n, gu.data(), DType::kBF16);
+  if (gate_up.format == WeightFormat::kFp8Block && in.xq.mode != ActQuantMode::kNone) {
+    cpu::linear_forward_fp8(gate_up, in.xq, n, gate_up.in_features(), gu.data(), DType::kBF16);
+  } else {
+    cpu::linear_forward(gate_up, in.x, n, gu.data(), DType::kBF16);
+  }
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t i = 0; i < I; ++i) {
       hidden[r * I + i] = cpu::to_bf(cpu::silu(cpu::bf(gu[r * 2 * I + i])) * cpu::bf(gu[r * 2 * I + I + i]));
@@ -112,14 +141,23 @@ void CpuKernels::moe(const MoeArgs& a) {
   // Experts in ascending id, so that each token's sum runs in that order.
   std::vector<float> acc(static_cast<size_t>(T * H), 0.0f);
   std::vector<uint16_t> xe, y;
+  std::vector<uint8_t> qe;
+  std::vector<float> se;
+  std::vector<int64_t> tokens;
   for (int64_t e = 0; e < E; ++e) {
     const auto& rows = routed[e];
     const int64_t n = static_cast<int64_t>(rows.size());
     if (n == 0) continue;
     xe.resize(static_cast<size_t>(n * H));
     y.resize(static_cast<size_t>(n * H));
-    for (int64_t r = 0; r < n; ++r) std::copy(x + rows[r].first * H, x + (rows[r].first + 1) * H, xe.data() + r * H);
-    swiglu_mlp(expert_weight(a.experts.gate_up, e), expert_weight(a.experts.down, e), xe.data(), n, y.data());
+    tokens.clear();
+    for (int64_t r = 0; r < n; ++r) {
+      std::copy(x + rows[r].first * H, x + (rows[r].first + 1) * H, xe.data() + r * H);
+      tokens.push_back(rows[r].first);
+    }
+    MlpRows in{xe.data(), {}};
+    if (!a.xq.empty()) in.xq = gather_fp8(a.xq, tokens, qe, se);
+    swiglu_mlp(expert_weight(a.experts.gate_up, e), expert_weight(a.experts.down, e), in, n, y.data());
     for (int64_t r = 0; r < n; ++r) {
       float* dst = acc.data() + rows[r].first * H;
       const float wt = rows[r].second;
@@ -130,7 +168,9 @@ void CpuKernels::moe(const MoeArgs& a) {
   std::vector<uint16_t> shared, gate_logit;
   if (!a.shared.empty()) {
     shared.resize(static_cast<size_t>(T * H));
-    swiglu_mlp(a.shared.gate_up, a.shared.down, x, T, shared.data());
+    MlpRows in{x, {}};
+    if (!a.xq.empty()) in.xq = cpu::fp8_rows(a.xq);
+    swiglu_mlp(a.shared.gate_up, a.shared.down, in, T, shared.data());
     if (!a.shared.gate.empty()) {
       gate_logit.resize(static_cast<size_t>(T));
       cpu::linear_forward(LinearWeight::bf16(a.shared.gate), x, T, gate_logit.data(), DType::kBF16);

@@ -24,11 +24,11 @@ GatedAttention GatedAttention::load(WeightLoader& w, const ModelConfig& cfg, con
   return a;
 }
 
-TensorView GatedAttention::forward(Backend& be, Scratch& s, const TensorView& x, const StepContext& ctx,
+TensorView GatedAttention::forward(Backend& be, Scratch& s, const LayerInput& in, const StepContext& ctx,
                                    const KvCacheView& cache) const {
-  const int64_t T = x.dim(0);
+  const int64_t T = in.rows();
   const int64_t width = num_q_heads_ * head_dim_;
-  auto parts = qkv_.forward(be, s, x);
+  auto parts = qkv_.forward(be, s, in);
   TensorView q = s.take(DType::kBF16, Shape{T, width});
   TensorView gate = s.take(DType::kBF16, Shape{T, width});
   AttentionPrepArgs prep;
@@ -65,12 +65,22 @@ TensorView GatedAttention::forward(Backend& be, Scratch& s, const TensorView& x,
   att.max_query_len = ctx.max_query_len;
   att.max_seq_len = ctx.max_seq_len;
   paged_attention(be, att);
-  return o_proj_.forward_one(be, s, o);
+  // The attention kernel writes bf16 only: an FP8 o_proj's input is quantised
+  // here, once.
+  LayerInput o_in{o, {}};
+  const InputNeeds o_needs = o_proj_.input_needs();
+  if (o_needs.mode != ActQuantMode::kNone) {
+    LayerInput q = take_input(s, {o_needs.mode, o_needs.static_scale, false}, T, width);
+    quantize_fp8(be, {o, q.xq});
+    o_in.xq = q.xq;
+  }
+  return o_proj_.forward_one(be, s, o_in);
 }
 
 size_t GatedAttention::scratch_bytes(int64_t T) const {
-  return qkv_.scratch_bytes(T) + 3 * Scratch::bytes_for(DType::kBF16, T, num_q_heads_ * head_dim_) +
-         o_proj_.scratch_bytes(T);
+  const int64_t width = num_q_heads_ * head_dim_;
+  return qkv_.scratch_bytes(T) + 3 * Scratch::bytes_for(DType::kBF16, T, width) +
+         input_bytes(o_proj_.input_needs(), T, width) + o_proj_.scratch_bytes(T);
 }
 
 }  // namespace hyllm

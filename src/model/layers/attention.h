@@ -18,7 +18,8 @@ class GatedAttention {
   static GatedAttention load(WeightLoader& w, const ModelConfig& cfg, const std::string& prefix);
 
   // x [T, H] bf16 -> [T, H] bf16 (scratch). Writes the tokens' k/v to `cache`.
-  TensorView forward(Backend& be, Scratch& s, const TensorView& x, const StepContext& ctx,
+  InputNeeds input_needs() const { return qkv_.input_needs(); }
+  TensorView forward(Backend& be, Scratch& s, const LayerInput& in, const StepContext& ctx,
                      const KvCacheView& cache) const;
   size_t scratch_bytes(int64_t tokens) const;
 

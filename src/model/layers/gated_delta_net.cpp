@@ -22,11 +22,17 @@ GatedDeltaNet GatedDeltaNet::load(WeightLoader& w, const ModelConfig& cfg, const
   return g;
 }
 
-TensorView GatedDeltaNet::forward(Backend& be, Scratch& s, const TensorView& x, const StepContext& ctx,
+InputNeeds GatedDeltaNet::input_needs() const {
+  InputNeeds needs = qkvz_.input_needs();
+  needs |= ba_.input_needs();
+  return needs;
+}
+
+TensorView GatedDeltaNet::forward(Backend& be, Scratch& s, const LayerInput& in, const StepContext& ctx,
                                   const GdnStateView& state) const {
-  const int64_t T = x.dim(0);
-  auto qkvz = qkvz_.forward(be, s, x);
-  auto ba = ba_.forward(be, s, x);
+  const int64_t T = in.rows();
+  auto qkvz = qkvz_.forward(be, s, in);
+  auto ba = ba_.forward(be, s, in);
 
   TensorView conv_out = s.take(DType::kBF16, Shape{T, conv_dim_});
   gdn_conv(be, {qkvz[0], conv_weight_, state.conv, ctx.query_start_loc, ctx.state_indices, ctx.has_initial_state,
@@ -52,14 +58,15 @@ TensorView GatedDeltaNet::forward(Backend& be, Scratch& s, const TensorView& x, 
   dr.max_query_len = ctx.max_query_len;
   gated_delta_rule(be, dr);
 
-  TensorView normed = s.take(DType::kBF16, Shape{T, hv_ * dv_});
-  gated_rms_norm(be, {core, qkvz[1], norm_weight_, normed, hv_, dv_, eps_});
+  LayerInput normed = take_input(s, out_proj_.input_needs(), T, hv_ * dv_);
+  gated_rms_norm(be, {core, qkvz[1], norm_weight_, normed.x, hv_, dv_, eps_, normed.xq});
   return out_proj_.forward_one(be, s, normed);
 }
 
 size_t GatedDeltaNet::scratch_bytes(int64_t T) const {
   return qkvz_.scratch_bytes(T) + ba_.scratch_bytes(T) + Scratch::bytes_for(DType::kBF16, T, conv_dim_) +
-         2 * Scratch::bytes_for(DType::kBF16, T, hv_ * dv_) + out_proj_.scratch_bytes(T);
+         Scratch::bytes_for(DType::kBF16, T, hv_ * dv_) + input_bytes(out_proj_.input_needs(), T, hv_ * dv_) +
+         out_proj_.scratch_bytes(T);
 }
 
 }  // namespace hyllm

@@ -25,7 +25,8 @@ class GatedDeltaNet {
  public:
   static GatedDeltaNet load(WeightLoader& w, const ModelConfig& cfg, const std::string& prefix);
 
-  TensorView forward(Backend& be, Scratch& s, const TensorView& x, const StepContext& ctx,
+  InputNeeds input_needs() const;
+  TensorView forward(Backend& be, Scratch& s, const LayerInput& in, const StepContext& ctx,
                      const GdnStateView& state) const;
   size_t scratch_bytes(int64_t tokens) const;
 

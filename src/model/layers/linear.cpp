@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 
 #include "util/log.h"
 #include "util/status.h"
@@ -214,6 +215,13 @@ Linear Linear::load(WeightLoader& w, const std::vector<std::string>& modules, co
     }
     lin.groups_.push_back({upload_group(w, parts)});
   } else {
+    if (parts[0].format == WeightFormat::kFp8Block) {
+      static std::once_flag logged;
+      std::call_once(logged, [&] {
+        log::info("block-FP8 projections whose parts are not multiples of 128 rows run as one GEMM per part "
+                  "(e.g. {}: {} parts)", parts[0].module, parts.size());
+      });
+    }
     for (size_t i = 0; i < parts.size(); ++i) {
       lin.parts_.push_back({parts[i].module, static_cast<int>(i), 0, parts[i].rows});
       lin.groups_.push_back({upload_group(w, {parts[i]})});
@@ -222,15 +230,38 @@ Linear Linear::load(WeightLoader& w, const std::vector<std::string>& modules, co
   return lin;
 }
 
-std::vector<ColSlice> Linear::forward(Backend& be, Scratch& s, const TensorView& x, DType out_dtype) const {
-  HYLLM_CHECK(x.rank() == 2 && x.dim(1) == in_features_, "linear input {} vs in_features {}", x.shape().str(),
-              in_features_);
+namespace {
+// Whether quantised input `xq` is what the FP8 weight `w` reads.
+bool reads(const LinearWeight& w, const Fp8Activation& xq) {
+  if (xq.empty() || xq.mode != act_quant_mode_for(w.format)) return false;
+  return xq.mode != ActQuantMode::kStatic || xq.scale.data() == w.input_scale.data();
+}
+}  // namespace
+
+InputNeeds Linear::input_needs() const {
+  InputNeeds needs;
+  for (const auto& g : groups_) {
+    const ActQuantMode mode = act_quant_mode_for(g.w.format);
+    needs |= mode == ActQuantMode::kNone ? InputNeeds::bf16_only() : InputNeeds{mode, g.w.input_scale, false};
+  }
+  return needs;
+}
+
+std::vector<ColSlice> Linear::forward(Backend& be, Scratch& s, const LayerInput& in, DType out_dtype) const {
+  const int64_t K = !in.x.empty() ? in.x.dim(1) : in.xq.cols();
+  HYLLM_CHECK(K == in_features_, "linear input of {} columns vs in_features {}", K, in_features_);
   if (observer())
-    for (const auto& p : parts_) observer()(p.module, x);
+    for (const auto& p : parts_) observer()(p.module, in.x);
   std::vector<TensorView> outs;
   for (const auto& g : groups_) {
-    TensorView out = s.take(out_dtype, Shape{x.dim(0), g.w.out_features()});
-    linear(be, {x, g.w, out});
+    TensorView out = s.take(out_dtype, Shape{in.rows(), g.w.out_features()});
+    if (reads(g.w, in.xq)) {
+      linear(be, {in.x, g.w, out, in.xq});
+    } else {
+      HYLLM_CHECK(!in.x.empty(), "{}: its {} input is only given quantised {}", parts_[0].module,
+                  weight_format_name(g.w.format), act_quant_mode_name(in.xq.mode));
+      linear(be, {in.x, g.w, out});
+    }
     outs.push_back(out);
   }
   std::vector<ColSlice> slices;
@@ -238,9 +269,9 @@ std::vector<ColSlice> Linear::forward(Backend& be, Scratch& s, const TensorView&
   return slices;
 }
 
-TensorView Linear::forward_one(Backend& be, Scratch& s, const TensorView& x, DType out_dtype) const {
+TensorView Linear::forward_one(Backend& be, Scratch& s, const LayerInput& in, DType out_dtype) const {
   HYLLM_CHECK(groups_.size() == 1 && parts_.size() == 1, "forward_one on a {}-part linear", parts_.size());
-  return forward(be, s, x, out_dtype)[0].tensor;
+  return forward(be, s, in, out_dtype)[0].tensor;
 }
 
 }  // namespace hyllm

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backend/ops.h"
+#include "model/layers/activation.h"
 #include "model/layers/scratch.h"
 #include "model/layers/weights.h"
 
@@ -60,14 +61,25 @@ class Linear {
   bool contiguous() const { return groups_.size() == 1; }
   WeightFormat format() const { return groups_.empty() ? WeightFormat::kBf16 : groups_[0].w.format; }
 
+  // What this projection reads its input as (see LayerInput).
+  InputNeeds input_needs() const;
+
   // One ColSlice per part. out_dtype kBF16 (activations) or kF32 (logits).
-  std::vector<ColSlice> forward(Backend& be, Scratch& s, const TensorView& x, DType out_dtype = DType::kBF16) const;
+  // An FP8 GEMM reads in.xq when it is in its mode (and, for static scales,
+  // quantised with its input scale), else it quantises in.x itself.
+  std::vector<ColSlice> forward(Backend& be, Scratch& s, const LayerInput& in, DType out_dtype = DType::kBF16) const;
+  std::vector<ColSlice> forward(Backend& be, Scratch& s, const TensorView& x, DType out_dtype = DType::kBF16) const {
+    return forward(be, s, LayerInput{x, {}}, out_dtype);
+  }
   // The weight of a single-part, single-GEMM linear (for ops that take LinearWeights).
   const LinearWeight& weight() const;
   // Scratch bytes forward() takes for `rows` input rows.
   size_t scratch_bytes(int64_t rows, DType out_dtype = DType::kBF16) const;
   // The single-part case.
-  TensorView forward_one(Backend& be, Scratch& s, const TensorView& x, DType out_dtype = DType::kBF16) const;
+  TensorView forward_one(Backend& be, Scratch& s, const LayerInput& in, DType out_dtype = DType::kBF16) const;
+  TensorView forward_one(Backend& be, Scratch& s, const TensorView& x, DType out_dtype = DType::kBF16) const {
+    return forward_one(be, s, LayerInput{x, {}}, out_dtype);
+  }
 
  private:
   static std::optional<Linear> load_generated(WeightLoader& w, const std::vector<std::string>& modules,

@@ -20,15 +20,15 @@ Mlp Mlp::load(WeightLoader& w, const std::string& prefix) {
   return m;
 }
 
-TensorView Mlp::forward(Backend& be, Scratch& s, const TensorView& x) const {
-  auto gu = gate_up_.forward(be, s, x);
-  TensorView act = s.take(DType::kBF16, Shape{x.dim(0), width_});
-  swiglu(be, {gu[0].tensor, act});
+TensorView Mlp::forward(Backend& be, Scratch& s, const LayerInput& in) const {
+  auto gu = gate_up_.forward(be, s, in);
+  LayerInput act = take_input(s, down_.input_needs(), in.rows(), width_);
+  swiglu(be, {gu[0].tensor, act.x, act.xq});
   return down_.forward_one(be, s, act);
 }
 
 size_t Mlp::scratch_bytes(int64_t T) const {
-  return gate_up_.scratch_bytes(T) + Scratch::bytes_for(DType::kBF16, T, width_) + down_.scratch_bytes(T);
+  return gate_up_.scratch_bytes(T) + input_bytes(down_.input_needs(), T, width_) + down_.scratch_bytes(T);
 }
 
 }  // namespace hyllm

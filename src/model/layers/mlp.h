@@ -15,7 +15,8 @@ class Mlp {
   // `prefix`: "layers.3.mlp" or "layers.3.mlp.shared_expert".
   static Mlp load(WeightLoader& w, const std::string& prefix);
 
-  TensorView forward(Backend& be, Scratch& s, const TensorView& x) const;
+  InputNeeds input_needs() const { return gate_up_.input_needs(); }
+  TensorView forward(Backend& be, Scratch& s, const LayerInput& in) const;
   size_t scratch_bytes(int64_t tokens) const;
 
  private:

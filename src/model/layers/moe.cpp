@@ -47,7 +47,19 @@ MoeBlock MoeBlock::load(WeightLoader& w, const ModelConfig& cfg, const std::stri
   return m;
 }
 
-TensorView MoeBlock::forward(Backend& be, Scratch& s, const TensorView& x) const {
+InputNeeds MoeBlock::input_needs() const {
+  // The router and the gate read bf16; block-FP8 experts share one
+  // kGroup128 quantisation of the input (per-tensor FP8 experts have their
+  // own input scales and quantise inside the op).
+  InputNeeds needs = InputNeeds::bf16_only();
+  if (experts_.gate_up.format == WeightFormat::kFp8Block ||
+      (!shared_.empty() && shared_.gate_up.format == WeightFormat::kFp8Block))
+    needs.mode = ActQuantMode::kGroup128;
+  return needs;
+}
+
+TensorView MoeBlock::forward(Backend& be, Scratch& s, const LayerInput& in) const {
+  const TensorView& x = in.x;
   if (const LinearInputObserver& observe = linear_input_observer()) {
     // Calibration: the inputs of the projections the moe op runs inside it
     // (the shared expert's SwiGLU output made here for it, off the scratch).
@@ -66,6 +78,7 @@ TensorView MoeBlock::forward(Backend& be, Scratch& s, const TensorView& x) const
   TensorView out = s.take(DType::kBF16, Shape{x.dim(0), hidden_});
   MoeArgs a;
   a.x = x;
+  if (in.xq.mode == ActQuantMode::kGroup128) a.xq = in.xq;
   a.router = router_.slice_rows(0, num_experts_);
   a.top_k = top_k_;
   a.experts = experts_;

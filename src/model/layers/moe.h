@@ -10,6 +10,7 @@
 
 #include "backend/ops.h"
 #include "model/config/model_config.h"
+#include "model/layers/activation.h"
 #include "model/layers/scratch.h"
 #include "model/layers/weights.h"
 
@@ -22,7 +23,8 @@ class MoeBlock {
   static MoeBlock load(WeightLoader& w, const ModelConfig& cfg, const std::string& prefix,
                        const TensorView& expert_load = {});
 
-  TensorView forward(Backend& be, Scratch& s, const TensorView& x) const;
+  InputNeeds input_needs() const;
+  TensorView forward(Backend& be, Scratch& s, const LayerInput& in) const;
   size_t scratch_bytes(int64_t tokens) const;
 
  private:

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "backend/ops.h"
+#include "model/layers/activation.h"
 #include "model/layers/weights.h"
 
 namespace hyllm {
@@ -28,6 +29,11 @@ struct RmsNorm {
   void apply(Backend& be, const TensorView& x, const TensorView& out, const TensorView& residual_in = {},
              const TensorView& residual_out = {}) const {
     rms_norm(be, {x, weight, out, residual_in, residual_out, eps, plus_one});
+  }
+  // The same, writing every form of the output its consumers read.
+  void apply(Backend& be, const TensorView& x, const LayerInput& out, const TensorView& residual_in = {},
+             const TensorView& residual_out = {}) const {
+    rms_norm(be, {x, weight, out.x, residual_in, residual_out, eps, plus_one, out.xq});
   }
 };
 

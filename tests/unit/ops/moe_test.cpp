@@ -133,6 +133,22 @@ TEST_P(MoeFormats, EqualsComposedOps) {
   EXPECT_EQ(out.values(), want);
   for (int64_t i = 0; i < T * s.k; ++i) EXPECT_EQ(ids.get(i), want_ids[i]) << i;
   for (double v : want) ASSERT_TRUE(std::isfinite(v));
+  if (s.format != WeightFormat::kFp8Block) return;
+  // Block-FP8 experts reading the input quantised once by its producer give
+  // the same bits as quantising it inside the op, which the counters tell apart.
+  HostTensor q(DType::kF8E4M3, {T, s.H}), qs = f32_tensor({(s.H + 127) / 128, T}), out2 = bf16_tensor({T, s.H});
+  Fp8Activation xq{ActQuantMode::kGroup128, q.view(), qs.view()};
+  quantize_fp8(*be, {x.view(), xq});
+  be->counters() = {};
+  a.xq = xq;
+  a.out = out2.view();
+  moe(*be, a);
+  EXPECT_EQ(out2.values(), want);
+  EXPECT_EQ(be->counters().linear_self_quantizations, 0);
+  EXPECT_EQ(be->counters().fp8_quantizations, 1);  // the experts' SwiGLU outputs
+  a.xq = {};
+  moe(*be, a);
+  EXPECT_EQ(be->counters().linear_self_quantizations, 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, MoeFormats,

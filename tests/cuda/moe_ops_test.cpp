@@ -28,6 +28,8 @@ TEST_F(CudaOpTest, MoeRoute) {
   }
 }
 
+constexpr int64_t kMoeSmallTokens = 32;  // launch/moe.h kMoeSmallMaxTokens
+
 struct MoeCase {
   const char* name;
   MoeShape shape;
@@ -36,8 +38,9 @@ struct MoeCase {
 };
 
 MoeShape shape(int64_t E, int64_t k, int64_t H, int64_t I, int64_t Is, bool shared = true, bool gated = true,
-               bool hot = false) {
+               bool hot = false, WeightFormat format = WeightFormat::kBf16) {
   MoeShape s;
+  s.format = format;
   s.E = E;
   s.k = k;
   s.H = H;
@@ -48,6 +51,8 @@ MoeShape shape(int64_t E, int64_t k, int64_t H, int64_t I, int64_t Is, bool shar
   s.hot_experts = hot;
   return s;
 }
+
+constexpr WeightFormat kFp8 = WeightFormat::kFp8Block;
 
 class MoeTest : public CudaOpTest, public ::testing::WithParamInterface<MoeCase> {};
 
@@ -62,6 +67,13 @@ TEST_P(MoeTest, MatchesCpu) {
   MoeArgs ca = m.args(host, x.view(), out.view());
   ca.topk_ids = ids.view();
   ca.topk_weights = tw.view();
+  // Block-FP8 experts read x quantised once by its producer: the CPU's codes on both sides.
+  HostTensor q(DType::kF8E4M3, {T, c.shape.H}), qs = f32_tensor({(c.shape.H + 127) / 128, T});
+  const bool fp8 = c.shape.format == WeightFormat::kFp8Block;
+  if (fp8) {
+    ca.xq = {ActQuantMode::kGroup128, q.view(), qs.view()};
+    quantize_fp8(*cpu_, {x.view(), ca.xq});
+  }
   moe(*cpu_, ca);
 
   std::vector<std::unique_ptr<Mirror>> mirrors;
@@ -77,17 +89,20 @@ TEST_P(MoeTest, MatchesCpu) {
   MoeArgs ga = m.args(device, dx.view(), dout.view());
   ga.topk_ids = dids.view();
   ga.topk_weights = dtw.view();
+  if (fp8) ga.xq = {ActQuantMode::kGroup128, device(q), device(qs)};
   const CudaMoeCounts before = cuda_moe_counts(*gpu_);
   run_gpu_poisoned([&] { moe(*gpu_, ga); }, {&dout, &dids, &dtw});
   const CudaMoeCounts after = cuda_moe_counts(*gpu_);
-  const std::string tag = c.grouped ? "grouped" : "small";
+  const std::string tag = std::string(c.grouped ? "grouped" : "small") + (fp8 ? " fp8" : "");
   expect_equal("moe ids (" + tag + ")", dids, ids);
   expect_close("moe weights (" + tag + ")", dtw, tw, 1e-5);
   expect_close("moe out (" + tag + ")", dout, out, kTolMoe);
   if (c.grouped) {
     EXPECT_EQ(after.grouped - before.grouped, 2) << "the grouped regime did not run";
-  } else {
+  } else if (T <= kMoeSmallTokens) {
     EXPECT_EQ(after.small - before.small, 2) << "the small regime did not run";
+  } else {
+    EXPECT_EQ(after.chunked - before.chunked, 2) << "the chunked small regime did not run";
   }
 }
 
@@ -105,7 +120,12 @@ INSTANTIATE_TEST_SUITE_P(
                       MoeCase{"tiny_ungated_small", shape(6, 3, 64, 24, 32, true, false), 9, false},
                       MoeCase{"tiny_ungated_grouped", shape(6, 3, 64, 24, 32, true, false), 45, true},
                       MoeCase{"no_shared_small", shape(16, 4, 128, 64, 0, false, false), 5, false},
-                      MoeCase{"no_shared_grouped", shape(16, 4, 128, 64, 0, false, false), 70, true}),
+                      MoeCase{"no_shared_grouped", shape(16, 4, 128, 64, 0, false, false), 70, true},
+                      MoeCase{"fp8_a3b_decode_b1", shape(256, 8, 2048, 512, 512, true, true, false, kFp8), 1, false},
+                      MoeCase{"fp8_a3b_decode_b32", shape(256, 8, 2048, 512, 512, true, true, false, kFp8), 32, false},
+                      MoeCase{"fp8_a3b_decode_hot", shape(256, 8, 2048, 512, 512, true, true, true, kFp8), 20, false},
+                      MoeCase{"fp8_tiny_chunked", shape(8, 2, 256, 128, 256, true, true, false, kFp8), 70, false},
+                      MoeCase{"fp8_no_shared", shape(16, 4, 256, 128, 0, false, false, false, kFp8), 9, false}),
     [](const ::testing::TestParamInfo<MoeCase>& i) { return std::string(i.param.name); });
 
 }  // namespace

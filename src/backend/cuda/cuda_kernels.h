@@ -54,7 +54,8 @@ class CudaKernels final : public Kernels {
   const char* table_name() const override { return "the cuda backend"; }
 
  private:
-  void moe_small(const MoeArgs& a, const cuda::MoeExpertPtrs& w);
+  // Rows [t0, t0 + T) of the op's tokens (a holds them as rows [0, T)).
+  void moe_small(const MoeArgs& a, const cuda::MoeExpertPtrs& w, int64_t t0);
   void moe_grouped(const MoeArgs& a, const cuda::MoeExpertPtrs& w);
 
   cudaStream_t stream_;

@@ -58,9 +58,14 @@ void CudaKernels::moe_route(const MoeRouteArgs& a) {
 void CudaKernels::moe(const MoeArgs& a) {
   const MoeExpertWeights& w = a.experts;
   const bool has_shared = !a.shared.empty();
-  if (w.gate_up.format != WeightFormat::kBf16 || (has_shared && a.shared.gate_up.format != WeightFormat::kBf16)) {
-    fail(ErrorCode::kUnsupported, "moe: {} expert weights are not implemented on the cuda backend yet",
-         weight_format_name(w.gate_up.format != WeightFormat::kBf16 ? w.gate_up.format : a.shared.gate_up.format));
+  const WeightFormat format = w.gate_up.format;
+  const bool fp8 = format == WeightFormat::kFp8Block;
+  if ((format != WeightFormat::kBf16 && !fp8) || (has_shared && a.shared.gate_up.format != format)) {
+    fail(ErrorCode::kUnsupported, "moe: {} experts with a {} shared expert are not implemented on the cuda backend",
+         weight_format_name(format), has_shared ? weight_format_name(a.shared.gate_up.format) : "no");
+  }
+  if (fp8 && a.xq.empty()) {
+    fail(ErrorCode::kUnsupported, "moe: block-fp8 experts on cuda read the input quantised by its producer (xq)");
   }
   const int64_t T = a.x.dim(0), H = a.x.dim(1), E = w.num_experts(), k = a.top_k, I = w.intermediate();
   const int64_t Is = has_shared ? a.shared.intermediate() : 0;
@@ -68,18 +73,35 @@ void CudaKernels::moe(const MoeArgs& a) {
     fail(ErrorCode::kUnsupported, "moe: {} experts / top_k {} exceed the cuda kernels' {} / {}", E, k,
          cuda::kMoeMaxExperts, cuda::kMoeMaxTopK);
   }
-  if (H % 8 != 0 || I % 8 != 0 || Is % 8 != 0) {
-    fail(ErrorCode::kUnsupported, "moe: hidden {} and intermediate sizes {} / {} must be multiples of 8 on cuda", H,
-         I, Is);
+  // Block FP8 adds: K and the intermediate sizes in whole 128-column blocks.
+  const int64_t align = fp8 ? kFp8BlockSize : 8;
+  if (H % align != 0 || I % align != 0 || Is % align != 0) {
+    fail(ErrorCode::kUnsupported, "moe: hidden {} and intermediate sizes {} / {} must be multiples of {} on cuda", H,
+         I, Is, align);
   }
   if (T == 0) return;
   cuda::MoeExpertPtrs ptrs;
-  ptrs.gate_up = bf(w.gate_up.weight);
   ptrs.gate_up_stride = 2 * I * H;
-  ptrs.down = bf(w.down.weight);
   ptrs.down_stride = H * I;
-  ptrs.shared_gate_up = has_shared ? bf(a.shared.gate_up.weight) : nullptr;
-  ptrs.shared_down = has_shared ? bf(a.shared.down.weight) : nullptr;
+  if (fp8) {
+    ptrs.gate_up_q = w.gate_up.weight.data_as<const uint8_t>();
+    ptrs.gate_up_scale = w.gate_up.weight_scale.data_as<const float>();
+    ptrs.gate_up_scale_stride = w.gate_up.weight_scale.numel() / E;
+    ptrs.down_q = w.down.weight.data_as<const uint8_t>();
+    ptrs.down_scale = w.down.weight_scale.data_as<const float>();
+    ptrs.down_scale_stride = w.down.weight_scale.numel() / E;
+    if (has_shared) {
+      ptrs.shared_gate_up_q = a.shared.gate_up.weight.data_as<const uint8_t>();
+      ptrs.shared_gate_up_scale = a.shared.gate_up.weight_scale.data_as<const float>();
+      ptrs.shared_down_q = a.shared.down.weight.data_as<const uint8_t>();
+      ptrs.shared_down_scale = a.shared.down.weight_scale.data_as<const float>();
+    }
+  } else {
+    ptrs.gate_up = bf(w.gate_up.weight);
+    ptrs.down = bf(w.down.weight);
+    ptrs.shared_gate_up = has_shared ? bf(a.shared.gate_up.weight) : nullptr;
+    ptrs.shared_down = has_shared ? bf(a.shared.down.weight) : nullptr;
+  }
   ptrs.experts = static_cast<int>(E);
   ptrs.hidden = to_int(H, "hidden size");
   ptrs.inter = to_int(I, "intermediate size");
@@ -87,13 +109,13 @@ void CudaKernels::moe(const MoeArgs& a) {
 
   const int64_t small_max = std::min<int64_t>(cuda::kMoeSmallMaxTokens, static_cast<int64_t>(kSmallXBytes / (H * 2)));
   if (small_max < 1) fail(ErrorCode::kUnsupported, "moe: hidden size {} is too large for the cuda kernels", H);
-  if (T > small_max && grouped_moe_) {
+  if (T > small_max && grouped_moe_ && !fp8) {
     ++moe_counts_.grouped;
     moe_grouped(a, ptrs);
     return;
   }
-  // The small regime, in chunks of tokens where the grouped GEMMs are not
-  // built for this GPU.
+  // The small regime, in chunks of tokens where no grouped GEMM fits (another
+  // GPU, or block-FP8 experts, which have no grouped kernels yet).
   if (T > small_max) ++moe_counts_.chunked;
   for (int64_t t0 = 0; t0 < T; t0 += small_max) {
     const int64_t n = std::min(small_max, T - t0);
@@ -103,13 +125,14 @@ void CudaKernels::moe(const MoeArgs& a) {
     if (!a.topk_ids.empty()) c.topk_ids = a.topk_ids.slice_rows(t0, t0 + n);
     if (!a.topk_weights.empty()) c.topk_weights = a.topk_weights.slice_rows(t0, t0 + n);
     ++moe_counts_.small;
-    moe_small(c, ptrs);
+    moe_small(c, ptrs, t0);
   }
 }
 
-void CudaKernels::moe_small(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs) {
+void CudaKernels::moe_small(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs, int64_t t0) {
   const int64_t T = a.x.dim(0), H = a.x.dim(1), E = ptrs.experts, k = a.top_k, P = T * k;
-  const bool has_shared = ptrs.shared_gate_up != nullptr;
+  const bool fp8 = ptrs.gate_up_q != nullptr;
+  const bool has_shared = ptrs.shared_gate_up != nullptr || ptrs.shared_gate_up_q != nullptr;
   const int64_t rows = P + (has_shared ? T : 0);
   const int64_t hidden_ld = std::max(ptrs.inter, ptrs.shared_inter);
   const int64_t max_items = (rows + cuda::kMoeItemRows - 1) / cuda::kMoeItemRows + std::min(E, P) + 1;
@@ -149,6 +172,11 @@ void CudaKernels::moe_small(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs) {
 
   cuda::MoeSmallParams m;
   m.x = bf(a.x);
+  if (fp8) {  // rows [t0, t0 + T) of the producer's codes and group-major scales
+    m.xq = a.xq.q.data_as<const uint8_t>() + t0 * H;
+    m.xq_scale = a.xq.scale.data_as<const float>() + t0;
+    m.xq_scale_ld = a.xq.rows();
+  }
   m.w = ptrs;
   m.plan = plan;
   m.hidden = hidden;
@@ -156,6 +184,13 @@ void CudaKernels::moe_small(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs) {
   m.out = bf_mut(a.out);
   m.tokens = static_cast<int>(T);
   m.top_k = static_cast<int>(k);
+  if (fp8) {
+    cuda::launch_moe_up_small_fp8(m, stream_);
+    check_launch("moe (fp8 experts gate_up)");
+    cuda::launch_moe_down_small_fp8(m, stream_);
+    check_launch("moe (fp8 experts down)");
+    return;
+  }
   cuda::launch_moe_up_small(m, stream_);
   check_launch("moe (experts gate_up)");
   cuda::launch_moe_down_small(m, stream_);

@@ -46,17 +46,29 @@ struct MoeRouteParams {
 };
 void launch_moe_route(const MoeRouteParams& p, cudaStream_t stream);
 
-// Bf16 expert weights as the kernels read them: expert e's gate_up rows at
+// Expert weights as the kernels read them: expert e's gate_up rows at
 // gate_up + e * gate_up_stride ([2I, H], rows [gate | up]) and down rows at
-// down + e * down_stride ([H, I]); the shared expert (id == experts) at its
-// own pointers with intermediate size shared_inter.
+// down + e * down_stride ([H, I]) (strides in elements); the shared expert
+// (id == experts) at its own pointers with intermediate size shared_inter.
+// Block-FP8 experts use the _q codes and their fp32 128 x 128 block scales
+// (expert e's at scale + e * scale_stride, [rows / 128, cols / 128]).
 struct MoeExpertPtrs {
   const uint16_t* gate_up = nullptr;
   int64_t gate_up_stride = 0;
   const uint16_t* down = nullptr;
   int64_t down_stride = 0;
-  const uint16_t* shared_gate_up = nullptr;  // null: no shared expert
+  const uint16_t* shared_gate_up = nullptr;  // null: no shared expert (bf16)
   const uint16_t* shared_down = nullptr;
+  const uint8_t* gate_up_q = nullptr;
+  const float* gate_up_scale = nullptr;
+  int64_t gate_up_scale_stride = 0;
+  const uint8_t* down_q = nullptr;
+  const float* down_scale = nullptr;
+  int64_t down_scale_stride = 0;
+  const uint8_t* shared_gate_up_q = nullptr;  // null: no shared expert (fp8)
+  const float* shared_gate_up_scale = nullptr;
+  const uint8_t* shared_down_q = nullptr;
+  const float* shared_down_scale = nullptr;
   int experts = 0;
   int hidden = 0;
   int inter = 0;
@@ -95,6 +107,9 @@ void launch_moe_route_small(const MoeRouteSmallParams& p, cudaStream_t stream);
 
 struct MoeSmallParams {
   const uint16_t* x = nullptr;  // [T, H]
+  const uint8_t* xq = nullptr;       // block FP8: x's e4m3 codes [T, H]
+  const float* xq_scale = nullptr;   // and scales, token t's block j at xq_scale[j * xq_scale_ld + t]
+  int64_t xq_scale_ld = 0;
   MoeExpertPtrs w;
   MoeSmallPlan plan;
   uint16_t* hidden = nullptr;  // [T * top_k + T, hidden_ld]
@@ -105,6 +120,9 @@ struct MoeSmallParams {
 };
 void launch_moe_up_small(const MoeSmallParams& p, cudaStream_t stream);
 void launch_moe_down_small(const MoeSmallParams& p, cudaStream_t stream);
+// The same for block-FP8 experts (launch/moe.h MoeExpertPtrs _q pointers).
+void launch_moe_up_small_fp8(const MoeSmallParams& p, cudaStream_t stream);
+void launch_moe_down_small_fp8(const MoeSmallParams& p, cudaStream_t stream);
 
 // Grouped regime. Slots are the experts that received rows, ascending, then
 // the shared expert; a slot's rows are cut into tiles of tile_rows, and its

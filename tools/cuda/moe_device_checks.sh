@@ -10,7 +10,10 @@
 #         (copies the binaries, this script and the compiled-in source path)
 # There:  bash CARRY_DIR/moe_device_checks.sh [stages]   (from the repo root;
 #         stages: ops,parity,sass,bench,bench_skew,serve; default all but serve)
-#         serve: tools/cuda/serve_bench.sh for 35B-A3B from CARRY_DIR/serve.tar.xz
+#         serve: serve_bench.sh for 35B-A3B with the hyllm of CARRY_DIR/serve.tar.xz
+#         (tools/cuda/pack_serve_bundle.sh BUILD_DIR CARRY_DIR/serve.tar.xz), vLLM's
+#         1000-prompt workload included; MOE_SERVE_ARGS adds serve flags
+#         (e.g. "--dummy-router-skew 0.5")
 set -uo pipefail
 if [[ "${1:-}" == "--pack" ]]; then
   BUILD=$2 CARRY=$3
@@ -23,6 +26,7 @@ if [[ "${1:-}" == "--pack" ]]; then
   tar -C "$STAGE" -cf - . | xz -T2 -6 > "$CARRY/bins.tar.xz"
   rm -rf "$STAGE"
   cp "$0" "$CARRY/moe_device_checks.sh"
+  cp "$(dirname "$0")/serve_bench.sh" "$CARRY/serve_bench.sh"  # this branch's (run from CARRY, it finds the repo root)
   sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt" > "$CARRY/source_dir"
   ls -la "$CARRY"
   exit 0
@@ -84,8 +88,13 @@ if has serve; then
   mkdir -p /tmp/sb && tar -xJf "$CARRY/serve.tar.xz" -C /tmp/sb
   LD_LIBRARY_PATH=/tmp/sb/lib:/usr/local/cuda/lib64 HYLLM_BIN=/tmp/sb/hyllm HYLLM_TOKENIZER=/tmp/sb/tokenizer \
     OUT=$OUT/serve HYLLM_SERVE_MODELS=qwen3_5_35b_a3b HYLLM_THROUGHPUT_PROMPTS=${HYLLM_THROUGHPUT_PROMPTS:-1000} \
-    bash tools/cuda/serve_bench.sh > "$OUT/serve.log" 2>&1
+    HYLLM_SERVE_ARGS="${MOE_SERVE_ARGS:-}" \
+    bash "$CARRY/serve_bench.sh" > /tmp/moe-serve.log 2>&1
   note "serve bench 35B-A3B: rc=$?"
+  # At most 8 files come back: keep the table and the logs' archive.
+  mv "$OUT/serve/table.md" "$OUT/serve_table.md" 2>/dev/null
+  mv "$OUT/serve/logs.tgz" "$OUT/serve_logs.tgz" 2>/dev/null
+  rm -rf "$OUT/serve"
 fi
 
 echo
@@ -99,5 +108,5 @@ for s in "${summary[@]}"; do echo "$s"; done
 for f in bench_35b bench_35b_skew; do
   [[ -f "$OUT/$f.log" ]] && { echo "--- $f"; grep -vE "^    per op" "$OUT/$f.log"; grep -E "^    per op" "$OUT/$f.log" | cut -c1-400; }
 done
-[[ -f "$OUT/serve/table.md" ]] && cat "$OUT/serve/table.md"
+[[ -f "$OUT/serve_table.md" ]] && cat "$OUT/serve_table.md"
 true

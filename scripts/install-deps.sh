@@ -8,6 +8,8 @@ packages=(
   libcpp-httplib-dev libssl-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcli11-dev
   libfmt-dev libspdlog-dev libxxhash-dev libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev liblzma-dev
+  clang-14 libclang-rt-14-dev llvm-14  # sanitizer and libFuzzer build (scripts/test-sanitizers.sh)
+  python3                              # the soak driver (tools/soak/soak.py)
   nodejs npm curl
 )
 

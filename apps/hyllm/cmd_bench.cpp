@@ -32,6 +32,8 @@ struct ServeFlags {
   int port = 8000;
   std::string model, tokenizer, dataset_name = "random", api_key, label;
   int input_len = 1024, output_len = 128, prefix_len = 0, num_prompts = 1000, num_warmups = 0;
+  PrefixRepetitionOptions prefix_repetition;
+  MultiTurnOptions multi_turn;
   double range_ratio = 0.0, burstiness = 1.0, ready_timeout = 0.0;
   std::string request_rate = "inf";
   std::optional<int> max_concurrency;
@@ -51,11 +53,22 @@ void add_serve_flags(CLI::App& sub, ServeFlags& f) {
   sub.add_option("--backend", f.backend, "openai (completions), openai-chat or vllm")->capture_default_str();
   sub.add_option("--model", f.model, "Model name; default: the first of /v1/models");
   sub.add_option("--tokenizer", f.tokenizer, "Model directory whose tokenizer builds the prompts (default: --model when it is a directory)");
-  sub.add_option("--dataset-name", f.dataset_name, "Dataset (random)")->capture_default_str();
+  sub.add_option("--dataset-name", f.dataset_name, "random, prefix_repetition or multi_turn")->capture_default_str();
   sub.add_option("--random-input-len", f.input_len)->capture_default_str();
   sub.add_option("--random-output-len", f.output_len)->capture_default_str();
   sub.add_option("--random-range-ratio", f.range_ratio)->capture_default_str();
   sub.add_option("--random-prefix-len", f.prefix_len)->capture_default_str();
+  sub.add_option("--prefix-repetition-prefix-len", f.prefix_repetition.prefix_len)->capture_default_str();
+  sub.add_option("--prefix-repetition-suffix-len", f.prefix_repetition.suffix_len)->capture_default_str();
+  sub.add_option("--prefix-repetition-num-prefixes", f.prefix_repetition.num_prefixes)->capture_default_str();
+  sub.add_option("--prefix-repetition-output-len", f.prefix_repetition.output_len)->capture_default_str();
+  sub.add_option("--multi-turn-num-turns", f.multi_turn.num_turns, "Turns per conversation (--num-prompts conversations)")
+      ->capture_default_str();
+  sub.add_option("--multi-turn-prefix-len", f.multi_turn.prefix_len, "A system prompt every conversation shares")
+      ->capture_default_str();
+  sub.add_option("--multi-turn-input-len", f.multi_turn.input_len, "Tokens of each new user message")
+      ->capture_default_str();
+  sub.add_option("--multi-turn-output-len", f.multi_turn.output_len)->capture_default_str();
   sub.add_option("--num-prompts", f.num_prompts)->capture_default_str();
   sub.add_option("--max-concurrency", f.max_concurrency, "Requests in flight at most (closed loop)");
   sub.add_option("--request-rate", f.request_rate, "Requests per second, or inf")->capture_default_str();
@@ -94,9 +107,16 @@ double parse_rate(const std::string& s) {
 }
 
 ServeBenchOptions to_options(const ServeFlags& f) {
-  if (f.dataset_name != "random")
-    fail(ErrorCode::kUnsupported, "--dataset-name {}: only the random dataset is supported", f.dataset_name);
+  if (f.dataset_name != "random" && f.dataset_name != "prefix_repetition" && f.dataset_name != "multi_turn")
+    fail(ErrorCode::kUnsupported, "--dataset-name {}: one of random, prefix_repetition, multi_turn", f.dataset_name);
   ServeBenchOptions o;
+  o.dataset_name = f.dataset_name;
+  o.prefix_repetition = f.prefix_repetition;
+  o.prefix_repetition.num_prompts = f.num_prompts;
+  o.prefix_repetition.seed = f.seed;
+  o.multi_turn = f.multi_turn;
+  o.multi_turn.num_conversations = f.num_prompts;
+  o.multi_turn.seed = f.seed;
   o.endpoint.base_url = f.base_url.empty() ? fmt::format("http://{}:{}", f.host, f.port) : f.base_url;
   o.endpoint.path = f.endpoint;
   if (f.backend == "openai-chat") {
@@ -129,7 +149,7 @@ std::unique_ptr<PromptTokenizer> open_tokenizer(const ServeFlags& f) {
   std::string dir = !f.tokenizer.empty() ? f.tokenizer : f.model;
   if (dir.empty() || !fs::is_directory(dir))
     fail(ErrorCode::kInvalidArgument,
-         "the random dataset needs the model's tokenizer: pass --tokenizer MODEL_DIR (or --model MODEL_DIR)");
+         "the datasets need the model's tokenizer: pass --tokenizer MODEL_DIR (or --model MODEL_DIR)");
   return std::make_unique<ModelDirTokenizer>(dir);
 }
 

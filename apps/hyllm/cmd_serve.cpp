@@ -27,6 +27,9 @@
 #include "model/model.h"
 #include "serve/chat_prompt.h"
 #include "serve/openai_server.h"
+#include "serve/reasoning_parser.h"
+#include "serve/tool_parser.h"
+#include "structured/grammar_compiler.h"
 #include "serve_args.h"
 #include "util/env.h"
 #include "util/log.h"
@@ -121,14 +124,16 @@ void refuse_missing_features(const ServeArgs& a) {
     fail(ErrorCode::kUnsupported, "--data-parallel-size {}: data parallelism is not available (use 1)",
          a.data_parallel_size);
   }
-  if (!a.reasoning_parser.empty()) {
-    fail(ErrorCode::kUnsupported, "--reasoning-parser {}: reasoning parsers are not available yet",
+  if (!a.reasoning_parser.empty() && !serve::reasoning_syntax(a.reasoning_parser)) {
+    fail(ErrorCode::kInvalidArgument, "--reasoning-parser {}: unknown; hyllm has qwen3 and deepseek_r1",
          a.reasoning_parser);
   }
-  if (a.enable_auto_tool_choice || !a.tool_call_parser.empty()) {
-    fail(ErrorCode::kUnsupported,
-         "--enable-auto-tool-choice / --tool-call-parser: tool-call parsing is not available yet (tools are "
-         "still passed to the chat template)");
+  if (!a.tool_call_parser.empty() && !serve::is_tool_call_parser(a.tool_call_parser)) {
+    fail(ErrorCode::kInvalidArgument, "--tool-call-parser {}: unknown; hyllm has qwen3_coder and hermes",
+         a.tool_call_parser);
+  }
+  if (a.enable_auto_tool_choice && a.tool_call_parser.empty()) {
+    fail(ErrorCode::kInvalidArgument, "--enable-auto-tool-choice needs --tool-call-parser");
   }
   if (!a.enable_chunked_prefill) {
     fail(ErrorCode::kUnsupported, "--no-enable-chunked-prefill: hyllm always uses chunked prefill");
@@ -328,6 +333,10 @@ int run_serve(ServeArgs& a) {
   ctx->created = serve::unix_time_seconds();
   ctx->max_model_len = config.max_model_len;
   ctx->special_tokens = serve::special_token_texts(*tokenizer);
+  ctx->reasoning_parser = a.reasoning_parser;
+  ctx->tool_call_parser = a.tool_call_parser;
+  ctx->enable_auto_tool_choice = a.enable_auto_tool_choice;
+  ctx->grammar_compiler = std::make_unique<structured::GrammarCompiler>(*tokenizer, vocab, config.eos_token_ids);
   ctx->tokenizer = std::move(tokenizer);
   ctx->engine = std::move(engine);
   ctx->trust_request_chat_template = a.trust_request_chat_template;

@@ -84,7 +84,8 @@ void add_serve_flags(CLI::App& sub, ServeArgs& a) {
                  "KV cache size (overrides --gpu-memory-utilization), e.g. 4G or 512M");
   sub.add_option(names("kv-cache-dtype"), a.kv_cache_dtype, "auto (the model's dtype)")->capture_default_str();
   sub.add_flag(negatable("enable-prefix-caching"),
-               a.enable_prefix_caching, "Prefix caching (not available yet)");
+               a.enable_prefix_caching,
+               "Reuse the KV cache and GDN state of cached prompt prefixes (default on)");
   sub.add_option(names("load-format"), a.load_format, "auto, safetensors or dummy (random weights)")
       ->capture_default_str();
   sub.add_option(names("dummy-router-skew"), a.dummy_router_skew,
@@ -131,9 +132,12 @@ void add_serve_flags(CLI::App& sub, ServeArgs& a) {
                "Accepted for compatibility; hyllm never runs code from a model directory");
   sub.add_flag(negatable("enable-chunked-prefill"),
                a.enable_chunked_prefill, "Always on");
-  sub.add_option(names("reasoning-parser"), a.reasoning_parser, "Not available yet");
-  sub.add_flag(names("enable-auto-tool-choice"), a.enable_auto_tool_choice, "Not available yet");
-  sub.add_option(names("tool-call-parser"), a.tool_call_parser, "Not available yet");
+  sub.add_option(names("reasoning-parser"), a.reasoning_parser,
+                 "Split <think>...</think> into the message's `reasoning`: qwen3 or deepseek_r1");
+  sub.add_flag(names("enable-auto-tool-choice"), a.enable_auto_tool_choice,
+               "Parse the model's tool calls when tool_choice is auto (needs --tool-call-parser)");
+  sub.add_option(names("tool-call-parser"), a.tool_call_parser,
+                 "Tool-call format: qwen3_coder (Qwen3.5/3.6, Qwen3-Coder) or hermes (Qwen3)");
   sub.add_option(names("uvicorn-log-level"), a.uvicorn_log_level, "Log level: debug, info, warning, error")
       ->capture_default_str();
 }

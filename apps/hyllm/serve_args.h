@@ -26,7 +26,7 @@ struct ServeArgs {
   double gpu_memory_utilization = 0.9;
   std::string kv_cache_memory;         // bytes, with optional k/K/m/M/g/G suffix
   std::string kv_cache_dtype = "auto";
-  bool enable_prefix_caching = false;
+  bool enable_prefix_caching = true;
   std::string load_format = "auto";
   std::string dtype = "auto";
   std::string quantization;

@@ -28,6 +28,9 @@ struct DeviceSamplingRow {
   std::span<const int32_t> banned_ids;
   std::span<const int32_t> prompt_ids;  // repetition-penalty context
   std::span<const int32_t> output_ids;  // penalty context
+  // Structured output: empty, or the bitmask of allowed tokens
+  // (engine/token_constraint.h layout), applied before everything else.
+  std::span<const uint32_t> allowed;
 };
 
 struct DeviceSampledToken {
@@ -41,6 +44,8 @@ class DeviceSampler {
   virtual ~DeviceSampler() = default;
   // logits: f32 [rows, vocab] on the sampler's device, one row per entry of
   // `rows`. Synchronises the backend's stream once, to return the tokens.
+  // A row with an `allowed` mask has its disallowed logits set to -inf in
+  // place (the logits are the step's scratch output).
   virtual std::vector<DeviceSampledToken> sample(const TensorView& logits, std::span<const DeviceSamplingRow> rows) = 0;
 };
 

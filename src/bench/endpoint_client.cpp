@@ -173,6 +173,7 @@ RequestResult send_streaming_request(const Endpoint& endpoint, const RequestInpu
           if (d.contains("content") && d["content"].is_string()) out.generated_text += d["content"].get<std::string>();
           if (d.contains("reasoning_content") && d["reasoning_content"].is_string())
             out.generated_text += d["reasoning_content"].get<std::string>();
+          if (d.contains("reasoning") && d["reasoning"].is_string()) out.generated_text += d["reasoning"].get<std::string>();
         }
       } else if (j.contains("usage") && j["usage"].is_object()) {
         const auto& u = j["usage"];
@@ -180,6 +181,10 @@ RequestResult send_streaming_request(const Endpoint& endpoint, const RequestInpu
           out.output_tokens = u["completion_tokens"].get<int>();
         if (u.contains("prompt_tokens") && u["prompt_tokens"].is_number_integer())
           out.prompt_len = u["prompt_tokens"].get<int>();
+        const auto details = u.find("prompt_tokens_details");
+        if (details != u.end() && details->is_object() && details->contains("cached_tokens") &&
+            (*details)["cached_tokens"].is_number_integer())
+          out.cached_tokens = (*details)["cached_tokens"].get<int>();
       }
     });
     return true;

@@ -33,6 +33,7 @@ BenchmarkMetrics calculate_metrics(const std::vector<RequestResult>& results, do
     int out = r.output_tokens > 0 ? r.output_tokens : static_cast<int>(r.itl.size()) + 1;
     m.output_lens.push_back(out);
     m.total_input += r.prompt_len;
+    m.total_cached += r.cached_tokens;
     double tpot = 0.0;  // a one-token request counts as tpot 0 for goodput
     if (out > 1) {
       tpot = (r.latency - r.ttft) / static_cast<double>(out - 1);

@@ -20,6 +20,7 @@ struct RequestResult {
   bool success = false;
   int prompt_len = 0;       // usage.prompt_tokens when the server sent usage
   int output_tokens = 0;    // usage.completion_tokens; 0 when absent
+  int cached_tokens = 0;    // usage.prompt_tokens_details.cached_tokens; 0 when absent
   double ttft = 0.0;
   std::vector<double> itl;
   double latency = 0.0;     // E2EL
@@ -42,6 +43,7 @@ struct BenchmarkMetrics {
   int failed = 0;
   long long total_input = 0;
   long long total_output = 0;
+  long long total_cached = 0;    // prompt tokens the server served from its prefix cache
   double request_throughput = 0;
   double request_goodput = 0;
   double output_throughput = 0;

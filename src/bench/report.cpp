@@ -52,6 +52,10 @@ std::string format_report(const BenchmarkMetrics& m, const ReportContext& ctx) {
   line(s, "Benchmark duration (s):", f2(ctx.duration_s));
   line(s, "Total input tokens:", std::to_string(m.total_input));
   line(s, "Total generated tokens:", std::to_string(m.total_output));
+  if (m.total_cached > 0) {
+    line(s, "Cached prompt tokens (server usage):", std::to_string(m.total_cached));
+    line(s, "Prefix cache hit rate (%):", f2(100.0 * static_cast<double>(m.total_cached) / m.total_input));
+  }
   line(s, "Request throughput (req/s):", f2(m.request_throughput));
   if (ctx.goodput) line(s, "Request goodput (req/s):", f2(m.request_goodput));
   line(s, "Output token throughput (tok/s):", f2(m.output_throughput));
@@ -78,6 +82,7 @@ nlohmann::json result_json(const BenchmarkMetrics& m, const ReportContext& ctx,
   j["failed"] = m.failed;
   j["total_input_tokens"] = m.total_input;
   j["total_output_tokens"] = m.total_output;
+  j["total_cached_tokens"] = m.total_cached;
   j["request_throughput"] = m.request_throughput;
   j["request_goodput"] = ctx.goodput ? nlohmann::json(m.request_goodput) : nlohmann::json(nullptr);
   j["output_throughput"] = m.output_throughput;
@@ -94,6 +99,7 @@ nlohmann::json result_json(const BenchmarkMetrics& m, const ReportContext& ctx,
   auto& queues = j["queue_times"] = nlohmann::json::array();
   auto& texts = j["generated_texts"] = nlohmann::json::array();
   auto& errors = j["errors"] = nlohmann::json::array();
+  auto& cached = j["cached_tokens"] = nlohmann::json::array();
   for (const auto& r : results) {
     input_lens.push_back(r.prompt_len);
     ttfts.push_back(r.ttft);
@@ -103,6 +109,7 @@ nlohmann::json result_json(const BenchmarkMetrics& m, const ReportContext& ctx,
     queues.push_back(r.client_queue_time);
     texts.push_back(r.generated_text);
     errors.push_back(r.error);
+    cached.push_back(r.cached_tokens);
   }
   j["output_lens"] = m.output_lens;
   for (const auto& mn : kMetrics) {

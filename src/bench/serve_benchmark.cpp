@@ -1,6 +1,7 @@
 #include "bench/serve_benchmark.h"
 
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <thread>
 
@@ -71,12 +72,30 @@ std::string utc_now() {
 ServeBenchResult run_serve_benchmark(const ServeBenchOptions& opt, const PromptTokenizer& tokenizer,
                                      std::ostream& log) {
   std::string model = opt.model.empty() ? first_served_model(opt.endpoint) : opt.model;
-  std::vector<SampleRequest> samples = make_random_dataset(tokenizer, opt.dataset);
-  align_prompts_to_server(opt.endpoint, model, samples, log);
-
+  const bool multi_turn = opt.dataset_name == "multi_turn";
   std::vector<RequestInput> inputs;
-  inputs.reserve(samples.size());
-  for (const auto& s : samples) inputs.push_back(to_input(opt, model, s));
+  std::vector<Conversation> conversations;
+  RequestInput base;
+  base.model = model;
+  base.ignore_eos = opt.ignore_eos;
+  base.temperature = opt.temperature;
+  if (multi_turn) {
+    conversations = make_multi_turn_conversations(tokenizer, opt.multi_turn);
+    inputs.push_back(multi_turn_request(base, opt.endpoint.kind, conversations[0], 0, {}));
+  } else {
+    std::vector<SampleRequest> samples;
+    if (opt.dataset_name == "prefix_repetition") {
+      samples = make_prefix_repetition_dataset(tokenizer, opt.prefix_repetition);
+    } else if (opt.dataset_name == "random") {
+      samples = make_random_dataset(tokenizer, opt.dataset);
+    } else {
+      fail(ErrorCode::kUnsupported, "--dataset-name {}: one of random, prefix_repetition, multi_turn",
+           opt.dataset_name);
+    }
+    align_prompts_to_server(opt.endpoint, model, samples, log);
+    inputs.reserve(samples.size());
+    for (const auto& s : samples) inputs.push_back(to_input(opt, model, s));
+  }
   auto send = [&](const RequestInput& in) { return send_streaming_request(opt.endpoint, in); };
 
   if (opt.ready_check_timeout_s > 0) {
@@ -106,7 +125,10 @@ ServeBenchResult run_serve_benchmark(const ServeBenchOptions& opt, const PromptT
       << (opt.load.burstiness == 1.0 ? " (Poisson process)\n" : " (Gamma distribution)\n");
   log << "Maximum request concurrency: "
       << (opt.load.max_concurrency ? std::to_string(*opt.load.max_concurrency) : "None") << "\n";
-  LoadRun run = run_load(inputs, opt.load, send);
+  if (multi_turn && !std::isinf(opt.load.request_rate))
+    fail(ErrorCode::kInvalidArgument, "the multi_turn workload sends each turn after the last: use --request-rate inf");
+  LoadRun run = multi_turn ? run_multi_turn(conversations, base, opt.endpoint.kind, opt.load.max_concurrency, send)
+                           : run_load(inputs, opt.load, send);
 
   ReportContext ctx;
   ctx.max_concurrency = opt.load.max_concurrency;
@@ -130,7 +152,20 @@ ServeBenchResult run_serve_benchmark(const ServeBenchOptions& opt, const PromptT
   out.json["label"] = opt.label;
   out.json["model_id"] = model;
   out.json["tokenizer_id"] = opt.tokenizer_id;
-  out.json["num_prompts"] = opt.dataset.num_prompts;
+  out.json["dataset_name"] = opt.dataset_name;
+  out.json["num_prompts"] = static_cast<int>(run.results.size());
+  if (opt.dataset_name == "prefix_repetition") {
+    out.json["prefix_repetition_prefix_len"] = opt.prefix_repetition.prefix_len;
+    out.json["prefix_repetition_suffix_len"] = opt.prefix_repetition.suffix_len;
+    out.json["prefix_repetition_num_prefixes"] = opt.prefix_repetition.num_prefixes;
+    out.json["prefix_repetition_output_len"] = opt.prefix_repetition.output_len;
+  } else if (multi_turn) {
+    out.json["multi_turn_num_conversations"] = opt.multi_turn.num_conversations;
+    out.json["multi_turn_num_turns"] = opt.multi_turn.num_turns;
+    out.json["multi_turn_prefix_len"] = opt.multi_turn.prefix_len;
+    out.json["multi_turn_input_len"] = opt.multi_turn.input_len;
+    out.json["multi_turn_output_len"] = opt.multi_turn.output_len;
+  }
   out.json["burstiness"] = opt.load.burstiness;
   out.json["random_input_len"] = opt.dataset.input_len;
   out.json["random_output_len"] = opt.dataset.output_len;

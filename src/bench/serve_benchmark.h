@@ -2,6 +2,8 @@
 // `hyllm bench serve`: the whole run against one server: pick the model,
 // build the dataset, align prompts through the server's /tokenize, check the
 // endpoint answers, warm up, run, compute metrics, print, return the result.
+// The multi_turn workload (multi_turn.h) runs conversations instead of a
+// request list; the other steps are the same.
 
 #include <optional>
 #include <ostream>
@@ -13,6 +15,8 @@
 #include "bench/endpoint_client.h"
 #include "bench/load_generator.h"
 #include "bench/metrics.h"
+#include "bench/multi_turn.h"
+#include "bench/prefix_repetition_dataset.h"
 #include "bench/random_dataset.h"
 #include "bench/report.h"
 
@@ -22,7 +26,10 @@ struct ServeBenchOptions {
   Endpoint endpoint;
   std::string model;           // empty: the first model of /v1/models
   std::string tokenizer_id;    // recorded in the result
+  std::string dataset_name = "random";  // random, prefix_repetition or multi_turn
   RandomDatasetOptions dataset;
+  PrefixRepetitionOptions prefix_repetition;
+  MultiTurnOptions multi_turn;
   LoadOptions load;
   int num_warmups = 0;
   bool ignore_eos = false;

@@ -6,6 +6,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -96,6 +97,19 @@ class ThreadedEngineClient final : public EngineClient {
 
   EngineStats stats() const override { return core_.stats(); }
 
+  bool reset_prefix_cache(bool reset_running_requests) override {
+    std::future<bool> done;
+    {
+      std::lock_guard lock(mu_);
+      if (state_ != EngineState::kReady) fail(ErrorCode::kUnavailable, "the engine is not running");
+      resets_.emplace_back();
+      resets_.back().reset_running = reset_running_requests;
+      done = resets_.back().done.get_future();
+    }
+    cv_.notify_one();
+    return done.get();
+  }
+
   void shutdown(std::chrono::milliseconds drain_timeout) override {
     {
       std::lock_guard lock(mu_);
@@ -122,6 +136,7 @@ class ThreadedEngineClient final : public EngineClient {
   void run() {
     try {
       loop();
+      refuse_resets();
     } catch (const std::exception& e) {
       log::error("engine loop failed: {}", e.what());
       {
@@ -143,11 +158,12 @@ class ThreadedEngineClient final : public EngineClient {
     for (;;) {
       std::vector<EngineRequest> incoming;
       std::vector<std::string> aborts;
+      std::deque<Reset> resets;
       bool drain_expired = false;
       {
         std::unique_lock lock(mu_);
         auto has_input = [&] {
-          return !inbox_.empty() || !aborts_.empty() || state_ != EngineState::kReady;
+          return !inbox_.empty() || !aborts_.empty() || !resets_.empty() || state_ != EngineState::kReady;
         };
         if (!core_.has_unfinished_requests()) {
           const double interval = core_.config().log_stats_interval_s;
@@ -167,9 +183,17 @@ class ThreadedEngineClient final : public EngineClient {
           drain_expired = Clock::now() >= drain_deadline_;
         }
         if (state_ == EngineState::kStopped) return;
+        resets.swap(resets_);
       }
       for (EngineRequest& r : incoming) core_.add_request(std::move(r));
       for (const std::string& id : aborts) core_.abort_request(id);
+      for (Reset& r : resets) {
+        try {
+          r.done.set_value(core_.reset_prefix_cache(r.reset_running));
+        } catch (...) {
+          r.done.set_exception(std::current_exception());
+        }
+      }
       if (drain_expired) core_.finish_all(FinishReason::kAbort);
       if (core_.has_unfinished_requests()) publish(core_.step());
       core_.log_stats_if_due();
@@ -190,6 +214,16 @@ class ThreadedEngineClient final : public EngineClient {
     }
   }
 
+  // Resets asked for after the last step: the engine stopped, nothing is reset.
+  void refuse_resets() {
+    std::deque<Reset> resets;
+    {
+      std::lock_guard lock(mu_);
+      resets.swap(resets_);
+    }
+    for (Reset& r : resets) r.done.set_value(false);
+  }
+
   void fail_leftover_streams(const std::string& message) {
     std::unordered_map<std::string, std::shared_ptr<QueueStream>> left;
     {
@@ -197,6 +231,7 @@ class ThreadedEngineClient final : public EngineClient {
       left.swap(streams_);
       inbox_.clear();
     }
+    refuse_resets();
     for (auto& [id, stream] : left) {
       RequestOutput out;
       out.request_id = id;
@@ -214,6 +249,11 @@ class ThreadedEngineClient final : public EngineClient {
   EngineState state_ = EngineState::kStarting;
   std::vector<EngineRequest> inbox_;
   std::vector<std::string> aborts_;
+  struct Reset {
+    bool reset_running = false;
+    std::promise<bool> done;
+  };
+  std::deque<Reset> resets_;
   std::unordered_map<std::string, std::shared_ptr<QueueStream>> streams_;
   Clock::time_point drain_deadline_{};
   std::mutex join_mu_;

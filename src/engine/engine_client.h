@@ -27,6 +27,7 @@
 #include "engine/engine_config.h"
 #include "engine/engine_stats.h"
 #include "engine/sampling_params.h"
+#include "engine/token_constraint.h"
 
 namespace hyllm {
 
@@ -64,6 +65,9 @@ struct EngineRequest {
   SamplingParams sampling;               // max_tokens already resolved by the caller
   std::chrono::steady_clock::time_point arrival_time = std::chrono::steady_clock::now();
   std::shared_ptr<StopStringHook> stop_hook;  // needed only when sampling.stop is non-empty
+  // Structured output: empty, or one constraint per choice (sampling.n of
+  // them); choice i samples only tokens constraints[i] allows.
+  std::vector<std::shared_ptr<TokenConstraint>> constraints;
 };
 
 struct TokenLogprob {
@@ -127,6 +131,11 @@ class EngineClient {
   // Ends the request with kAbort within one step; unknown or finished ids are ignored.
   virtual void abort(const std::string& request_id) = 0;
   virtual EngineStats stats() const = 0;
+  // Forgets every cached prefix (POST /reset_prefix_cache) between two steps
+  // and says whether it did: false while requests run, unless
+  // reset_running_requests, which preempts them first (they recompute).
+  // Throws Error(kUnavailable) when the engine is not running.
+  virtual bool reset_prefix_cache(bool reset_running_requests) = 0;
   // Stops accepting requests, lets running ones finish for up to
   // `drain_timeout`, aborts the rest (kAbort) and joins the engine thread.
   virtual void shutdown(std::chrono::milliseconds drain_timeout) = 0;

@@ -34,10 +34,6 @@ void EngineConfig::validate() const {
     fail(ErrorCode::kInvalidArgument,
          "unknown --kv-cache-dtype '{}': expected auto, fp8, fp8_e4m3 or fp8_e5m2", kv_cache_dtype);
   }
-  if (enable_prefix_caching) {
-    fail(ErrorCode::kUnsupported,
-         "prefix caching is not implemented yet in hyllm: pass --no-enable-prefix-caching");
-  }
   if (max_logprobs < 0) fail(ErrorCode::kInvalidArgument, "--max-logprobs must be >= 0, got {}", max_logprobs);
   if (log_stats_interval_s < 0) fail(ErrorCode::kInvalidArgument, "log interval must be >= 0");
 }

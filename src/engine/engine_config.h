@@ -23,7 +23,9 @@ struct EngineConfig {
   std::optional<size_t> kv_cache_memory_bytes;  // --kv-cache-memory: overrides the executor's budget
   double gpu_memory_utilization = 0.9;          // applied by the executor when it sizes its budget
   std::string kv_cache_dtype = "auto";          // only "auto" now; fp8 is refused with a message
-  bool enable_prefix_caching = false;           // not implemented: true is refused with a message
+  // --[no-]enable-prefix-caching: reuse the KV blocks and GDN state of
+  // cached prompt prefixes (engine/kv/kv_cache_manager.h).
+  bool enable_prefix_caching = true;
   // --num-gpu-blocks-override: use exactly this many KV blocks (vLLM's knob
   // for testing preemption); state slots get what the budget leaves.
   std::optional<int> num_gpu_blocks_override;

@@ -30,6 +30,7 @@ EngineCore::EngineCore(ModelExecutor& executor, EngineConfig config)
   in.max_num_seqs = config_.max_num_seqs;
   in.max_model_len = config_.max_model_len;
   in.num_blocks_override = config_.num_gpu_blocks_override;
+  in.enable_prefix_caching = config_.enable_prefix_caching;
   plan_ = plan_cache(in);
   log_cache_plan(plan_, in);
   executor_.allocate_cache({plan_.block_size, plan_.num_blocks, plan_.num_state_slots});
@@ -47,6 +48,7 @@ void EngineCore::add_request(EngineRequest request) {
   req->id = std::move(request.request_id);
   req->sampling = std::move(request.sampling);
   req->stop_hook = std::move(request.stop_hook);
+  req->constraints = std::move(request.constraints);
   req->arrival_time = request.arrival_time;
   req->forked = req->sampling.n == 1;
   req->base_seed = req->sampling.seed ? *req->sampling.seed : seed_rng_();
@@ -96,6 +98,31 @@ void EngineCore::fail_request(Request& req, const std::string& message) {
   mark_news(req);
 }
 
+bool EngineCore::reset_prefix_cache(bool reset_running_requests) {
+  const bool reset = scheduler_->reset_prefix_cache(reset_running_requests);
+  if (reset) {
+    log::info("Prefix cache reset");
+  } else {
+    log::warn("Prefix cache not reset: {} sequences are running (reset_running_requests preempts them)",
+              scheduler_->num_running_seqs());
+  }
+  return reset;
+}
+
+void EngineCore::observe_prefix_lookups(const std::vector<PrefixLookup>& lookups) {
+  constexpr size_t kRecentLookups = 1000;
+  for (const PrefixLookup& l : lookups) {
+    recent_lookups_.push_back(l);
+    recent_queries_ += l.num_prompt_tokens;
+    recent_hits_ += l.num_cached_tokens;
+    if (recent_lookups_.size() > kRecentLookups) {
+      recent_queries_ -= recent_lookups_.front().num_prompt_tokens;
+      recent_hits_ -= recent_lookups_.front().num_cached_tokens;
+      recent_lookups_.pop_front();
+    }
+  }
+}
+
 void EngineCore::finish_all(FinishReason reason, const std::string& message) {
   for (auto& [id, req] : requests_) {
     if (req->finished()) continue;
@@ -110,6 +137,14 @@ std::vector<RequestOutput> EngineCore::step() {
   unannounced_finished_ids_.insert(unannounced_finished_ids_.end(), sched.finished_seq_ids.begin(),
                                    sched.finished_seq_ids.end());
   const Clock::time_point start = Clock::now();
+  observe_prefix_lookups(sched.prefix_lookups);
+  if (!sched.prefix_lookups.empty()) {
+    std::lock_guard lock(stats_mutex_);
+    for (const PrefixLookup& l : sched.prefix_lookups) {
+      stats_.prefix_cache_queries += static_cast<uint64_t>(l.num_prompt_tokens);
+      stats_.prefix_cache_hits += static_cast<uint64_t>(l.num_cached_tokens);
+    }
+  }
   for (const ScheduledChunk& c : sched.chunks) {
     Request& req = *c.seq->request;
     if (!req.scheduled_once) {
@@ -140,6 +175,7 @@ std::vector<RequestOutput> EngineCore::step() {
         if (seq.num_output_tokens() < req.sampling.min_tokens) w.banned_token_ids = req.min_tokens_banned;
         w.seed = seq.seed;
         w.sample_index = static_cast<uint64_t>(seq.num_output_tokens());
+        w.constraint = req.constraint(seq.index);
         num_samples++;
       }
       input.seqs.push_back(w);
@@ -161,8 +197,11 @@ std::vector<RequestOutput> EngineCore::step() {
       failure = e.what();
     }
     if (!failure.empty()) {
-      // The step's sequences may hold partial cache writes: end their requests.
+      // The step's sequences may hold partial cache writes: end their requests,
+      // and forget the snapshots whose copies the step may not have made.
+      scheduler_->discard(sched);
       for (const ScheduledChunk& c : sched.chunks) fail_request(*c.seq->request, "model execution failed: " + failure);
+      for (Sequence* s : sched.copied_into) fail_request(*s->request, "model execution failed: " + failure);
     } else {
       scheduler_->commit(sched);
       const Clock::time_point now = Clock::now();
@@ -177,6 +216,7 @@ std::vector<RequestOutput> EngineCore::step() {
           continue;
         }
         append_token(*c.seq, sampled, now);
+        if (!c.seq->finished()) jump_forward(*c.seq, now);
       }
     }
   }
@@ -190,7 +230,32 @@ std::vector<RequestOutput> EngineCore::step() {
   return collect_outputs(end);
 }
 
-void EngineCore::append_token(Sequence& seq, const SampledToken& sampled, Clock::time_point now) {
+void EngineCore::jump_forward(Sequence& seq, Clock::time_point now) {
+  Request& req = *seq.request;
+  TokenConstraint* constraint = req.constraint(seq.index);
+  if (!constraint) return;
+  // Forced tokens come without logprobs; a request that asks for them samples every token.
+  if (req.sampling.logprobs) return;
+  const int room = std::min(req.sampling.max_tokens - seq.num_output_tokens(), config_.max_model_len - seq.num_tokens());
+  if (room <= 0) return;
+  std::vector<int32_t> forced;
+  try {
+    forced = constraint->forced_tokens(room);
+  } catch (const std::exception& e) {
+    fail_request(req, std::string("structured output failed: ") + e.what());
+    return;
+  }
+  for (int32_t token : forced) {
+    if (seq.finished()) break;
+    if (token < 0 || token >= vocab_size_) {
+      fail_request(req, fmt::format("structured output forced token id {} outside the vocabulary", token));
+      return;
+    }
+    append_token(seq, SampledToken{token, 0.0f, {}}, now, /*forced=*/true);
+  }
+}
+
+void EngineCore::append_token(Sequence& seq, const SampledToken& sampled, Clock::time_point now, bool forced) {
   Request& req = *seq.request;
   seq.tokens.push_back(sampled.token);
   seq.pending_tokens.push_back(sampled.token);
@@ -211,6 +276,19 @@ void EngineCore::append_token(Sequence& seq, const SampledToken& sampled, Clock:
   }
   seq.last_token_time = now;
   mark_news(req);
+  if (TokenConstraint* constraint = req.constraint(seq.index); constraint && !forced) {
+    bool accepted = false;
+    try {
+      accepted = constraint->accept_token(sampled.token);
+    } catch (const std::exception& e) {
+      fail_request(req, std::string("structured output failed: ") + e.what());
+      return;
+    }
+    if (!accepted) {
+      fail_request(req, fmt::format("structured output: token {} does not fit the grammar", sampled.token));
+      return;
+    }
+  }
   try {
     check_stop(seq, sampled.token);
   } catch (const std::exception& e) {
@@ -262,6 +340,7 @@ std::vector<RequestOutput> EngineCore::collect_outputs(Clock::time_point now) {
     RequestOutput out;
     out.request_id = req->id;
     out.num_prompt_tokens = req->num_prompt_tokens();
+    out.num_cached_tokens = req->num_cached_tokens;
     out.finished = req->finished();
     out.error_message = req->error_message;
     for (auto& seq_ptr : req->seqs) {
@@ -341,10 +420,12 @@ void EngineCore::log_stats_if_due() {
   const double gen_tps = static_cast<double>(s.generation_tokens - last_log_generation_tokens_) / elapsed;
   const bool idle = prompt_tps == 0 && gen_tps == 0 && s.num_requests_running == 0 && s.num_requests_waiting == 0;
   const auto level = idle ? spdlog::level::debug : spdlog::level::info;
+  const double hit_rate = recent_queries_ > 0 ? 100.0 * static_cast<double>(recent_hits_) / recent_queries_ : 0.0;
   spdlog::log(level,
               "Engine 000: Avg prompt throughput: {:.1f} tokens/s, Avg generation throughput: {:.1f} tokens/s, "
-              "Running: {} reqs, Waiting: {} reqs, GPU KV cache usage: {:.1f}%, Prefix cache hit rate: 0.0%",
-              prompt_tps, gen_tps, s.num_requests_running, s.num_requests_waiting, s.kv_cache_usage * 100.0);
+              "Running: {} reqs, Waiting: {} reqs, GPU KV cache usage: {:.1f}%, Prefix cache hit rate: {:.1f}%",
+              prompt_tps, gen_tps, s.num_requests_running, s.num_requests_waiting, s.kv_cache_usage * 100.0,
+              hit_rate);
   last_log_time_ = now;
   last_log_prompt_tokens_ = s.prompt_tokens;
   last_log_generation_tokens_ = s.generation_tokens;

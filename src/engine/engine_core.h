@@ -5,6 +5,7 @@
 // directly. Only validate() and stats() may be called from other threads.
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -39,6 +40,8 @@ class EngineCore {
   void abort_request(const std::string& request_id);
   // Finishes every live request with `reason` (shutdown, engine failure).
   void finish_all(FinishReason reason, const std::string& message = {});
+  // Forgets every cached prefix; see Scheduler::reset_prefix_cache.
+  bool reset_prefix_cache(bool reset_running_requests);
 
   // One engine step; the outputs of every request with news.
   std::vector<RequestOutput> step();
@@ -52,7 +55,11 @@ class EngineCore {
   void log_stats_if_due();
 
  private:
-  void append_token(Sequence& seq, const SampledToken& sampled, Clock::time_point now);
+  // forced: the token came from the constraint's jump-forward (already accepted by it).
+  void append_token(Sequence& seq, const SampledToken& sampled, Clock::time_point now, bool forced = false);
+  // Appends the tokens the choice's constraint forces next (no forward pass
+  // needed to choose them; the next step computes them as one chunk).
+  void jump_forward(Sequence& seq, Clock::time_point now);
   // Checks the stop conditions after a token was appended; finishes the choice if one holds.
   void check_stop(Sequence& seq, int32_t token);
   void mark_news(Request& req);
@@ -76,6 +83,11 @@ class EngineCore {
   Clock::time_point last_log_time_;
   uint64_t last_log_prompt_tokens_ = 0;
   uint64_t last_log_generation_tokens_ = 0;
+  // The prefix cache hit rate of the log line: over the most recent
+  // lookups (requests), as vLLM reports it.
+  void observe_prefix_lookups(const std::vector<PrefixLookup>& lookups);
+  std::deque<PrefixLookup> recent_lookups_;
+  int64_t recent_queries_ = 0, recent_hits_ = 0;
 };
 
 }  // namespace hyllm

@@ -53,8 +53,10 @@ struct EngineStats {
   uint64_t num_preemptions = 0;     // vllm:num_preemptions_total
   uint64_t prompt_tokens = 0;       // vllm:prompt_tokens_total (tokens of admitted prompts)
   uint64_t generation_tokens = 0;   // vllm:generation_tokens_total
-  uint64_t prefix_cache_queries = 0;  // vllm:prefix_cache_queries_total (no prefix cache yet: 0)
-  uint64_t prefix_cache_hits = 0;     // vllm:prefix_cache_hits_total
+  // Prompt tokens looked up in the prefix cache at each request's first
+  // admission, and those found (vllm:prefix_cache_queries_total, _hits_total).
+  uint64_t prefix_cache_queries = 0;
+  uint64_t prefix_cache_hits = 0;
   // vllm:request_success_total{finished_reason=...}, indexed by FinishReason,
   // counted per choice (vLLM's n children are requests of their own).
   std::array<uint64_t, kNumFinishReasons> request_finished{};

@@ -19,8 +19,11 @@
 //  - a sequence appears at most once per step; a seq_id is never reused.
 //
 // StepInput's copies run before the forward, in the order listed: they are
-// how n > 1 choices fork from one computed prompt (state slot copies) and how
-// a shared partially filled KV block is made private (copy on write).
+// how n > 1 choices fork from one computed prompt (state slot copies), how
+// a shared partially filled KV block is made private (copy on write), and
+// how the prefix cache saves and restores GDN state snapshots and copies a
+// cached partial block. A step may hold copies and no sequences: then only
+// the copies run.
 
 #include <cstdint>
 #include <span>
@@ -28,6 +31,7 @@
 #include <vector>
 
 #include "engine/sampling_params.h"
+#include "engine/token_constraint.h"
 
 namespace hyllm {
 
@@ -60,6 +64,9 @@ struct SeqWork {
   std::span<const int32_t> banned_token_ids;  // masked to -inf (EOS and stop ids before min_tokens)
   uint64_t seed = 0;                     // per choice: request seed (+ choice index), or drawn by the engine
   uint64_t sample_index = 0;             // tokens this choice sampled before: the RNG counter
+  // Structured output: the executor asks it for the allowed tokens (while
+  // the forward runs) and samples only among them. Null: unconstrained.
+  TokenConstraint* constraint = nullptr;
 };
 
 struct StepInput {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/engine_client.h"
+#include "engine/kv/block_hash.h"
 #include "engine/sampling_params.h"
 
 namespace hyllm {
@@ -31,6 +32,11 @@ struct Sequence {
   int num_computed_tokens = 0;      // tokens whose KV and state are in the cache
   std::vector<int32_t> block_table; // covers positions [0, num_computed_tokens)
   int32_t state_slot = -1;
+  // Prefix caching: the chained hashes of the full blocks of `tokens` seen
+  // so far, and where the cached KV blocks found at admission end when the
+  // cached state stops short of it (a chunk ends there to save the state).
+  std::vector<BlockHash> block_hashes;
+  int cached_block_end = 0;
   SeqStatus status = SeqStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
   StopReason stop_reason;
@@ -60,6 +66,9 @@ struct Request {
   std::string error_message;
   uint64_t base_seed = 0;                       // choice i samples with base_seed + i
   std::vector<int32_t> min_tokens_banned;       // EOS (unless ignore_eos) and stop ids
+  std::vector<std::shared_ptr<TokenConstraint>> constraints;  // per choice, or empty
+  int num_cached_tokens = 0;                    // prompt tokens served from the prefix cache
+  bool admitted_once = false;                   // its prefix lookup is counted
 
   // Timing for the metrics.
   Clock::time_point arrival_time{};
@@ -70,6 +79,9 @@ struct Request {
   bool has_news = false;                        // listed for the next outputs
 
   int n() const { return sampling.n; }
+  TokenConstraint* constraint(int choice) const {
+    return constraints.empty() ? nullptr : constraints[static_cast<size_t>(choice)].get();
+  }
   int num_prompt_tokens() const { return seqs.front()->num_prompt_tokens; }
   bool finished() const { return num_finished == n(); }
   // Choice 0 before the fork stops short of the last prompt token.

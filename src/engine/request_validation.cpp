@@ -25,6 +25,14 @@ void EngineCore::validate(const EngineRequest& request) const {
     if (t < 0 || t >= vocab_size_) invalid_request("Token id {} is out of vocabulary (vocab size {})", t, vocab_size_);
   }
   if (s.n < 1) invalid_request("n must be at least 1, got {}.", s.n);
+  if (!request.constraints.empty()) {
+    if (static_cast<int>(request.constraints.size()) != s.n) {
+      invalid_request("{} structured-output constraints for n = {}", request.constraints.size(), s.n);
+    }
+    for (const auto& c : request.constraints) {
+      if (!c) invalid_request("a structured-output constraint is missing");
+    }
+  }
   if (s.max_tokens < 1) invalid_request("max_tokens must be at least 1, got {}.", s.max_tokens);
   if (s.min_tokens < 0) invalid_request("min_tokens must be greater than or equal to 0, got {}.", s.min_tokens);
   if (s.min_tokens > s.max_tokens) {

@@ -141,24 +141,42 @@ void apply_temperature_and_masks(std::span<float> logits, const SamplingParams& 
   }
 }
 
-SampledToken Sampler::sample(std::span<const float> logits, const SeqWork& work) {
+void apply_token_bitmask(std::span<float> logits, std::span<const uint32_t> allowed) {
+  HYLLM_CHECK(allowed.size() * 32 >= logits.size(), "token bitmask of {} words for {} logits", allowed.size(),
+              logits.size());
+  for (size_t w = 0; w * 32 < logits.size(); ++w) {
+    const uint32_t bits = allowed[w];
+    if (bits == 0xffffffffu) continue;
+    const size_t end = std::min(logits.size(), w * 32 + 32);
+    for (size_t i = w * 32; i < end; ++i) {
+      if (!((bits >> (i - w * 32)) & 1u)) logits[i] = kNegInf;
+    }
+  }
+}
+
+SampledToken Sampler::sample(std::span<const float> logits, const SeqWork& work, std::span<const uint32_t> allowed) {
   HYLLM_CHECK(work.sampling != nullptr, "sample without sampling params (seq {})", work.seq_id);
   HYLLM_CHECK(!logits.empty(), "empty logits row");
   const SamplingParams& p = *work.sampling;
   const size_t vocab = logits.size();
   SampledToken result;
 
-  // 1. Raw logprobs, before anything changes the logits.
-  const int num_top = p.logprobs.value_or(-1);
-  if (num_top >= 0) log_softmax(logits, probs_);
-
-  // 2-3. Bans and penalties on a copy.
+  // 0. The structured-output mask, on a copy.
   work_logits_.assign(logits.begin(), logits.end());
+  if (!allowed.empty()) apply_token_bitmask(work_logits_, allowed);
+
+  // 1. Raw logprobs, before anything else changes the logits.
+  const int num_top = p.logprobs.value_or(-1);
+  if (num_top >= 0) log_softmax(work_logits_, probs_);
+
+  // 2-3. Bans and penalties.
   apply_bans_and_penalties(work_logits_, work, order_);
 
   if (p.temperature < kGreedyTemperature) {
     // 4. Greedy.
     result.token = argmax(work_logits_);
+    HYLLM_CHECK(allowed.empty() || work_logits_[static_cast<size_t>(result.token)] > kNegInf,
+                "every token is masked (seq {})", work.seq_id);
   } else {
     // 5. Temperature and the masks.
     apply_temperature_and_masks(work_logits_, p, order_);

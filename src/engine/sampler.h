@@ -4,6 +4,9 @@
 // allocations), so a token depends on nothing else in the batch.
 //
 // Order of operations (vLLM V1's sampler):
+//  0. a structured-output bitmask, when given, sets every token it does not
+//     allow to -inf first (vLLM applies it to the logits before its sampler,
+//     so logprobs see it too);
 //  1. logprobs, when asked, come from log_softmax of the raw logits (vLLM's
 //     default logprobs_mode "raw_logprobs"): penalties, temperature and the
 //     top-k/top-p/min-p masks do not change them;
@@ -30,6 +33,8 @@ namespace hyllm {
 // The uniform draw of step 6, exposed for tests and device samplers.
 double sampler_uniform(uint64_t seed, uint64_t sample_index);
 
+// Step 0 in place.
+void apply_token_bitmask(std::span<float> logits, std::span<const uint32_t> allowed);
 // Steps 2-3 in place. `scratch` only saves allocations.
 void apply_bans_and_penalties(std::span<float> logits, const SeqWork& work, std::vector<int32_t>& scratch);
 // Step 5 in place (temperature must be >= 1e-5): masked tokens become -inf.
@@ -38,8 +43,10 @@ void apply_temperature_and_masks(std::span<float> logits, const SamplingParams& 
 
 class Sampler {
  public:
-  // logits.size() is the vocab size; work.sampling must be set.
-  SampledToken sample(std::span<const float> logits, const SeqWork& work);
+  // logits.size() is the vocab size; work.sampling must be set. allowed:
+  // empty, or the structured-output bitmask of step 0
+  // (engine/token_constraint.h), at least bitmask_words(vocab) words.
+  SampledToken sample(std::span<const float> logits, const SeqWork& work, std::span<const uint32_t> allowed = {});
 
  private:
   std::vector<float> work_logits_;

@@ -7,7 +7,10 @@
 namespace hyllm {
 
 Scheduler::Scheduler(const EngineConfig& config, int num_blocks, int num_state_slots)
-    : config_(config), blocks_(num_blocks), slots_(num_state_slots) {}
+    : config_(config),
+      cache_(num_blocks, config.block_size, num_state_slots, config.enable_prefix_caching),
+      blocks_(cache_.blocks()),
+      slots_(cache_.slots()) {}
 
 void Scheduler::add_request(Request& request) {
   HYLLM_CHECK(request.seqs.size() == 1, "a new request has one sequence, got {}", request.seqs.size());
@@ -18,6 +21,23 @@ void Scheduler::add_request(Request& request) {
 
 int Scheduler::target_tokens(const Sequence& seq) const {
   return seq.request->awaiting_fork() ? seq.request->fork_point() : seq.num_tokens();
+}
+
+int Scheduler::chunk_tokens(const Sequence& seq, int budget) const {
+  const int start = seq.num_computed_tokens;
+  const int target = target_tokens(seq);
+  int end = std::min(target, start + budget);
+  if (!cache_.caching() || end <= start) return end - start;
+  const int bs = config_.block_size;
+  const auto round_down = [bs](int n) { return n / bs * bs; };
+  if (seq.cached_block_end > start && seq.cached_block_end < end) {
+    end = seq.cached_block_end;                 // save the state where the cached blocks end
+  } else if (end == target) {
+    if (round_down(target) > start && target - start > 1) end = round_down(target);  // the prompt's last boundary
+  } else if (round_down(end) > start) {
+    end = round_down(end);                      // a budget-cut chunk ends on a boundary
+  }
+  return end - start;
 }
 
 bool Scheduler::allocate_blocks(Sequence& seq, int num_new, SchedulerOutput& out) {
@@ -41,12 +61,20 @@ bool Scheduler::allocate_blocks(Sequence& seq, int num_new, SchedulerOutput& out
   return true;
 }
 
-void Scheduler::release_resources(Sequence& seq) {
-  for (int32_t b : seq.block_table) blocks_.release(b);
+void Scheduler::release_resources(Sequence& seq, bool keep_state) {
+  const int bs = config_.block_size;
+  const int computed = seq.num_computed_tokens;
+  if (keep_state && seq.state_slot >= 0 && computed > 0 && cache_.caching()) {
+    const int32_t tail = computed % bs != 0 ? seq.block_table[static_cast<size_t>(computed / bs)] : -1;
+    if (cache_.keep_state(seq.tokens, computed, seq.state_slot, tail, seq.block_hashes)) seq.state_slot = -1;
+  }
+  // Last blocks first: they join the free queue first and are evicted first.
+  for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) blocks_.release(*it);
   seq.block_table.clear();
   if (seq.state_slot >= 0) slots_.release(seq.state_slot);
   seq.state_slot = -1;
   seq.num_computed_tokens = 0;
+  seq.cached_block_end = 0;
   Request& req = *seq.request;
   if (seq.index == 0 && req.awaiting_fork()) {
     for (int32_t s : req.reserved_slots) slots_.release(s);
@@ -55,14 +83,13 @@ void Scheduler::release_resources(Sequence& seq) {
   }
 }
 
-void Scheduler::preempt(Sequence& victim, SchedulerOutput& out) {
+void Scheduler::preempt(Sequence& victim, std::vector<int64_t>& left_ids) {
   HYLLM_CHECK(!running_.empty() && running_.back() == &victim, "preempting a sequence that is not the newest");
   running_.pop_back();
-  release_resources(victim);
-  out.finished_seq_ids.push_back(victim.seq_id);
+  release_resources(victim, /*keep_state=*/true);
+  left_ids.push_back(victim.seq_id);
   victim.status = SeqStatus::kWaiting;
   waiting_.push_front(&victim);
-  out.num_preempted++;
   num_preemptions_++;
 }
 
@@ -80,9 +107,13 @@ void Scheduler::fork(size_t parent_pos, SchedulerOutput& out) {
     child->num_prompt_tokens = parent.num_prompt_tokens;
     child->num_computed_tokens = parent.num_computed_tokens;
     child->block_table = parent.block_table;
+    child->block_hashes = parent.block_hashes;
     for (int32_t b : child->block_table) blocks_.add_ref(b);
     child->state_slot = req.reserved_slots[static_cast<size_t>(c - 1)];
-    if (parent.num_computed_tokens > 0) out.state_slot_copies.emplace_back(parent.state_slot, child->state_slot);
+    if (parent.num_computed_tokens > 0) {
+      out.state_slot_copies.emplace_back(parent.state_slot, child->state_slot);
+      out.copied_into.push_back(child.get());
+    }
     child->status = SeqStatus::kRunning;
     child->seed = req.base_seed + static_cast<uint64_t>(c);
     children.push_back(child.get());
@@ -94,21 +125,69 @@ void Scheduler::fork(size_t parent_pos, SchedulerOutput& out) {
   running_.insert(running_.begin() + static_cast<std::ptrdiff_t>(parent_pos) + 1, children.begin(), children.end());
 }
 
+bool Scheduler::take_prefix_hit(Sequence& seq, const PrefixHit& hit, int num_new, SchedulerOutput& out) {
+  const int bs = config_.block_size;
+  const int h = hit.num_tokens;
+  // Hold the hit's blocks first, so that allocating the others cannot evict them.
+  for (int32_t b : hit.blocks) blocks_.add_ref(b);
+  if (hit.tail_block >= 0) blocks_.add_ref(hit.tail_block);
+  const int shared = static_cast<int>(hit.blocks.size());
+  if (blocks_.num_free() < (h + num_new + bs - 1) / bs - shared) {
+    for (int32_t b : hit.blocks) blocks_.release(b);
+    if (hit.tail_block >= 0) blocks_.release(hit.tail_block);
+    return false;
+  }
+  slots_.touch(hit.snapshot_slot);
+  seq.block_table = hit.blocks;
+  if (hit.tail_block >= 0) {
+    const int32_t own = blocks_.allocate();
+    out.kv_block_copies.emplace_back(hit.tail_block, own);
+    seq.block_table.push_back(own);
+    blocks_.release(hit.tail_block);
+  }
+  seq.num_computed_tokens = h;
+  return true;
+}
+
 bool Scheduler::admit_head(int& budget, SchedulerOutput& out) {
   Sequence& seq = *waiting_.front();
   Request& req = *seq.request;
   const bool reserve = seq.index == 0 && req.awaiting_fork();
   const int slots_needed = reserve ? req.n() : 1;
   if (static_cast<int>(running_.size()) + num_reserved_slots_ + slots_needed > config_.max_num_seqs) return false;
-  if (slots_.num_free() < slots_needed) return false;
-  const int num_new = std::min(target_tokens(seq) - seq.num_computed_tokens, budget);
-  if (num_new > 0 && !allocate_blocks(seq, num_new, out)) return false;
+  if (slots_.num_available() < slots_needed) return false;
+
+  // At least the last token is computed: its logits are sampled.
+  const PrefixHit hit = cache_.find(seq.tokens, seq.num_tokens() - 1, seq.block_hashes);
+  seq.num_computed_tokens = hit.num_tokens;
+  seq.cached_block_end = hit.cached_block_tokens > hit.num_tokens ? hit.cached_block_tokens : 0;
+  const int num_new = chunk_tokens(seq, budget);
+  seq.num_computed_tokens = 0;
+  const bool fits = hit.num_tokens > 0 ? take_prefix_hit(seq, hit, num_new, out)
+                                       : num_new == 0 || allocate_blocks(seq, num_new, out);
+  if (!fits) {
+    seq.cached_block_end = 0;
+    return false;
+  }
+  if (hit.num_tokens > 0 && num_new > 0) {
+    HYLLM_CHECK(allocate_blocks(seq, num_new, out), "blocks for a prefix hit were counted free");
+  }
 
   waiting_.pop_front();
   seq.state_slot = slots_.allocate();
+  if (hit.num_tokens > 0) {
+    // (The same slot: the snapshot was the only one to evict, and its state is already there.)
+    if (hit.snapshot_slot != seq.state_slot) out.state_slot_copies.emplace_back(hit.snapshot_slot, seq.state_slot);
+    out.copied_into.push_back(&seq);
+  }
   if (reserve) {
     for (int i = 1; i < req.n(); ++i) req.reserved_slots.push_back(slots_.allocate());
     num_reserved_slots_ += req.n() - 1;
+  }
+  if (!req.admitted_once) {
+    req.admitted_once = true;
+    req.num_cached_tokens = hit.num_tokens;
+    if (cache_.caching()) out.prefix_lookups.push_back({seq.num_prompt_tokens, hit.num_tokens});
   }
   seq.seq_id = next_seq_id_++;
   seq.status = SeqStatus::kRunning;
@@ -118,8 +197,9 @@ bool Scheduler::admit_head(int& budget, SchedulerOutput& out) {
                           seq.num_computed_tokens + num_new == seq.num_tokens() && !req.awaiting_fork()});
     budget -= num_new;
   } else {
-    // A one-token prompt with n > 1 forks before computing anything; the
-    // choices start with the next step.
+    // A prompt whose tokens but the last are all cached (or a one-token
+    // prompt) with n > 1 forks before computing anything; the choices
+    // start with the next step.
     fork(running_.size() - 1, out);
   }
   return true;
@@ -129,17 +209,25 @@ SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   out.finished_seq_ids = std::move(left_running_);
   left_running_.clear();
+  // The states saved at the end of the previous step, before anything else.
+  for (const PendingSave& p : pending_saves_) {
+    if (!slots_.is_snapshot(p.dst) || slots_.generation(p.dst) != p.generation) continue;  // evicted since
+    out.state_slot_copies.emplace_back(p.src, p.dst);
+    out.snapshot_saves.push_back({p.dst, p.generation});
+  }
+  pending_saves_.clear();
   int budget = config_.max_num_batched_tokens;
 
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence& seq = *running_[i];
     if (seq.request->awaiting_fork() && seq.num_computed_tokens == seq.request->fork_point()) fork(i, out);
-    const int num_new = std::min(target_tokens(seq) - seq.num_computed_tokens, budget);
+    const int num_new = chunk_tokens(seq, budget);
     HYLLM_CHECK(num_new > 0, "running sequence {} has nothing to compute", seq.seq_id);
     bool preempted_self = false;
     while (!allocate_blocks(seq, num_new, out)) {
       Sequence& victim = *running_.back();
-      preempt(victim, out);
+      preempt(victim, out.finished_seq_ids);
+      out.num_preempted++;
       if (&victim == &seq) {
         preempted_self = true;
         break;
@@ -160,11 +248,47 @@ SchedulerOutput Scheduler::schedule() {
   return out;
 }
 
+void Scheduler::queue_snapshot_save(Sequence& seq, int num_tokens) {
+  const int32_t dst = cache_.save_snapshot(seq.tokens, num_tokens, seq.block_hashes);
+  if (dst >= 0) pending_saves_.push_back({seq.state_slot, dst, slots_.generation(dst)});
+}
+
 void Scheduler::commit(const SchedulerOutput& output) {
+  const int bs = config_.block_size;
   for (const ScheduledChunk& c : output.chunks) {
-    HYLLM_CHECK(c.seq->num_computed_tokens == c.start_pos, "sequence {} changed during its step", c.seq->seq_id);
-    c.seq->num_computed_tokens += c.num_tokens;
+    Sequence& seq = *c.seq;
+    HYLLM_CHECK(seq.num_computed_tokens == c.start_pos, "sequence {} changed during its step", seq.seq_id);
+    const int end = c.start_pos + c.num_tokens;
+    seq.num_computed_tokens = end;
+    if (!cache_.caching()) continue;
+    cache_.cache_full_blocks(seq.tokens, seq.block_table, c.start_pos / bs, end / bs, seq.block_hashes);
+    if (seq.cached_block_end <= end) seq.cached_block_end = 0;
+    // A decode step's state is kept when the sequence ends, not at every boundary.
+    const bool decode = c.num_tokens == 1 && end == seq.num_tokens() && seq.num_output_tokens() > 0;
+    if (end % bs == 0 && !decode) queue_snapshot_save(seq, end);
   }
+}
+
+void Scheduler::discard(const SchedulerOutput& output) {
+  for (const SnapshotSave& s : output.snapshot_saves) {
+    if (slots_.is_snapshot(s.slot) && slots_.generation(s.slot) == s.generation) slots_.drop(s.slot);
+  }
+}
+
+bool Scheduler::reset_prefix_cache(bool preempt_running) {
+  if (!running_.empty() && !preempt_running) return false;
+  while (!running_.empty()) {
+    Sequence& victim = *running_.back();
+    running_.pop_back();
+    release_resources(victim, /*keep_state=*/false);
+    left_running_.push_back(victim.seq_id);
+    victim.status = SeqStatus::kWaiting;
+    waiting_.push_front(&victim);
+    num_preemptions_++;
+  }
+  pending_saves_.clear();
+  cache_.reset();
+  return true;
 }
 
 void Scheduler::finish(Sequence& seq, FinishReason reason) {
@@ -178,7 +302,8 @@ void Scheduler::finish(Sequence& seq, FinishReason reason) {
     auto it = std::find(waiting_.begin(), waiting_.end(), &seq);
     if (it != waiting_.end()) waiting_.erase(it);
   }
-  release_resources(seq);
+  // A failed step may have written past the computed tokens: keep nothing.
+  release_resources(seq, /*keep_state=*/reason != FinishReason::kError);
   seq.status = SeqStatus::kFinished;
   seq.finish_reason = reason;
   seq.pending_finish = true;

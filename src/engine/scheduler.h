@@ -17,6 +17,21 @@
 // (reference counts) and copy its state slot, and every choice computes the
 // last prompt token itself and samples. A shared partially filled block is
 // copied before it is written (copy on write).
+//
+// Prefix caching (kv/kv_cache_manager.h): an admitted sequence starts after
+// the longest prefix whose KV blocks and GDN state snapshot are cached; it
+// shares the full blocks, copies the snapshot into its live slot and a
+// partial tail block into a block of its own. Snapshots are saved where a
+// sequence passes a block boundary at the end of a step: a chunk cut short
+// by the budget ends on a block boundary, the last chunk of a prompt stops
+// at the prompt's last block boundary (its few remaining tokens run in the
+// next step), and a sequence whose cached KV blocks reach further than the
+// cached state ends a chunk where those blocks end, so that the next request
+// with that prefix hits it all. A sequence that finishes or is preempted
+// keeps its live slot as a snapshot at its computed length. The copies a
+// step needs run before its forward, in the order listed: snapshot saves of
+// the previous step first, then restores, copies on write and forks, so a
+// slot or block reused within the step is read before it is overwritten.
 
 #include <cstdint>
 #include <deque>
@@ -24,7 +39,7 @@
 #include <vector>
 
 #include "engine/engine_config.h"
-#include "engine/kv/block_pool.h"
+#include "engine/kv/kv_cache_manager.h"
 #include "engine/request.h"
 
 namespace hyllm {
@@ -36,14 +51,32 @@ struct ScheduledChunk {
   bool sample = false;   // the chunk ends at the sequence's last token
 };
 
+// A snapshot whose state copy is in this step: undone when the step fails.
+struct SnapshotSave {
+  int32_t slot = -1;
+  uint64_t generation = 0;
+};
+
+// One prefix-cache lookup at a request's first admission.
+struct PrefixLookup {
+  int num_prompt_tokens = 0;
+  int num_cached_tokens = 0;
+};
+
 struct SchedulerOutput {
   std::vector<ScheduledChunk> chunks;
   std::vector<std::pair<int32_t, int32_t>> kv_block_copies;
   std::vector<std::pair<int32_t, int32_t>> state_slot_copies;
   std::vector<int64_t> finished_seq_ids;  // left the running set since the last step
+  std::vector<SnapshotSave> snapshot_saves;
+  std::vector<PrefixLookup> prefix_lookups;
+  // Sequences whose cache this step's copies fill (prefix hits, forks): if
+  // the step fails they fail too, scheduled or not.
+  std::vector<Sequence*> copied_into;
   int num_preempted = 0;
   int num_scheduled_tokens = 0;
-  bool empty() const { return chunks.empty(); }
+  // Nothing to compute and nothing to copy: the executor is not called.
+  bool empty() const { return chunks.empty() && kv_block_copies.empty() && state_slot_copies.empty(); }
 };
 
 class Scheduler {
@@ -53,8 +86,14 @@ class Scheduler {
   // Queues choice 0 of a new request (FCFS).
   void add_request(Request& request);
   SchedulerOutput schedule();
-  // After the step ran: the scheduled tokens are now in the cache.
+  // After the step ran: the scheduled tokens are now in the cache; caches
+  // the blocks they filled and queues state snapshots at block boundaries.
   void commit(const SchedulerOutput& output);
+  // After the step failed: forgets the snapshots whose copies it held.
+  void discard(const SchedulerOutput& output);
+  // Forgets every cached prefix (POST /reset_prefix_cache). Refused (false)
+  // while sequences run, unless preempt_running, which preempts them first.
+  bool reset_prefix_cache(bool preempt_running);
   // Frees the sequence's blocks and slot and takes it out of the queues.
   void finish(Sequence& seq, FinishReason reason);
   // Finishes every unfinished choice of the request with `reason`.
@@ -64,26 +103,44 @@ class Scheduler {
   int num_waiting_seqs() const { return static_cast<int>(waiting_.size()); }
   bool has_unfinished() const { return !running_.empty() || !waiting_.empty(); }
   uint64_t num_preemptions() const { return num_preemptions_; }
-  const BlockPool& block_pool() const { return blocks_; }
-  const StateSlotPool& slot_pool() const { return slots_; }
+  const BlockPool& block_pool() const { return cache_.blocks(); }
+  const StateSlotPool& slot_pool() const { return cache_.slots(); }
+  const KvCacheManager& cache() const { return cache_; }
+  // Snapshot copies queued for the next step.
+  int num_pending_saves() const { return static_cast<int>(pending_saves_.size()); }
   const std::vector<Sequence*>& running() const { return running_; }
   const std::deque<Sequence*>& waiting() const { return waiting_; }
 
  private:
   // Tokens this sequence should have computed after its next chunks.
   int target_tokens(const Sequence& seq) const;
+  // Tokens of its next chunk within `budget` (>= 1 when budget >= 1 and it has any left).
+  int chunk_tokens(const Sequence& seq, int budget) const;
   // Blocks (and a copy on write) for num_new more tokens; false if not enough free.
   bool allocate_blocks(Sequence& seq, int num_new, SchedulerOutput& out);
-  void release_resources(Sequence& seq);
-  void preempt(Sequence& victim, SchedulerOutput& out);
+  // Frees the sequence's blocks and slot; keep_state leaves its state as a snapshot.
+  void release_resources(Sequence& seq, bool keep_state);
+  void preempt(Sequence& victim, std::vector<int64_t>& left_ids);
+  // Takes the prefix hit of a sequence being admitted: shares its blocks and
+  // queues the copies; false (nothing changed) when the blocks for the hit
+  // and `num_new` more tokens are not free.
+  bool take_prefix_hit(Sequence& seq, const PrefixHit& hit, int num_new, SchedulerOutput& out);
+  void queue_snapshot_save(Sequence& seq, int num_tokens);
   // Creates choices 1..n-1 right after running_[parent_pos].
   void fork(size_t parent_pos, SchedulerOutput& out);
   // Admits the head of the waiting queue; false when it does not fit now.
   bool admit_head(int& budget, SchedulerOutput& out);
 
+  struct PendingSave {
+    int32_t src = -1, dst = -1;
+    uint64_t generation = 0;
+  };
+
   EngineConfig config_;
-  BlockPool blocks_;
-  StateSlotPool slots_;
+  KvCacheManager cache_;
+  BlockPool& blocks_;
+  StateSlotPool& slots_;
+  std::vector<PendingSave> pending_saves_;
   std::vector<Sequence*> running_;  // admission order: the back is the newest
   std::deque<Sequence*> waiting_;
   int num_reserved_slots_ = 0;      // held by unforked n > 1 requests

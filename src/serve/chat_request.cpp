@@ -7,6 +7,7 @@
 
 #include "serve/api_error.h"
 #include "serve/limits.h"
+#include "serve/structured_request.h"
 
 namespace hyllm::serve {
 namespace {
@@ -102,6 +103,11 @@ Json normalize_messages(const Json& messages) {
     } else if (!content->is_string()) {
       throw bad_request(fmt::format("messages[{}].content must be a string or a list of parts", i), "messages");
     }
+    // Templates read an earlier turn's reasoning as reasoning_content; vLLM's
+    // newer name for it is reasoning. Either reaches the template.
+    if (auto r = m.find("reasoning"); r != m.end() && r->is_string() && !m.contains("reasoning_content")) {
+      msg["reasoning_content"] = *r;
+    }
     if (auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null()) {
       msg["tool_calls"] = normalize_tool_calls(*calls, i);
     }
@@ -125,6 +131,13 @@ Json validate_tools(const Json* tools, const Json* tool_choice) {
       if (tool.contains("type") && tool["type"] != "function") {
         throw bad_request("only tools of type `function` are supported", "tools");
       }
+      const Json& fn = tool["function"];
+      if (fn["name"].get_ref<const std::string&>().empty()) throw bad_request("a tool's name must not be empty", "tools");
+      if (auto params = fn.find("parameters"); params != fn.end() && !params->is_null() && !params->is_object()) {
+        throw bad_request(fmt::format("tool `{}`: `parameters` must be a JSON schema object",
+                                      fn["name"].get<std::string>()),
+                          "tools");
+      }
     }
   }
   if (!tool_choice) return tools ? *tools : Json();
@@ -133,10 +146,7 @@ Json validate_tools(const Json* tools, const Json* tool_choice) {
     if (choice == "none") return tools ? *tools : Json();
     if (!tools) throw bad_request("When using `tool_choice`, `tools` must be set.", "tool_choice");
     if (choice == "auto") return *tools;
-    if (choice == "required") {
-      throw bad_request("tool_choice `required` needs constrained decoding, which hyllm does not support yet",
-                        "tool_choice");
-    }
+    if (choice == "required") return *tools;
     throw bad_request(fmt::format("Invalid tool_choice `{}`", choice), "tool_choice");
   }
   if (!tool_choice->is_object()) throw bad_request("`tool_choice` must be a string or an object", "tool_choice");
@@ -149,8 +159,22 @@ Json validate_tools(const Json* tools, const Json* tool_choice) {
   bool found = false;
   for (const auto& tool : *tools) found = found || tool["function"]["name"] == name;
   if (!found) throw bad_request(fmt::format("Tool '{}' has not been passed in `tools`.", name), "tool_choice");
-  throw bad_request("a named tool_choice needs constrained decoding, which hyllm does not support yet",
-                    "tool_choice");
+  return *tools;
+}
+
+ToolChoice parse_tool_choice(const Json* tools, const Json* tool_choice) {
+  ToolChoice c;
+  if (!tools) return c;
+  c.mode = ToolChoice::kAuto;
+  if (!tool_choice) return c;
+  if (tool_choice->is_string()) {
+    const auto& s = tool_choice->get_ref<const std::string&>();
+    c.mode = s == "none" ? ToolChoice::kNone : s == "required" ? ToolChoice::kRequired : ToolChoice::kAuto;
+    return c;
+  }
+  c.mode = ToolChoice::kNamed;
+  c.name = (*tool_choice)["function"]["name"].get<std::string>();
+  return c;
 }
 
 Json template_kwargs(const Json* kwargs) {
@@ -175,6 +199,8 @@ ChatRequest parse_chat_request(const Json& body) {
   if (!messages) throw bad_request("`messages` is required", "messages");
   req.messages = normalize_messages(*messages);
   req.tools = validate_tools(r.array("tools"), r.get("tool_choice"));
+  req.tool_choice = parse_tool_choice(r.array("tools"), r.get("tool_choice"));
+  req.parallel_tool_calls = r.boolean("parallel_tool_calls").value_or(true);
   req.add_generation_prompt = r.boolean("add_generation_prompt").value_or(true);
   req.continue_final_message = r.boolean("continue_final_message").value_or(false);
   if (req.add_generation_prompt && req.continue_final_message) {
@@ -189,22 +215,7 @@ ChatRequest parse_chat_request(const Json& body) {
   req.add_special_tokens = r.boolean("add_special_tokens").value_or(false);
   req.chat_template_kwargs = template_kwargs(r.object("chat_template_kwargs"));
   req.chat_template = r.string("chat_template");
-  if (const auto* fmt_field = r.object("response_format")) {
-    FieldReader f(*fmt_field);
-    auto type = f.string("type").value_or("text");
-    if (type == "json_schema") {
-      const auto* schema = f.object("json_schema");
-      if (!schema || !schema->contains("schema")) {
-        throw bad_request("response_format of type json_schema needs `json_schema.schema`", "response_format");
-      }
-    }
-    if (type != "text") {
-      throw bad_request(fmt::format("response_format `{}` needs constrained decoding, which hyllm does not "
-                                    "support yet",
-                                    type),
-                        "response_format");
-    }
-  }
+  req.structured = parse_structured_output(r);
 
   req.sampling = parse_sampling_request(r);
   bool logprobs = r.boolean("logprobs").value_or(false);

@@ -9,13 +9,22 @@
 #include <string>
 
 #include "serve/sampling_request.h"
+#include "structured/grammar_compiler.h"
 
 namespace hyllm::serve {
+
+struct ToolChoice {
+  enum Mode { kNone, kAuto, kRequired, kNamed } mode = kNone;  // kAuto when tools are given
+  std::string name;                                          // kNamed: the function
+};
 
 struct ChatRequest {
   std::optional<std::string> model;
   Json messages = Json::array();
   Json tools;  // null when absent
+  ToolChoice tool_choice;
+  bool parallel_tool_calls = true;
+  std::optional<structured::GrammarSpec> structured;  // response_format / structured_outputs
   bool add_generation_prompt = true;
   bool continue_final_message = false;
   bool echo = false;
@@ -31,6 +40,8 @@ ChatRequest parse_chat_request(const Json& body);
 Json normalize_messages(const Json& messages);
 // tools and tool_choice; returns the tools to render (null when none).
 Json validate_tools(const Json* tools, const Json* tool_choice);
+// tool_choice as validate_tools accepted it.
+ToolChoice parse_tool_choice(const Json* tools, const Json* tool_choice);
 // chat_template_kwargs without the keys the server itself sets.
 Json template_kwargs(const Json* kwargs);
 

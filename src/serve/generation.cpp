@@ -28,7 +28,8 @@ Generation::Generation(EngineClient& engine, const Tokenizer& tokenizer, std::st
 
 Generation::~Generation() { abort(); }
 
-void Generation::add_prompt(std::vector<int32_t> prompt_token_ids, SamplingParams sampling) {
+void Generation::add_prompt(std::vector<int32_t> prompt_token_ids, SamplingParams sampling,
+                            std::vector<std::shared_ptr<TokenConstraint>> constraints) {
   HYLLM_CHECK(sampling.n == n_ && sampling.stop == stop_, "prompts of one request share n and stop");
   Prompt p;
   p.ids = std::move(prompt_token_ids);
@@ -38,6 +39,7 @@ void Generation::add_prompt(std::vector<int32_t> prompt_token_ids, SamplingParam
   r.request_id = fmt::format("{}-{}", request_id_, prompts_.size());
   r.prompt_token_ids = p.ids;
   r.sampling = std::move(sampling);
+  r.constraints = std::move(constraints);
   // With stop strings the engine detokenizes through the hook, so that a
   // match ends the request in the step that produced it.
   if (!stop_.empty()) r.stop_hook = p.text;

@@ -49,7 +49,9 @@ class Generation {
   // Submits one prompt with its resolved parameters (max_tokens may differ
   // per prompt); throws hyllm::Error from the engine's validation
   // (kInvalidArgument -> 400, kUnavailable -> 503).
-  void add_prompt(std::vector<int32_t> prompt_token_ids, SamplingParams sampling);
+  // constraints: structured output, empty or one per choice.
+  void add_prompt(std::vector<int32_t> prompt_token_ids, SamplingParams sampling,
+                  std::vector<std::shared_ptr<TokenConstraint>> constraints = {});
 
   // Waits up to `timeout` for news from any prompt; returns the events of one
   // engine step (empty on timeout). An engine-side failure ends its choices

@@ -17,6 +17,7 @@ inline constexpr size_t kMaxStopStringBytes = 1024;
 inline constexpr size_t kMaxStopTokenIds = 1024;
 inline constexpr size_t kMaxMessages = 4096;
 inline constexpr size_t kMaxTools = 512;
+inline constexpr size_t kMaxGrammarBytes = 256u << 10;  // a schema, regex, grammar or tag
 inline constexpr size_t kMaxPromptsPerRequest = 256;  // batched completion prompts
 inline constexpr size_t kMaxChoicesPerRequest = 1024; // prompts x n
 

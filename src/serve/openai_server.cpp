@@ -19,11 +19,23 @@ namespace {
 struct Route {
   const char* method;
   const char* path;
+  bool json_body = true;  // a POST whose body is JSON (else the body is ignored)
 };
 constexpr Route kRoutes[] = {
     {"GET", "/health"},         {"GET", "/version"},    {"GET", "/metrics"},           {"GET", "/v1/models"},
     {"POST", "/v1/completions"}, {"POST", "/v1/chat/completions"}, {"POST", "/tokenize"}, {"POST", "/detokenize"},
+    {"POST", "/reset_prefix_cache", false},
 };
+
+// vLLM's boolean query parameters: true/false, 1/0, yes/no, on/off.
+bool query_flag(const httplib::Request& req, const char* name) {
+  if (!req.has_param(name)) return false;
+  std::string v = req.get_param_value(name);
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (v == "true" || v == "1" || v == "yes" || v == "on") return true;
+  if (v == "false" || v == "0" || v == "no" || v == "off") return false;
+  throw ApiError(400, fmt::format("{}: expected a boolean, got '{}'", name, v), name);
+}
 
 bool always_available(const std::string& path) { return ApiKeyAuth::is_public_path(path); }
 
@@ -182,7 +194,7 @@ httplib::Server::HandlerResponse OpenAIServer::pre_route(const httplib::Request&
     reject(res, bad_request("This endpoint takes no request body"), true);
     return HR::Handled;
   }
-  if (req.method == "POST") {
+  if (req.method == "POST" && route->json_body) {
     const std::string encoding = req.get_header_value("Content-Encoding");
     if (!encoding.empty() && encoding != "identity") {
       reject(res, ApiError(415, "Content-Encoding is not supported; send the JSON body uncompressed"), true);
@@ -298,6 +310,21 @@ void OpenAIServer::install_routes() {
                  [](OpenAIServer& s, const ServingContext& ctx, const std::string& body, httplib::Response& res) {
                    handle_chat_completions(ctx, s.activity_, body, res);
                  });
+  http_.Post("/reset_prefix_cache", [this](const httplib::Request& req, httplib::Response& res) {
+    const ServingContext* ctx = context();
+    if (!ctx) return reject(res, unavailable("The model is still loading"), false);
+    try {
+      const bool reset_running = query_flag(req, "reset_running_requests");
+      log::info("Resetting prefix cache...");
+      if (!ctx->engine->reset_prefix_cache(reset_running)) {
+        throw ApiError(409, "Prefix cache reset failed: requests are running (reset_running_requests=true "
+                            "preempts them)");
+      }
+      res.status = 200;
+    } catch (...) {
+      write_error(res, api_error_from_exception(std::current_exception()));
+    }
+  });
   post_with_body("/tokenize", [](OpenAIServer&, const ServingContext& ctx, const std::string& body,
                                  httplib::Response& res) { handle_tokenize(ctx, body, res); });
   post_with_body("/detokenize", [](OpenAIServer&, const ServingContext& ctx, const std::string& body,

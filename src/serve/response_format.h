@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "serve/chat_output.h"
 #include "serve/generation.h"
 #include "serve/json.h"
 #include "serve/openai_json.h"
@@ -78,8 +79,10 @@ std::unique_ptr<ResponseFormatter> make_completion_formatter(ResponseOptions opt
                                                              std::vector<std::vector<int32_t>> prompt_ids, int n);
 
 // /v1/chat/completions: chat.completion(.chunk) objects; a choice's first
-// chunk is the role delta {"role": "assistant", "content": ""}.
+// chunk is the role delta {"role": "assistant", "content": ""}. With
+// `parsing` enabled, text is split into reasoning, content and tool calls.
 std::unique_ptr<ResponseFormatter> make_chat_formatter(ResponseOptions options, const Tokenizer& tokenizer,
-                                                       std::string echo_prefix, std::vector<int32_t> prompt_ids);
+                                                       std::string echo_prefix, std::vector<int32_t> prompt_ids,
+                                                       ChatOutputOptions parsing = {});
 
 }  // namespace hyllm::serve

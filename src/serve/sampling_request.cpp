@@ -155,11 +155,13 @@ SamplingParams resolve_sampling_params(const SamplingRequest& s, const SamplingD
   // The same text as vLLM (and OpenAI before it): clients match on
   // "maximum context length is".
   if (s.max_tokens) {
-    if (prompt_tokens + *s.max_tokens > max_model_len) {
+    // Compared as a difference: max_tokens may be as large as INT64_MAX.
+    if (*s.max_tokens > max_model_len - prompt_tokens) {
+      const uint64_t requested = static_cast<uint64_t>(prompt_tokens) + static_cast<uint64_t>(*s.max_tokens);
       throw bad_request(fmt::format("This model's maximum context length is {} tokens. However, you requested "
                                     "{} tokens ({} in the messages, {} in the completion). Please reduce the "
                                     "length of the messages or completion.",
-                                    max_model_len, prompt_tokens + *s.max_tokens, prompt_tokens, *s.max_tokens),
+                                    max_model_len, requested, prompt_tokens, *s.max_tokens),
                         "max_tokens");
     }
   } else if (prompt_tokens >= max_model_len) {

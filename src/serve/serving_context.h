@@ -11,6 +11,7 @@
 #include "engine/engine_client.h"
 #include "serve/json.h"
 #include "serve/sampling_request.h"
+#include "structured/grammar_compiler.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -31,6 +32,12 @@ struct ServingContext {
   // Texts of the tokenizer's special tokens: client text spelling one is
   // tokenized as plain text (chat_prompt_ids).
   std::vector<std::string> special_tokens;
+  // Agents (--reasoning-parser, --tool-call-parser, --enable-auto-tool-choice).
+  std::string reasoning_parser;   // empty: reasoning stays in content
+  std::string tool_call_parser;   // empty: tool calls are not parsed
+  bool enable_auto_tool_choice = false;
+  // Structured output; null: requests that ask for it get 400.
+  std::unique_ptr<structured::GrammarCompiler> grammar_compiler;
 
   const std::string& model_name() const { return served_model_names.front(); }
   // 404 "The model `X` does not exist." when a model is named and not served.

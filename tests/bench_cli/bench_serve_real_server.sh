@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `hyllm bench serve` against the real `hyllm serve` on the CPU backend: every
 # request succeeds and the token totals equal what was asked for, which holds
-# only if the server's usage counts are exact.
+# only if the server's usage counts are exact; the prefix-cache workloads
+# (prefix_repetition, multi_turn) run and report cached prompt tokens.
 set -euo pipefail
 hyllm=$1
 tmp=$(mktemp -d)
@@ -23,4 +24,19 @@ grep -q "Failed requests:                         0" "$tmp/out.txt"
 grep -q "Total input tokens:                      256" "$tmp/out.txt"
 grep -q "Total generated tokens:                  64" "$tmp/out.txt"
 grep -q '"p99_e2el_ms"' "$tmp/r.json"
+common=(--base-url "http://127.0.0.1:$port" --tokenizer models/hyllm-tiny --ignore-eos --temperature 0
+        --save-result --result-dir "$tmp")
+"$hyllm" bench serve "${common[@]}" --dataset-name prefix_repetition --prefix-repetition-prefix-len 64 \
+  --prefix-repetition-suffix-len 16 --prefix-repetition-num-prefixes 2 --prefix-repetition-output-len 4 \
+  --num-prompts 8 --max-concurrency 1 --result-filename p.json | tee "$tmp/p.txt"
+grep -q "Successful requests:                     8" "$tmp/p.txt"
+grep -q "Total generated tokens:                  32" "$tmp/p.txt"
+grep -q "Prefix cache hit rate (%):" "$tmp/p.txt"
+grep -q '"prefix_repetition_prefix_len": 64' "$tmp/p.json"
+"$hyllm" bench serve "${common[@]}" --dataset-name multi_turn --multi-turn-num-turns 3 --multi-turn-prefix-len 20 \
+  --multi-turn-input-len 24 --multi-turn-output-len 8 --num-prompts 2 --max-concurrency 2 \
+  --result-filename m.json | tee "$tmp/m.txt"
+grep -q "Successful requests:                     6" "$tmp/m.txt"
+grep -q "Total generated tokens:                  48" "$tmp/m.txt"
+grep -q "Prefix cache hit rate (%):" "$tmp/m.txt"
 echo "bench serve against the real server: OK"

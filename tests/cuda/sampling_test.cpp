@@ -3,6 +3,7 @@
 #include "backend/device_sampler.h"
 #include "cuda_test_util.h"
 #include "engine/sampler.h"
+#include "engine/token_constraint.h"
 
 namespace hyllm::test {
 namespace {
@@ -100,6 +101,78 @@ TEST_F(CudaOpTest, SamplerMatchesHost) {
   l.second = 1e-5;
   EXPECT_LE(max_lp_err, 1e-5);
   EXPECT_EQ(rows_checked, 54);
+}
+
+// Structured output: rows with a token bitmask (sparse, dense, one token,
+// and none) beside unmasked rows, every sampler mode; the GPU applies the
+// mask inside its kernel and must pick what the host picks.
+TEST_F(CudaOpTest, MaskedSamplerMatchesHost) {
+  Rng rng(seed_ + 1);
+  auto sampler = make_cuda_sampler(*gpu_);
+  for (int64_t V : {int64_t{5000}, int64_t{248320}}) {
+    const int R = 16;
+    const size_t W = static_cast<size_t>((V + 31) / 32);
+    std::vector<SamplingParams> params(R);
+    std::vector<std::vector<uint32_t>> masks(R);
+    for (int r = 0; r < R; ++r) {
+      SamplingParams& p = params[r];
+      const int kind = r % 4;
+      p.temperature = kind == 0 ? 0.0f : static_cast<float>(rng.uniform(0.5, 1.2));
+      if (kind == 1) p.top_k = 20;
+      if (kind == 2) p.top_p = 0.8f;
+      if (kind == 3) p.logprobs = 5;
+      const int density = (r / 4) % 4;  // 0: no mask, 1: one token, 2: sparse, 3: dense
+      if (density == 0) continue;
+      masks[r].assign(W, 0u);
+      auto allow = [&](int64_t t) { masks[r][static_cast<size_t>(t / 32)] |= 1u << (t % 32); };
+      if (density == 1) allow(rng.integer(0, V - 1));
+      for (int64_t t = 0; density >= 2 && t < V; ++t) {
+        if (rng.uniform(0.0, 1.0) < (density == 2 ? 0.002 : 0.6)) allow(t);
+      }
+      allow(rng.integer(0, V - 1));
+    }
+    HostTensor logits = f32_tensor({R, V});
+    logits.fill_normal(rng, 3.0);
+    Mirror dlogits(*gpu_, logits);
+    std::vector<DeviceSamplingRow> rows;
+    std::vector<uint64_t> seeds;
+    for (int r = 0; r < R; ++r) {
+      DeviceSamplingRow d;
+      d.temperature = params[r].temperature;
+      d.top_p = params[r].top_p;
+      d.top_k = params[r].top_k;
+      d.num_logprobs = params[r].logprobs.value_or(-1);
+      seeds.push_back(rng.gen()());
+      d.seed = seeds.back();
+      d.sample_index = static_cast<uint64_t>(r);
+      d.allowed = masks[r];
+      rows.push_back(d);
+    }
+    const auto got = sampler->sample(dlogits.view(), rows);
+    Sampler host;
+    for (int r = 0; r < R; ++r) {
+      SeqWork w;
+      w.sample = true;
+      w.sampling = &params[r];
+      w.seed = seeds[r];
+      w.sample_index = static_cast<uint64_t>(r);
+      const SampledToken want = host.sample(
+          std::span<const float>(logits.buf.data_as<const float>() + r * V, static_cast<size_t>(V)), w, masks[r]);
+      EXPECT_EQ(got[r].token, want.token) << "row " << r << " V=" << V << " (seed " << seed_ << ")";
+      if (!masks[r].empty()) {
+        EXPECT_TRUE(bitmask_allows(masks[r], got[r].token)) << "row " << r << " sampled a masked token";
+      }
+      if (params[r].logprobs) {
+        EXPECT_NEAR(got[r].logprob, want.logprob, 1e-5);
+        ASSERT_EQ(got[r].top_logprobs.size(), want.top_logprobs.size());
+        for (size_t i = 0; i < want.top_logprobs.size(); ++i) {
+          if (std::isinf(want.top_logprobs[i].second)) continue;  // fewer allowed tokens than asked
+          EXPECT_EQ(got[r].top_logprobs[i].first, want.top_logprobs[i].first);
+          EXPECT_NEAR(got[r].top_logprobs[i].second, want.top_logprobs[i].second, 1e-5);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -13,11 +13,12 @@ describe('startup', () => {
   const refused = [
     [['--tensor-parallel-size', '2'], /tensor-parallel-size 2/],
     [['--kv-cache-dtype', 'fp8'], /kv-cache-dtype fp8/],
-    [['--enable-prefix-caching'], /prefix caching/],
     [['--dtype', 'float16'], /--dtype float16/],
     [['--load-format', 'pt'], /load format/],
     [['--max-model-len', '100k'], /max_model_len \(100000\)/],
-    [['--reasoning-parser', 'qwen3'], /reasoning-parser/],
+    [['--reasoning-parser', 'granite'], /--reasoning-parser granite: unknown/],
+    [['--tool-call-parser', 'pythonic'], /--tool-call-parser pythonic: unknown/],
+    [['--enable-auto-tool-choice'], /needs --tool-call-parser/],
     [['/nonexistent/model'], /does not exist/],
   ];
   for (const [args, message] of refused) {

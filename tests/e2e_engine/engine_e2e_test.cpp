@@ -9,110 +9,11 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <map>
-#include <random>
-
-#include "backend/cpu/cpu_backend.h"
-#include "engine/engine_core.h"
-#include "engine/runner/model_runner.h"
-#include "model/model.h"
+#include "engine_e2e_util.h"
 #include "util/log.h"
 
-namespace hyllm {
+namespace hyllm::e2e {
 namespace {
-
-const std::filesystem::path kModelDir =
-    std::filesystem::path(HYLLM_SOURCE_DIR) / "tests" / "data" / "tiny_models" / "dense_flat_aligned";
-
-// Every step at most 8 tokens: many chunk boundaries and mixed steps.
-EngineConfig exact_config() {
-  EngineConfig c;
-  c.max_num_seqs = 8;
-  c.max_num_batched_tokens = 8;
-  c.max_model_len = 96;
-  c.block_size = 16;
-  c.log_stats_interval_s = 0;
-  return c;
-}
-
-// 32 sequences at once, prompts prefilled in chunks of the 64-token budget.
-EngineConfig wide_config() {
-  EngineConfig c = exact_config();
-  c.max_num_seqs = 32;
-  c.max_num_batched_tokens = 64;
-  return c;
-}
-
-// A runner and an engine core over it (an executor's cache is allocated once).
-struct Engine {
-  std::unique_ptr<Backend> backend = make_cpu_backend();
-  std::unique_ptr<ModelRunner> runner;
-  std::unique_ptr<EngineCore> core;
-
-  explicit Engine(EngineConfig config, std::optional<int> num_blocks = std::nullopt) {
-    ModelOptions mo;
-    mo.max_num_tokens = config.max_num_batched_tokens;
-    mo.max_num_seqs = config.max_num_seqs;
-    RunnerOptions ro;
-    ro.max_num_tokens = config.max_num_batched_tokens;
-    ro.max_num_seqs = config.max_num_seqs;
-    ro.max_model_len = config.max_model_len;
-    runner = std::make_unique<ModelRunner>(load_model(kModelDir, *backend, mo), ro);
-    config.num_gpu_blocks_override = num_blocks;
-    core = std::make_unique<EngineCore>(*runner, config);
-  }
-};
-
-struct Choice {
-  std::vector<int32_t> tokens;
-};
-
-// Runs the requests together; results keyed "id#choice".
-std::map<std::string, Choice> run_together(EngineCore& core, const std::vector<EngineRequest>& requests) {
-  for (const auto& r : requests) {
-    core.validate(r);
-    core.add_request(r);
-  }
-  std::map<std::string, Choice> out;
-  while (core.has_unfinished_requests()) {
-    for (const RequestOutput& o : core.step()) {
-      for (const CompletionOutput& c : o.outputs) {
-        EXPECT_NE(c.finish_reason, FinishReason::kError) << o.error_message;
-        Choice& ch = out[o.request_id + "#" + std::to_string(c.index)];
-        ch.tokens.insert(ch.tokens.end(), c.new_token_ids.begin(), c.new_token_ids.end());
-      }
-    }
-  }
-  return out;
-}
-
-// Each request alone, one after another in one engine.
-std::map<std::string, Choice> run_alone(const EngineConfig& config, const std::vector<EngineRequest>& requests) {
-  Engine e(config);
-  std::map<std::string, Choice> out;
-  for (const auto& r : requests) {
-    for (auto& [key, choice] : run_together(*e.core, {r})) out[key] = std::move(choice);
-  }
-  return out;
-}
-
-std::vector<EngineRequest> random_requests(int count, unsigned seed, int vocab, int max_model_len) {
-  std::mt19937 rng(seed);
-  std::vector<EngineRequest> reqs;
-  for (int i = 0; i < count; ++i) {
-    EngineRequest r;
-    r.request_id = "r" + std::to_string(i);
-    const int len = 1 + static_cast<int>(rng() % 60);
-    for (int t = 0; t < len; ++t) r.prompt_token_ids.push_back(static_cast<int32_t>(rng() % static_cast<unsigned>(vocab)));
-    r.sampling.temperature = 0.0f;
-    r.sampling.ignore_eos = true;
-    r.sampling.logprobs = 2;
-    r.sampling.max_tokens = 1 + static_cast<int>(rng() % static_cast<unsigned>(std::min(24, max_model_len - len)));
-    reqs.push_back(std::move(r));
-  }
-  return reqs;
-}
 
 class EngineE2E : public ::testing::Test {
  protected:
@@ -186,4 +87,4 @@ TEST_F(EngineE2E, SeededSamplingIsReproducibleWhateverElseRuns) {
 }
 
 }  // namespace
-}  // namespace hyllm
+}  // namespace hyllm::e2e

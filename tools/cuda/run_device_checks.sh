@@ -9,13 +9,16 @@
 #                                              ops,parity,bench): ops = op
 #                                              harness, parity = model parity and the
 #                                              engine on CUDA through the real runner,
+#                                              gemm = the linear's GEMM kernels timed
+#                                              alone at 27B/35B shapes (bench_cuda_gemm),
 #                                              generate = hyllm generate cuda vs cpu
 #                                              (builds the app; its cpp-httplib needs
 #                                              brotli, OpenSSL and zlib, which
 #                                              pack_host_deps.sh packs), bench =
 #                                              real-scale steps
 #   HYLLM_PREBUILT=DIR tools/cuda/...          run binaries built elsewhere
-#                                              (DIR/test_cuda_ops, DIR/bench_cuda_step),
+#                                              (DIR/test_cuda_ops, DIR/bench_cuda_step,
+#                                              DIR/bench_cuda_gemm),
 #                                              building here in the background only to
 #                                              check that the build works (skipped with
 #                                              HYLLM_DEVICE_BUILD=0)
@@ -52,6 +55,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 TARGETS=()
 has ops && TARGETS+=(test_cuda_ops)
 has bench && TARGETS+=(bench_cuda_step)
+has gemm && TARGETS+=(bench_cuda_gemm)
 has parity && [[ -z "${HYLLM_PARITY_BIN:-}" ]] && TARGETS+=(test_golden_cuda)
 has generate && TARGETS+=(hyllm)
 build() {
@@ -137,6 +141,13 @@ PY
   note "hyllm generate --device cuda: ran on $same/$n golden prompts (greedy, 32 tokens; prefixes equal to the golden below)"
 fi
 
+# The linear's GEMM kernels alone (weights from HBM, graph replays).
+if has gemm; then
+  GEMM_BIN=$BIN/bench_cuda_gemm
+  [[ -x "$GEMM_BIN" ]] || GEMM_BIN=$BUILD/tests/cuda/bench_cuda_gemm
+  "$GEMM_BIN" --iters 50 > "$OUT/gemm.md" 2>&1 && note "gemm kernels timed (gemm.md)" || note "gemm bench: FAILED"
+fi
+
 # 3. Real-scale steps (random weights, BF16).
 for cfg in qwen3_5_27b qwen3_5_35b_a3b; do
   has bench || continue
@@ -150,6 +161,7 @@ cat "$OUT/gpu.txt"
 for s in "${summary[@]}"; do echo "$s"; done
 [[ -f "$OUT/parity_summary.txt" ]] && cat "$OUT/parity_summary.txt"
 [[ -f "$OUT/generate_summary.txt" ]] && cat "$OUT/generate_summary.txt"
-[[ -f "$OUT/harness.log" ]] && sed -n '/cuda op output/,$p' "$OUT/harness.log" | grep -E "cuda op output|FAIL|sampler|paged|delta|moe_experts|linear"
+[[ -f "$OUT/harness.log" ]] && sed -n '/cuda op output/,$p' "$OUT/harness.log" | grep -E "cuda op output|FAIL|sampler|paged|delta|moe_experts|linear|fp8|quantize"
 for cfg in qwen3_5_27b qwen3_5_35b_a3b; do [[ -f "$OUT/bench_$cfg.log" ]] && cat "$OUT/bench_$cfg.log"; done
+[[ -f "$OUT/gemm.md" ]] && cat "$OUT/gemm.md"
 true

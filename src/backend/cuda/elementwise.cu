@@ -1,5 +1,6 @@
 // SwiGLU, embedding lookup and row gathers: bandwidth-bound row kernels.
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/fp8_common.cuh"
 #include "backend/cuda/launch/dense.h"
 
 namespace hyllm::cuda {
@@ -29,6 +30,25 @@ __global__ void swiglu_kernel(SwigluParams p) {
       p.out[t * p.inter + c] = o[0];
     }
   }
+}
+
+// The FP8-output form: one block per row; the bf16 results go to shared memory
+// (and to out when given), then the block quantises them.
+__global__ void swiglu_fp8_kernel(SwigluParams p) {
+  extern __shared__ uint16_t s_row[];
+  const int t = blockIdx.x;
+  const uint16_t* row = p.x + static_cast<int64_t>(t) * p.x_stride;
+  for (int c = threadIdx.x; c < p.inter; c += blockDim.x) {
+    const uint16_t o = f2bf(__fmul_rn(silu(bf2f(row[c])), bf2f(row[p.inter + c])));
+    s_row[c] = o;
+    if (p.out) p.out[static_cast<int64_t>(t) * p.inter + c] = o;
+  }
+  __syncthreads();
+  quantize_row_block(s_row, t, p.fp8);
+}
+
+__global__ void quantize_fp8_kernel(QuantizeFp8Params p) {
+  quantize_row_block(p.x + static_cast<int64_t>(blockIdx.x) * p.x_stride, blockIdx.x, p.out);
 }
 
 // Copies `row_bytes` from src to dst with one block, 16 bytes at a time when
@@ -71,6 +91,13 @@ __global__ void gather_rows_kernel(GatherRowsParams p) {
 
 void launch_swiglu(const SwigluParams& p, cudaStream_t stream) {
   if (p.rows == 0 || p.inter == 0) return;
+  if (p.fp8.enabled()) {
+    const size_t smem = static_cast<size_t>(p.inter) * 2;
+    if (smem > 48 * 1024)
+      cudaFuncSetAttribute(swiglu_fp8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    swiglu_fp8_kernel<<<p.rows, 256, smem, stream>>>(p);
+    return;
+  }
   const bool vec = p.inter % 8 == 0 && p.x_stride % 8 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(p.out) % 16 == 0;
   const int64_t n = static_cast<int64_t>(p.rows) * p.inter / (vec ? 8 : 1);
@@ -80,6 +107,11 @@ void launch_swiglu(const SwigluParams& p, cudaStream_t stream) {
   } else {
     swiglu_kernel<1><<<blocks, 256, 0, stream>>>(p);
   }
+}
+
+void launch_quantize_fp8(const QuantizeFp8Params& p, cudaStream_t stream) {
+  if (p.out.rows == 0 || p.out.cols == 0) return;
+  quantize_fp8_kernel<<<p.out.rows, 128, 0, stream>>>(p);
 }
 
 void launch_embedding(const EmbeddingParams& p, cudaStream_t stream) {

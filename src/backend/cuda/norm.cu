@@ -1,12 +1,15 @@
 // RMSNorm with the fused residual add, and the GDN gated RMSNorm.
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/fp8_common.cuh"
 #include "backend/cuda/launch/dense.h"
 
 namespace hyllm::cuda {
 namespace {
 
 // One block per row. The row's (rounded) residual sum is kept in shared memory
-// as bf16, which is exact because the op rounds it to bf16 anyway.
+// as bf16, which is exact because the op rounds it to bf16 anyway; with an FP8
+// output each thread then overwrites its own elements there with the bf16
+// result, which the block quantises.
 template <int VEC>
 __global__ void rms_norm_kernel(RmsNormParams p) {
   extern __shared__ uint16_t s_row[];
@@ -47,10 +50,16 @@ __global__ void rms_norm_kernel(RmsNormParams p) {
       ov[j] = f2bf(__fmul_rn(__fmul_rn(bf2f(s_row[i + j]), inv), w));
     }
     if constexpr (VEC == 8) {
-      *reinterpret_cast<uint4*>(p.out + base + i) = *reinterpret_cast<uint4*>(ov);
+      if (p.out) *reinterpret_cast<uint4*>(p.out + base + i) = *reinterpret_cast<uint4*>(ov);
+      if (p.fp8.q) *reinterpret_cast<uint4*>(s_row + i) = *reinterpret_cast<uint4*>(ov);
     } else {
-      p.out[base + i] = ov[0];
+      if (p.out) p.out[base + i] = ov[0];
+      if (p.fp8.q) s_row[i] = ov[0];
     }
+  }
+  if (p.fp8.q) {
+    __syncthreads();
+    quantize_row_block(s_row, blockIdx.x, p.fp8);
   }
 }
 
@@ -79,6 +88,34 @@ __global__ void gated_rms_norm_kernel(GatedRmsNormParams p) {
   }
 }
 
+// The FP8-output form: one block per row, a warp per head; the bf16 results
+// go to shared memory (and to out when given), then the block quantises them.
+__global__ void gated_rms_norm_fp8_kernel(GatedRmsNormParams p) {
+  extern __shared__ uint16_t s_row[];
+  const int t = blockIdx.x, lane = threadIdx.x & 31;
+  const int64_t W = static_cast<int64_t>(p.num_heads) * p.head_dim;
+  for (int h = threadIdx.x / 32; h < p.num_heads; h += blockDim.x / 32) {
+    const uint16_t* x = p.x + t * W + h * p.head_dim;
+    const uint16_t* z = p.z + t * p.z_stride + h * p.head_dim;
+    float sum_sq = 0.0f;
+    for (int d = lane; d < p.head_dim; d += 32) {
+      const float v = bf2f(x[d]);
+      sum_sq += v * v;
+    }
+    sum_sq = warp_sum(sum_sq);
+    const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(p.head_dim) + p.eps);
+    for (int d = lane; d < p.head_dim; d += 32) {
+      const float n = round_bf(__fmul_rn(bf2f(x[d]), inv));
+      const float w = load_float(p.weight, p.weight_f32, d);
+      const uint16_t o = f2bf(__fmul_rn(__fmul_rn(n, w), silu(bf2f(z[d]))));
+      s_row[h * p.head_dim + d] = o;
+      if (p.out) p.out[t * W + h * p.head_dim + d] = o;
+    }
+  }
+  __syncthreads();
+  quantize_row_block(s_row, t, p.fp8);
+}
+
 }  // namespace
 
 void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
@@ -101,6 +138,13 @@ void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
 void launch_gated_rms_norm(const GatedRmsNormParams& p, cudaStream_t stream) {
   const int64_t items = static_cast<int64_t>(p.rows) * p.num_heads;
   if (items == 0) return;
+  if (p.fp8.enabled()) {
+    const size_t smem = static_cast<size_t>(p.num_heads) * p.head_dim * 2;
+    if (smem > 48 * 1024)
+      cudaFuncSetAttribute(gated_rms_norm_fp8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    gated_rms_norm_fp8_kernel<<<p.rows, 256, smem, stream>>>(p);
+    return;
+  }
   const int warps = 8;
   gated_rms_norm_kernel<<<ceil_div(items, warps), warps * 32, 0, stream>>>(p);
 }

@@ -180,8 +180,19 @@ __global__ void __launch_bounds__(kThreads) sampling_kernel(SamplingLaunch p) {
   const int r = blockIdx.x;
   const SamplingRowParams prm = p.params[r];
   const int V = p.vocab;
-  const float* raw = p.logits + r * p.ld;
+  float* row_logits = p.logits + r * p.ld;
   float* w = p.work + static_cast<int64_t>(r) * V;
+
+  // 0. Structured output: disallowed tokens become -inf for every later step
+  // (logprobs included), as the host sampler does.
+  if (prm.mask_offset >= 0) {
+    const uint32_t* mask = p.mask_words + prm.mask_offset;
+    for (int i = threadIdx.x; i < V; i += kThreads) {
+      if (!((mask[i >> 5] >> (i & 31)) & 1u)) row_logits[i] = -INFINITY;
+    }
+    __syncthreads();
+  }
+  const float* raw = row_logits;
 
   // 1. Raw log-softmax statistics (double sums, as the host).
   float mx = -INFINITY;

@@ -33,23 +33,24 @@ CachePlan plan_cache(const CachePlanInput& in) {
   plan.block_size = in.block_size;
   const int64_t blocks_per_seq = ceil_div(in.max_model_len, in.block_size);
   const int64_t int_max = std::numeric_limits<int32_t>::max();
+  const int64_t wanted_slots = static_cast<int64_t>(in.max_num_seqs) * (in.enable_prefix_caching ? 2 : 1);
 
   if (in.num_blocks_override) {
     plan.num_blocks = *in.num_blocks_override;
     const size_t kv = static_cast<size_t>(plan.num_blocks) * in.kv_bytes_per_token * static_cast<size_t>(in.block_size);
     const size_t left = in.budget_bytes > kv ? in.budget_bytes - kv : 0;
-    plan.num_state_slots = in.bytes_per_state_slot == 0
-        ? in.max_num_seqs
-        : static_cast<int>(std::min<size_t>(in.max_num_seqs, left / in.bytes_per_state_slot));
+    plan.num_state_slots = static_cast<int>(in.bytes_per_state_slot == 0
+        ? wanted_slots
+        : std::min<int64_t>(wanted_slots, static_cast<int64_t>(left / in.bytes_per_state_slot)));
   } else if (in.kv_bytes_per_token == 0) {
     // No attention layers: blocks cost nothing; keep enough for every sequence.
-    plan.num_state_slots = in.bytes_per_state_slot == 0
-        ? in.max_num_seqs
-        : static_cast<int>(std::min<size_t>(in.max_num_seqs, in.budget_bytes / in.bytes_per_state_slot));
+    plan.num_state_slots = static_cast<int>(in.bytes_per_state_slot == 0
+        ? wanted_slots
+        : std::min<int64_t>(wanted_slots, static_cast<int64_t>(in.budget_bytes / in.bytes_per_state_slot)));
     plan.num_blocks = static_cast<int>(std::min<int64_t>(int_max, blocks_per_seq * in.max_num_seqs));
   } else {
     const size_t block_bytes = in.kv_bytes_per_token * static_cast<size_t>(in.block_size);
-    int64_t slots = in.max_num_seqs;
+    int64_t slots = wanted_slots;
     if (in.bytes_per_state_slot > 0) {
       slots = std::min<int64_t>(slots, static_cast<int64_t>(in.budget_bytes / 2 / in.bytes_per_state_slot));
       slots = std::max<int64_t>(slots, 1);
@@ -86,7 +87,7 @@ CachePlan plan_cache(const CachePlanInput& in) {
          in.max_model_len, plan.kv_capacity_tokens);
   }
   const double by_kv = static_cast<double>(plan.num_blocks) / static_cast<double>(blocks_per_seq);
-  plan.max_concurrency = std::min(by_kv, static_cast<double>(plan.num_state_slots));
+  plan.max_concurrency = std::min(by_kv, static_cast<double>(std::min(plan.num_state_slots, in.max_num_seqs)));
   return plan;
 }
 
@@ -96,8 +97,9 @@ void log_cache_plan(const CachePlan& plan, const CachePlanInput& in) {
             with_commas(plan.kv_capacity_tokens), with_commas(plan.num_blocks), plan.block_size,
             plan.kv_bytes / kGiB);
   if (in.bytes_per_state_slot > 0) {
-    log::info("GDN state slots: {} ({:.2f} MiB each, {:.2f} GiB)", plan.num_state_slots,
-              in.bytes_per_state_slot / (1024.0 * 1024.0), plan.state_bytes / kGiB);
+    log::info("GDN state slots: {} ({:.2f} MiB each, {:.2f} GiB){}", plan.num_state_slots,
+              in.bytes_per_state_slot / (1024.0 * 1024.0), plan.state_bytes / kGiB,
+              in.enable_prefix_caching ? "; those no running sequence holds keep prefix-cache snapshots" : "");
   }
   log::info("Maximum concurrency for {} tokens per request: {:.2f}x", with_commas(in.max_model_len),
             plan.max_concurrency);

@@ -9,6 +9,13 @@
 // do not fit, planning fails with vLLM's message. The scheduler admits a
 // sequence only when a slot is free, so fewer slots than max_num_seqs lowers
 // the concurrency, which the startup log states.
+//
+// With prefix caching the slots also hold the GDN state snapshots of cached
+// prefixes: up to 2 x max_num_seqs slots are wanted (a running sequence needs
+// one; the rest, and every slot no running sequence holds, keep snapshots),
+// under the same half-of-the-budget cap, so snapshots never take KV memory
+// from a cap that binds and never stop a sequence from running (a live slot
+// evicts the least recently used snapshot).
 
 #include <cstddef>
 #include <cstdint>
@@ -23,6 +30,7 @@ struct CachePlanInput {
   int block_size = 16;
   int max_num_seqs = 1;
   int max_model_len = 1;
+  bool enable_prefix_caching = false;
   // Exactly this many blocks; slots take what the budget leaves, up to max_num_seqs.
   std::optional<int> num_blocks_override;
 };

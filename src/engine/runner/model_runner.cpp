@@ -286,6 +286,7 @@ void ModelRunner::sample_on_device(const StepInput& input, const TensorView& log
     r.banned_ids = w.banned_token_ids;
     r.prompt_ids = w.prompt_ids;
     r.output_ids = w.output_ids;
+    r.allowed = token_mask(device_rows_.size());
     device_rows_.push_back(r);
   }
   std::vector<DeviceSampledToken> tokens = opts_.device_sampler->sample(logits, device_rows_);
@@ -307,13 +308,41 @@ void ModelRunner::sample_on_host(const StepInput& input, StepOutput& out) {
     if (!w.sample) continue;
     std::span<const float> l(logits_host_.data() + row * V, static_cast<size_t>(V));
     ++row;
-    out.sampled.push_back(sampler_.sample(l, w));
+    out.sampled.push_back(sampler_.sample(l, w, token_mask(static_cast<size_t>(row - 1))));
   }
+}
+
+void ModelRunner::fill_token_masks(const StepInput& input) {
+  row_masked_.clear();
+  bool any = false;
+  for (const SeqWork& w : input.seqs) {
+    if (w.sample) any = any || w.constraint != nullptr;
+  }
+  if (!any) return;
+  const size_t words = static_cast<size_t>(bitmask_words(static_cast<int>(model_->vocab_size())));
+  size_t row = 0;
+  for (const SeqWork& w : input.seqs) {
+    if (!w.sample) continue;
+    row_masked_.push_back(0);
+    if (w.constraint != nullptr) {
+      if (token_masks_.size() < (row + 1) * words) token_masks_.resize((row + 1) * words);
+      std::span<uint32_t> mask(token_masks_.data() + row * words, words);
+      row_masked_.back() = w.constraint->fill_next_token_bitmask(mask) ? 1 : 0;
+    }
+    ++row;
+  }
+}
+
+std::span<const uint32_t> ModelRunner::token_mask(size_t sample_row) const {
+  if (sample_row >= row_masked_.size() || !row_masked_[sample_row]) return {};
+  const size_t words = static_cast<size_t>(bitmask_words(static_cast<int>(model_->vocab_size())));
+  return std::span<const uint32_t>(token_masks_.data() + sample_row * words, words);
 }
 
 StepOutput ModelRunner::execute(const StepInput& input) {
   for (auto [src, dst] : input.kv_block_copies) model_->copy_kv_block(src, dst);
   for (auto [src, dst] : input.state_slot_copies) model_->copy_state_slot(src, dst);
+  if (input.seqs.empty()) return {};  // copies only
   for (const SeqWork& w : input.seqs) {
     if (w.sample && w.sampling == nullptr)
       fail(ErrorCode::kInternal, "sequence {} is sampled without SamplingParams", w.seq_id);
@@ -325,6 +354,7 @@ StepOutput ModelRunner::execute(const StepInput& input) {
   // The profile step's shapes are no decode step's; it runs op by op.
   TensorView logits = profiling_ ? model_->forward(ctx)
                                  : graphs_.run(ctx, [this](const StepContext& c) { return model_->forward(c); });
+  fill_token_masks(input);
   const Clock::time_point t2 = Clock::now();
   const int64_t R = ctx.sample_rows.numel(), V = model_->vocab_size();
   Backend& be = model_->backend();

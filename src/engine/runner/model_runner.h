@@ -84,6 +84,10 @@ class ModelRunner final : public ModelExecutor {
   bool can_sample_on_device(const StepInput& input) const;
   void sample_on_device(const StepInput& input, const TensorView& logits, StepOutput& out);
   void sample_on_host(const StepInput& input, StepOutput& out);
+  // Structured output: the bitmask of every constrained sampled row, computed
+  // on the host while the device runs the forward.
+  void fill_token_masks(const StepInput& input);
+  std::span<const uint32_t> token_mask(size_t sample_row) const;
 
   std::unique_ptr<Model> model_;
   RunnerOptions opts_;
@@ -96,6 +100,8 @@ class ModelRunner final : public ModelExecutor {
   std::vector<float> logits_host_;
   Sampler sampler_;
   std::vector<DeviceSamplingRow> device_rows_;
+  std::vector<uint32_t> token_masks_;  // [sampled rows, bitmask_words(vocab)]
+  std::vector<uint8_t> row_masked_;    // per sampled row: its mask applies
   bool profiling_ = false;  // the profile step's tokens are not checked
   DecodeGraphs graphs_;
   // Where a step's wall time goes (debug log every kTimingSteps steps): host

@@ -118,6 +118,23 @@ void parse_rope(const JsonFields& text, ModelConfig& c) {
   }
 }
 
+// Upper bounds far above any real model, so that derived sizes (products of
+// up to three extents) stay well inside int64 and the tensor catalogue (one
+// entry per expert per layer) inside memory: a hostile config is refused up
+// front instead of exhausting the host while the model is planned.
+constexpr int64_t kMaxExtent = int64_t{1} << 20;        // widths, heads, head dims, experts
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+constexpr int64_t kMaxLayers = 4096;
+constexpr int64_t kMaxLayerExperts = int64_t{1} << 20;  // num_hidden_layers x num_experts
+
+int64_t at_most(const JsonFields& f, const char* key, int64_t value, int64_t max) {
+  if (value > max) {
+    fail(ErrorCode::kInvalidArgument, "{}: \"{}\" = {} is larger than hyllm supports ({})", f.where(), key, value,
+         max);
+  }
+  return value;
+}
+
 void check_divides(const JsonFields& f, const char* small_key, int64_t small, const char* big_key, int64_t big) {
   if (big % small != 0) {
     fail(ErrorCode::kInvalidArgument, "{}: {} ({}) must be a multiple of {} ({})", f.where(), big_key, big, small_key,
@@ -178,30 +195,36 @@ ModelConfig parse_model_config(const json& config, const json* hf_quant_config, 
   c.is_moe = arch.moe;
   c.model_type = text.opt_string("model_type").value_or(top.opt_string("model_type").value_or(""));
 
-  c.hidden_size = text.positive("hidden_size");
-  c.num_hidden_layers = text.positive("num_hidden_layers");
-  c.vocab_size = text.positive("vocab_size");
+  c.hidden_size = at_most(text, "hidden_size", text.positive("hidden_size"), kMaxExtent);
+  c.num_hidden_layers = at_most(text, "num_hidden_layers", text.positive("num_hidden_layers"), kMaxLayers);
+  c.vocab_size = at_most(text, "vocab_size", text.positive("vocab_size"), kMaxVocab);
   c.layer_types = parse_layer_types(text, c.num_hidden_layers);
 
-  c.num_attention_heads = text.positive("num_attention_heads");
-  c.num_key_value_heads = text.positive("num_key_value_heads");
-  c.head_dim = text.positive("head_dim", 256);
+  c.num_attention_heads = at_most(text, "num_attention_heads", text.positive("num_attention_heads"), kMaxExtent);
+  c.num_key_value_heads = at_most(text, "num_key_value_heads", text.positive("num_key_value_heads"), kMaxExtent);
+  c.head_dim = at_most(text, "head_dim", text.positive("head_dim", 256), kMaxExtent);
   c.attn_output_gate = text.opt_bool("attn_output_gate").value_or(true);
   check_divides(text, "num_key_value_heads", c.num_key_value_heads, "num_attention_heads", c.num_attention_heads);
 
-  c.linear_num_key_heads = text.positive("linear_num_key_heads");
-  c.linear_num_value_heads = text.positive("linear_num_value_heads");
-  c.linear_key_head_dim = text.positive("linear_key_head_dim", 128);
-  c.linear_value_head_dim = text.positive("linear_value_head_dim", 128);
-  c.linear_conv_kernel_dim = text.positive("linear_conv_kernel_dim", 4);
+  c.linear_num_key_heads = at_most(text, "linear_num_key_heads", text.positive("linear_num_key_heads"), kMaxExtent);
+  c.linear_num_value_heads =
+      at_most(text, "linear_num_value_heads", text.positive("linear_num_value_heads"), kMaxExtent);
+  c.linear_key_head_dim = at_most(text, "linear_key_head_dim", text.positive("linear_key_head_dim", 128), kMaxExtent);
+  c.linear_value_head_dim =
+      at_most(text, "linear_value_head_dim", text.positive("linear_value_head_dim", 128), kMaxExtent);
+  c.linear_conv_kernel_dim =
+      at_most(text, "linear_conv_kernel_dim", text.positive("linear_conv_kernel_dim", 4), kMaxExtent);
   check_divides(text, "linear_num_key_heads", c.linear_num_key_heads, "linear_num_value_heads",
                 c.linear_num_value_heads);
 
   if (c.is_moe) {
-    c.num_experts = text.positive("num_experts");
+    c.num_experts =
+        at_most(text, "num_experts", text.positive("num_experts"), kMaxLayerExperts / c.num_hidden_layers);
     c.num_experts_per_tok = text.positive("num_experts_per_tok");
-    c.moe_intermediate_size = text.positive("moe_intermediate_size");
-    c.shared_expert_intermediate_size = text.positive("shared_expert_intermediate_size");
+    c.moe_intermediate_size =
+        at_most(text, "moe_intermediate_size", text.positive("moe_intermediate_size"), kMaxExtent);
+    c.shared_expert_intermediate_size = at_most(text, "shared_expert_intermediate_size",
+                                                text.positive("shared_expert_intermediate_size"), kMaxExtent);
     c.norm_topk_prob = text.opt_bool("norm_topk_prob").value_or(true);
     if (c.num_experts_per_tok > c.num_experts) {
       fail(ErrorCode::kInvalidArgument, "{}: num_experts_per_tok ({}) exceeds num_experts ({})", text.where(),
@@ -212,7 +235,7 @@ ModelConfig parse_model_config(const json& config, const json* hf_quant_config, 
            text.where());
     }
   } else {
-    c.intermediate_size = text.positive("intermediate_size");
+    c.intermediate_size = at_most(text, "intermediate_size", text.positive("intermediate_size"), kMaxExtent);
   }
 
   c.rms_norm_eps = text.opt_number("rms_norm_eps").value_or(1e-6);

@@ -115,8 +115,10 @@ void SafetensorsFile::validate_and_index() {
       }
       continue;
     }
+    // A named reference: clang 14 (the sanitizer build) cannot capture a structured binding.
+    const std::string& tensor_name = name;
     auto bad = [&](const char* what) {
-      fail(ErrorCode::kCorruptData, "{}: tensor \"{}\": {}", file, printable(name), what);
+      fail(ErrorCode::kCorruptData, "{}: tensor \"{}\": {}", file, printable(tensor_name), what);
     };
     if (!is_valid_tensor_name(name)) bad("name is not valid UTF-8 text");
     if (!value.is_object()) bad("entry is not an object");

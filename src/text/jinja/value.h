@@ -77,7 +77,8 @@ class Dict {
   const Value* find(std::string_view key) const;
   // Inserts, or replaces the value in place keeping the key's position.
   void set(Value key, Value value);
-  size_t size() const { return entries_.size(); }
+  // Defined after Value: std::pair<Value, Value> needs the complete type.
+  size_t size() const;
   const std::vector<std::pair<Value, Value>>& entries() const { return entries_; }
   // 1 + the deepest key or value (an upper bound once values are replaced).
   uint32_t depth() const { return depth_; }
@@ -164,6 +165,8 @@ class Value {
 
   Data data_;
 };
+
+inline size_t Dict::size() const { return entries_.size(); }
 
 // How deep a value nests: 0 for scalars and namespaces.
 uint32_t value_depth(const Value& v);

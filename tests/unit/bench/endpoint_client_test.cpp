@@ -44,6 +44,7 @@ TEST(EndpointClient, MeasuresTtftItlAndUsage) {
   }
   EXPECT_EQ(r.output_tokens, 5);
   EXPECT_EQ(r.prompt_len, 17);  // replaced by the server's usage
+  EXPECT_EQ(r.cached_tokens, 0);
   EXPECT_EQ(r.generated_text, "t0t1t2t3t4");
   EXPECT_NEAR(r.latency, r.ttft + r.itl[0] + r.itl[1] + r.itl[2] + r.itl[3], 1e-9);
   auto body = nlohmann::json::parse(server.last_body);
@@ -52,6 +53,16 @@ TEST(EndpointClient, MeasuresTtftItlAndUsage) {
   EXPECT_EQ(body["ignore_eos"], true);
   EXPECT_EQ(body["max_tokens"], 4);
   EXPECT_EQ(body["temperature"], 0.0);
+}
+
+TEST(EndpointClient, ReadsCachedTokensFromUsage) {
+  Script s;
+  s.ttft_s = s.itl_s = 0.0;
+  s.usage_cached_tokens = 16;
+  FakeOpenAIServer server(s);
+  RequestResult r = send_streaming_request(Endpoint{server.url()}, input());
+  ASSERT_TRUE(r.success) << r.error;
+  EXPECT_EQ(r.cached_tokens, 16);
 }
 
 TEST(EndpointClient, StallCountsIntoTtft) {

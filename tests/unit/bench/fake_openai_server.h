@@ -19,6 +19,7 @@ struct Script {
   int tokens = 4;
   bool usage = true;
   int usage_prompt_tokens = 17;
+  int usage_cached_tokens = -1;     // >= 0: sent as prompt_tokens_details.cached_tokens
   int status = 200;                 // a non-200 status answers with an error body
   bool drop_after_first = false;    // close the connection mid-stream
   bool bad_json = false;            // emit an event that is not JSON
@@ -60,6 +61,8 @@ class FakeOpenAIServer {
           nlohmann::json u = {{"id", "cmpl-1"}, {"choices", nlohmann::json::array()},
                               {"usage", {{"prompt_tokens", s.usage_prompt_tokens}, {"completion_tokens", s.tokens},
                                          {"total_tokens", s.usage_prompt_tokens + s.tokens}}}};
+          if (s.usage_cached_tokens >= 0)
+            u["usage"]["prompt_tokens_details"] = {{"cached_tokens", s.usage_cached_tokens}};
           std::string ev = "data: " + u.dump() + "\n\n";
           sink.write(ev.data(), ev.size());
         }

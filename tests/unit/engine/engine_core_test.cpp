@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <set>
 
 #include "engine_test_util.h"
 #include "util/log.h"
@@ -36,9 +37,11 @@ TEST(EngineCore, ForkedChoicesShareThePromptAndMatchSoloRunsWithShiftedSeeds) {
   r.sampling.seed = 77;
   core.add_request(r);
   Results res = run_all(core, {{"fork", 4}});
-  // 29 prompt tokens once, then the last prompt token per choice.
+  // 29 prompt tokens once (in two chunks: the first ends on the last block
+  // boundary, where the state is saved for the prefix cache), then the last
+  // prompt token per choice.
   EXPECT_EQ(prompt_tokens_computed, 29 + 4);
-  EXPECT_EQ(state_copies, 3);
+  EXPECT_EQ(state_copies, 1 + 3) << "one snapshot saved, three forks";
   EXPECT_EQ(block_copies, 3) << "the shared partial block is copied on write by all but one choice";
   const auto& choices = res.by_request.at("fork");
   ASSERT_EQ(choices.size(), 4u);
@@ -255,23 +258,35 @@ TEST(EngineCore, ExecutorFailureFailsTheStepsRequestsAndTheEngineGoesOn) {
   EXPECT_EQ(res.by_request.at("b")[0].tokens.size(), 5u);
 }
 
-TEST(EngineCore, TenThousandRandomLifecyclesLeakNothing) {
+// 10,000 random requests under constant preemption, with random aborts; with
+// prefix caching on, prompts share prefixes (hits, snapshots, evictions) and
+// the cache is reset now and then. After every step the cache accounting
+// must match the running sequences exactly; at the end nothing is held.
+void run_random_lifecycles(bool prefix_caching) {
   EngineConfig config = small_config();
   config.max_num_seqs = 16;
   config.max_model_len = 64;
+  config.enable_prefix_caching = prefix_caching;
   config.kv_cache_memory_bytes = 16 * 1000 + 30 * 400;  // 120 tokens: constant preemption
   FakeExecutor::Options opt;
   opt.vocab_size = 16;
   FakeExecutor ex(opt);
   EngineCore core(ex, config);
   std::mt19937 rng(17);
+  std::vector<std::vector<int32_t>> prefixes;
+  for (int i = 0; i < 6; ++i) prefixes.push_back(random_prompt(rng, 4 + static_cast<int>(rng() % 20), 16));
   std::vector<std::string> live;
-  int submitted = 0, finished = 0;
+  int submitted = 0, finished = 0, resets = 0;
   while (finished < 10000) {
     while (submitted < 10000 && core.num_live_requests() < 24) {
-      const int prompt = 1 + static_cast<int>(rng() % 30);
-      auto r = make_request("r" + std::to_string(submitted++), random_prompt(rng, prompt, 16),
-                            1 + static_cast<int>(rng() % static_cast<unsigned>(64 - prompt)),
+      std::vector<int32_t> prompt;
+      if (rng() % 3 != 0) prompt = prefixes[rng() % prefixes.size()];
+      const auto tail = random_prompt(rng, 1 + static_cast<int>(rng() % 30), 16);
+      prompt.insert(prompt.end(), tail.begin(), tail.end());
+      if (prompt.size() > 40) prompt.resize(40);
+      const int len = static_cast<int>(prompt.size());
+      auto r = make_request("r" + std::to_string(submitted++), std::move(prompt),
+                            1 + static_cast<int>(rng() % static_cast<unsigned>(64 - len)),
                             1 + static_cast<int>(rng() % 3));
       r.sampling.temperature = (rng() % 2) ? 1.0f : 0.0f;
       if (rng() % 4 == 0) r.sampling.stop_token_ids = {static_cast<int32_t>(rng() % 16)};
@@ -280,28 +295,58 @@ TEST(EngineCore, TenThousandRandomLifecyclesLeakNothing) {
       core.add_request(std::move(r));
     }
     if (rng() % 10 == 0 && !live.empty()) core.abort_request(live[rng() % live.size()]);
+    if (rng() % 500 == 0) resets += core.reset_prefix_cache(rng() % 2 == 0);
     for (const auto& out : core.step()) {
       if (out.finished) {
         finished++;
         live.erase(std::find(live.begin(), live.end(), out.request_id));
       }
     }
-    // Every block in use is referenced by exactly as many running sequences.
+    // Every block in use is referenced by exactly as many running sequences,
+    // and every live slot is a running sequence's or reserved for a fork.
+    const Scheduler& sched = core.scheduler();
     std::map<int32_t, int> refs;
-    for (const Sequence* s : core.scheduler().running()) {
+    std::set<int32_t> live_slots;
+    for (const Sequence* s : sched.running()) {
       for (int32_t b : s->block_table) refs[b]++;
+      ASSERT_TRUE(live_slots.insert(s->state_slot).second) << "a slot held twice";
+      ASSERT_FALSE(sched.slot_pool().is_snapshot(s->state_slot));
+      for (int32_t r : s->request->reserved_slots) ASSERT_TRUE(live_slots.insert(r).second);
     }
-    for (const Sequence* s : core.scheduler().waiting()) ASSERT_TRUE(s->block_table.empty());
-    ASSERT_EQ(static_cast<int>(refs.size()), core.scheduler().block_pool().num_used());
-    for (auto [b, n] : refs) ASSERT_EQ(core.scheduler().block_pool().ref_count(b), n);
+    for (const Sequence* s : sched.waiting()) {
+      ASSERT_TRUE(s->block_table.empty());
+      ASSERT_EQ(s->state_slot, -1);
+    }
+    ASSERT_EQ(static_cast<int>(refs.size()), sched.block_pool().num_used());
+    for (auto [b, n] : refs) ASSERT_EQ(sched.block_pool().ref_count(b), n);
+    const StateSlotPool& slots = sched.slot_pool();
+    ASSERT_EQ(static_cast<int>(live_slots.size()), slots.num_used());
+    ASSERT_EQ(slots.num_free() + slots.num_used() + slots.num_snapshots(), slots.num_slots());
   }
   EXPECT_FALSE(core.has_unfinished_requests());
-  EXPECT_EQ(core.scheduler().block_pool().num_used(), 0);
-  EXPECT_EQ(core.scheduler().slot_pool().num_used(), 0);
+  const Scheduler& sched = core.scheduler();
+  EXPECT_EQ(sched.block_pool().num_used(), 0);
+  EXPECT_EQ(sched.slot_pool().num_used(), 0);
   const auto stats = core.stats();
   EXPECT_GT(stats.num_preemptions, 100u);
   EXPECT_EQ(stats.request_finished[static_cast<size_t>(FinishReason::kError)], 0u);
+  if (prefix_caching) {
+    EXPECT_GT(stats.prefix_cache_hits, 0u) << "prefixes are shared";
+    EXPECT_GT(resets, 0);
+    // What stays cached is free to evict; a reset leaves nothing at all.
+    EXPECT_GT(sched.slot_pool().num_snapshots() + sched.block_pool().num_cached(), 0);
+    EXPECT_TRUE(core.reset_prefix_cache(false));
+    EXPECT_EQ(sched.num_pending_saves(), 0);
+  }
+  EXPECT_EQ(sched.slot_pool().num_snapshots(), 0);
+  EXPECT_EQ(sched.slot_pool().num_free(), sched.slot_pool().num_slots());
+  EXPECT_EQ(sched.block_pool().num_cached(), 0);
+  EXPECT_EQ(sched.block_pool().num_free(), sched.block_pool().num_blocks());
 }
+
+TEST(EngineCore, TenThousandRandomLifecyclesWithPrefixCachingLeakNothing) { run_random_lifecycles(true); }
+
+TEST(EngineCore, TenThousandRandomLifecyclesWithoutPrefixCachingLeakNothing) { run_random_lifecycles(false); }
 
 }  // namespace
 }  // namespace hyllm::testing

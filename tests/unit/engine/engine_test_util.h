@@ -57,13 +57,15 @@ inline std::vector<int32_t> random_prompt(std::mt19937& rng, int len, int vocab)
 }
 
 // Steps until every request finished; outputs are checked to carry at most
-// one new token per choice per step.
-inline Results run_all(EngineCore& core, const std::map<std::string, int>& n_of, int max_steps = 100000) {
+// one new token per choice per step (unless jump_forward: a structured-output
+// constraint may append forced tokens after the sampled one).
+inline Results run_all(EngineCore& core, const std::map<std::string, int>& n_of, int max_steps = 100000,
+                       bool jump_forward = false) {
   Results res;
   while (core.has_unfinished_requests() && res.steps < max_steps) {
     for (const RequestOutput& out : core.step()) {
       for (const CompletionOutput& c : out.outputs) {
-        if (c.new_token_ids.size() > 1) throw std::logic_error("outputs were merged");
+        if (c.new_token_ids.size() > 1 && !jump_forward) throw std::logic_error("outputs were merged");
       }
       res.add(out, n_of.at(out.request_id));
     }

@@ -109,7 +109,12 @@ class FakeExecutor : public ModelExecutor {
         logits[static_cast<size_t>(t)] = static_cast<float>(mix(h, static_cast<uint64_t>(t)) % 1000) / 1000.0f;
       }
       logits[static_cast<size_t>(fav)] += 3.0f;
-      out.sampled.push_back(sampler_.sample(logits, w));
+      std::vector<uint32_t> mask;
+      if (w.constraint) {
+        mask.assign(static_cast<size_t>(bitmask_words(opt_.vocab_size)), 0u);
+        if (!w.constraint->fill_next_token_bitmask(mask)) mask.clear();
+      }
+      out.sampled.push_back(sampler_.sample(logits, w, mask));
     }
     return out;
   }

@@ -226,3 +226,45 @@ TEST(Sampler, BannedTokensAreNeverSampled) {
 
 }  // namespace
 }  // namespace hyllm
+
+namespace hyllm {
+namespace {
+
+TEST(Sampler, TokenBitmaskComesFirstAndLogprobsSeeIt) {
+  // 70 tokens (3 bitmask words); only 5, 33 and 64 allowed.
+  Row row;
+  std::mt19937 rng(2);
+  std::normal_distribution<float> n(0.0f, 2.0f);
+  for (int i = 0; i < 70; ++i) row.logits.push_back(n(rng));
+  row.logits[7] = 50.0f;  // the unconstrained favourite is masked
+  std::vector<uint32_t> mask(3, 0u);
+  for (int t : {5, 33, 64}) mask[static_cast<size_t>(t / 32)] |= 1u << (t % 32);
+  Sampler s;
+  row.params.temperature = 0.0f;
+  const int32_t greedy = s.sample(row.logits, row.work(), mask).token;
+  int32_t best = 5;
+  for (int t : {33, 64}) best = row.logits[static_cast<size_t>(t)] > row.logits[static_cast<size_t>(best)] ? t : best;
+  EXPECT_EQ(greedy, best);
+  row.params.temperature = 1.0f;
+  row.params.logprobs = 4;
+  double total = 0;
+  for (uint64_t i = 0; i < 200; ++i) {
+    SampledToken t = s.sample(row.logits, row.work(9, i), mask);
+    EXPECT_TRUE(t.token == 5 || t.token == 33 || t.token == 64) << t.token;
+    // Logprobs are of the masked distribution: three tokens share all mass.
+    ASSERT_EQ(t.top_logprobs.size(), 4u);
+    total = 0;
+    for (int k = 0; k < 3; ++k) total += std::exp(t.top_logprobs[static_cast<size_t>(k)].second);
+    EXPECT_NEAR(total, 1.0, 1e-5);
+    EXPECT_EQ(t.top_logprobs[3].second, kNegInf);
+  }
+  // A mask that allows nothing is an error, not a token.
+  std::vector<uint32_t> none(3, 0u);
+  row.params.temperature = 0.0f;
+  EXPECT_ANY_THROW(s.sample(row.logits, row.work(), none));
+  row.params.temperature = 1.0f;
+  EXPECT_ANY_THROW(s.sample(row.logits, row.work(), none));
+}
+
+}  // namespace
+}  // namespace hyllm

@@ -75,6 +75,7 @@ TEST(Scheduler, LongPromptIsPrefilledInBudgetSizedChunks) {
 
 TEST(Scheduler, RunningDecodesShareTheBudgetWithANewPromptChunk) {
   EngineConfig config = small_config();
+  config.enable_prefix_caching = false;  // chunks end on block boundaries with it (PrefixCache tests)
   FakeExecutor ex;
   std::vector<std::vector<int>> step_sizes;
   ex.on_step = [&](const StepInput& in) {
@@ -96,7 +97,8 @@ TEST(Scheduler, RunningDecodesShareTheBudgetWithANewPromptChunk) {
 
 TEST(Scheduler, PreemptionFreesRequeuesAndRecomputesTheSameTokens) {
   EngineConfig config = small_config();
-  config.kv_cache_memory_bytes = bytes_for(8, 40, config.block_size);  // 160 tokens of KV
+  // 160 tokens of KV; slots for 8 running sequences and 8 snapshots.
+  config.kv_cache_memory_bytes = bytes_for(16, 40, config.block_size);
   FakeExecutor ex;
   EngineCore core(ex, config);
   ASSERT_EQ(core.cache_plan().num_blocks, 40);
@@ -261,6 +263,31 @@ TEST(CachePlan, SlotsTakeAtMostHalfTheBudgetAndShrinkForOneFullSequence) {
   EXPECT_EQ(p.num_state_slots, 8);
   in.max_model_len = 31;
   EXPECT_THROW(plan_cache(in), Error);
+}
+
+TEST(CachePlan, PrefixCachingWantsASnapshotSlotPerSequenceUnderTheSameCap) {
+  CachePlanInput in;
+  in.kv_bytes_per_token = 100;
+  in.bytes_per_state_slot = 10000;
+  in.block_size = 10;
+  in.max_num_seqs = 2;
+  in.max_model_len = 100;
+  in.budget_bytes = 100000;
+  in.enable_prefix_caching = true;
+  CachePlan p = plan_cache(in);
+  EXPECT_EQ(p.num_state_slots, 4) << "2 running + 2 snapshots";
+  EXPECT_EQ(p.num_blocks, 60);
+  EXPECT_DOUBLE_EQ(p.max_concurrency, 2.0) << "snapshots add no concurrency";
+  in.max_num_seqs = 100;  // the half-budget cap binds: as many slots as without caching
+  p = plan_cache(in);
+  EXPECT_EQ(p.num_state_slots, 5);
+  in.enable_prefix_caching = false;
+  EXPECT_EQ(plan_cache(in).num_state_slots, 5);
+  in.num_blocks_override = 3;
+  in.max_num_seqs = 2;
+  in.max_model_len = 30;
+  in.enable_prefix_caching = true;
+  EXPECT_EQ(plan_cache(in).num_state_slots, 4);
 }
 
 }  // namespace

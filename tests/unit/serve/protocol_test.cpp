@@ -153,6 +153,18 @@ TEST(SamplingRequest, ResolvesDefaultsAndContext) {
   EXPECT_EQ(expect_api_error([&] { resolve_sampling_params(s, d, 4, 100, 1000); }).param(), "stop_token_ids");
 }
 
+TEST(SamplingRequest, HugeMaxTokensIsOverTheContextNotAnOverflow) {
+  SamplingRequest s;
+  s.max_tokens = INT64_MAX;
+  auto e = expect_api_error([&] { resolve_sampling_params(s, SamplingDefaults(), 5, 100, 1000); });
+  EXPECT_EQ(e.param(), "max_tokens");
+  EXPECT_NE(std::string(e.what()).find("maximum context length is 100 tokens. However, you requested "
+                                       "9223372036854775812 tokens (5 in the messages, 9223372036854775807 in "
+                                       "the completion)"),
+            std::string::npos)
+      << e.what();
+}
+
 TEST(ChatRequest, NormalisesMessages) {
   auto r = chat(R"({"messages":[{"role":"system","content":"be brief"},
       {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "backend/cuda/launch/fp8.h"
+
 namespace hyllm::cuda {
 
 struct RmsNormParams {
@@ -22,6 +24,7 @@ struct RmsNormParams {
   int width = 0;
   float eps = 1e-6f;
   bool plus_one = true;
+  Fp8Out fp8;  // optional; out may then be null
 };
 void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream);
 
@@ -36,15 +39,17 @@ struct GatedRmsNormParams {
   int num_heads = 0;
   int head_dim = 0;
   float eps = 1e-6f;
+  Fp8Out fp8;  // optional; out may then be null
 };
 void launch_gated_rms_norm(const GatedRmsNormParams& p, cudaStream_t stream);
 
 struct SwigluParams {
   const uint16_t* x = nullptr;  // column slice: [gate | up], 2 * inter wide
   int64_t x_stride = 0;
-  uint16_t* out = nullptr;  // [rows, inter]
+  uint16_t* out = nullptr;  // [rows, inter], optional with fp8
   int rows = 0;
   int inter = 0;
+  Fp8Out fp8;  // optional
 };
 void launch_swiglu(const SwigluParams& p, cudaStream_t stream);
 

@@ -27,15 +27,21 @@ struct SamplingRowParams {
   int32_t banned_begin = 0, banned_end = 0;
   int32_t rep_begin = 0, rep_end = 0;
   int32_t count_begin = 0, count_end = 0;
+  // Structured output: word offset of this row's allowed-token bitmask in the
+  // shared mask words (bit t % 32 of word t / 32 set = allowed); -1: none.
+  int64_t mask_offset = -1;
 };
 
 struct SamplingLaunch {
-  const float* logits = nullptr;  // [rows, vocab], row stride ld
+  // [rows, vocab], row stride ld. Rows with a mask get their disallowed
+  // logits set to -inf in place before anything reads them.
+  float* logits = nullptr;
   int64_t ld = 0;
   int rows = 0;
   int vocab = 0;
   const SamplingRowParams* params = nullptr;  // device [rows]
   const int32_t* pool = nullptr;              // device
+  const uint32_t* mask_words = nullptr;       // device; the rows' bitmasks (mask_offset)
   float* work = nullptr;                      // device scratch [rows, vocab]
   int32_t* out_token = nullptr;               // device [rows]; -1 when every token is masked
   float* out_logprob = nullptr;               // device [rows]

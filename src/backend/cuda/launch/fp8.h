@@ -1,0 +1,54 @@
+#pragma once
+// Launchers of FP8 activation quantisation, on its own or as the output stage
+// of a norm or SwiGLU (see launch/dense.h for the conventions of these headers).
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace hyllm::cuda {
+
+// Where an FP8 activation goes (ops.h Fp8Activation): codes q [rows, cols],
+// and either group scales scale[group * rows + row] (dynamic: group_scales
+// true) or one scale read from static_scale.
+struct Fp8Out {
+  uint8_t* q = nullptr;
+  float* scale = nullptr;              // dynamic: [ceil(cols/128), rows]
+  const float* static_scale = nullptr;  // static: [1]
+  bool group_scales = false;
+  int rows = 0;
+  int cols = 0;
+  bool enabled() const { return q != nullptr; }  // host side (kernels test q)
+};
+
+struct QuantizeFp8Params {
+  const uint16_t* x = nullptr;  // column slice
+  int64_t x_stride = 0;
+  Fp8Out out;
+};
+void launch_quantize_fp8(const QuantizeFp8Params& p, cudaStream_t stream);
+
+// out[m, n] = sum_k x[m, k] W[n, k] for few rows (decode): e4m3 operands with
+// the scales of ops.h's linear (block or per-tensor), the weights streamed
+// once (fp8_gemv.cu). Any shape; rows beyond 32 in chunks of 32, each chunk
+// reading the weights again.
+struct Fp8GemvParams {
+  const uint8_t* w = nullptr;       // [N, K] e4m3
+  const float* w_scale = nullptr;   // block: [ceil(N/128), ceil(K/128)]; tensor: [1]
+  const uint8_t* x = nullptr;       // [M, K] e4m3
+  const float* x_scale = nullptr;   // block: [ceil(K/128), M]; tensor: [1]
+  bool block_scales = true;
+  void* out = nullptr;              // [M, N] bf16 or f32
+  bool out_f32 = false;
+  int M = 0;
+  int N = 0;
+  int K = 0;
+};
+void launch_fp8_gemv(const Fp8GemvParams& p, int num_sms, cudaStream_t stream);
+// The most rows for which the linear prefers fp8_gemv to cuBLASLt, per scale
+// format (cuBLASLt has no block-scaled algorithm below 4 rows; with
+// per-tensor scales it streams the weights well from one row on).
+inline constexpr int kFp8GemvMaxRowsBlock = 8;
+inline constexpr int kFp8GemvMaxRowsTensor = 0;
+
+}  // namespace hyllm::cuda

@@ -1,0 +1,198 @@
+// bench_cuda_gemm: times the linear's GEMM kernels on the projection shapes of
+// Qwen3.5-27B and 35B-A3B, each kernel replayed back to back from a CUDA graph
+// over rotating weight copies larger than L2 (so weights come from HBM):
+// FP8 (block and per-tensor scales) on fp8_gemv (the decode kernel) and on
+// cuBLASLt, and BF16 on cuBLASLt, at decode rows
+// (M = 1..64) and prefill rows. Prints weight bandwidth against the measured
+// copy rate (4.28 TB/s) and, for prefill, TFLOP/s. Used to choose the M at
+// which the linear switches kernels.
+//   bench_cuda_gemm [--iters 50]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_gemm.h"
+#include "backend/cuda/launch/fp8.h"
+
+namespace {
+
+constexpr double kCopyBandwidth = 4.28e12;
+
+#define CHECK(x)                                                                             \
+  do {                                                                                       \
+    cudaError_t e = (x);                                                                     \
+    if (e != cudaSuccess) {                                                                  \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
+      std::exit(1);                                                                          \
+    }                                                                                        \
+  } while (0)
+
+struct ShapeCase {
+  const char* name;
+  int N, K;
+};
+
+// Random bytes that are valid e4m3 codes (no NaN: 0x7f / 0xff excluded).
+__global__ void fill_codes(uint8_t* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 13;
+    h *= 0x5bd1e995u;
+    uint8_t c = static_cast<uint8_t>(h >> 24) & 0x77;  // |value| well below 448
+    p[i] = c;
+  }
+}
+__global__ void fill_f32(float* p, size_t n, float v) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    p[i] = v;
+}
+
+template <typename F>
+double time_graph(cudaStream_t s, int copies, int iters, F&& launch_copy) {
+  cudaGraph_t g;
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < iters; ++i) launch_copy(i % copies, s);
+  CHECK(cudaStreamEndCapture(s, &g));
+  cudaGraphExec_t ge;
+  CHECK(cudaGraphInstantiate(&ge, g, 0));
+  CHECK(cudaGraphLaunch(ge, s));  // warm-up
+  CHECK(cudaStreamSynchronize(s));
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  std::vector<double> t;
+  for (int r = 0; r < 5; ++r) {
+    CHECK(cudaEventRecord(a, s));
+    CHECK(cudaGraphLaunch(ge, s));
+    CHECK(cudaEventRecord(b, s));
+    CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms / 1e3 / iters);
+  }
+  CHECK(cudaGraphExecDestroy(ge));
+  CHECK(cudaGraphDestroy(g));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int iters = 50;
+  for (int i = 1; i + 1 < argc; i += 2)
+    if (std::string(argv[i]) == "--iters") iters = std::stoi(argv[i + 1]);
+  int dev_count = 0;
+  if (cudaGetDeviceCount(&dev_count) != cudaSuccess || dev_count == 0) {
+    std::printf("no CUDA device\n");
+    return 0;
+  }
+  int sms = 0;
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  cudaStream_t s;
+  CHECK(cudaStreamCreate(&s));
+  hyllm::cuda::GemmRunner gemm;
+  const std::vector<ShapeCase> shapes = {
+      {"27B gdn qkv|z", 16384, 5120}, {"27B attn q|k|v", 14336, 5120}, {"27B mlp gate|up", 34816, 5120},
+      {"27B mlp down", 5120, 17408},  {"27B out_proj", 5120, 6144},    {"35B gdn qkv|z", 12288, 2048},
+      {"35B attn q|k|v", 9216, 2048}, {"35B out_proj", 2048, 4096},   {"35B shared gate|up", 1024, 2048}};
+  const std::vector<int> ms = {1, 3, 8, 16, 32, 64, 1024, 4096};
+  std::printf("| shape | N x K | M | fp8_gemv block | fp8_gemv tensor | cuBLASLt fp8 block | cuBLASLt fp8 tensor | "
+              "cuBLASLt bf16 |\n|---|---|---|---|---|---|---|---|\n");
+  for (const ShapeCase& sc : shapes) {
+    const size_t wbytes = static_cast<size_t>(sc.N) * sc.K;
+    const int copies = std::max<int>(2, static_cast<int>(200e6 / wbytes) + 1);  // > 4x the 50 MB L2
+    std::vector<uint8_t*> w8(copies);
+    std::vector<uint16_t*> w16(copies);
+    for (int c = 0; c < copies; ++c) {
+      CHECK(cudaMalloc(&w8[c], wbytes));
+      CHECK(cudaMalloc(&w16[c], wbytes * 2));
+      fill_codes<<<1024, 256, 0, s>>>(w8[c], wbytes, 17u * c + 1);
+      fill_codes<<<1024, 256, 0, s>>>(reinterpret_cast<uint8_t*>(w16[c]), wbytes * 2, 31u * c + 7);
+    }
+    const int kb = (sc.K + 127) / 128, nb = (sc.N + 127) / 128;
+    float *wsb, *wst, *xs;
+    CHECK(cudaMalloc(&wsb, sizeof(float) * nb * kb));
+    CHECK(cudaMalloc(&wst, sizeof(float)));
+    CHECK(cudaMalloc(&xs, sizeof(float) * kb * 4096));
+    fill_f32<<<64, 256, 0, s>>>(wsb, static_cast<size_t>(nb) * kb, 1e-3f);
+    fill_f32<<<1, 32, 0, s>>>(wst, 1, 1e-3f);
+    fill_f32<<<64, 256, 0, s>>>(xs, static_cast<size_t>(kb) * 4096, 1e-2f);
+    uint8_t* x8;
+    uint16_t* x16;
+    void* out;
+    CHECK(cudaMalloc(&x8, static_cast<size_t>(4096) * sc.K));
+    CHECK(cudaMalloc(&x16, static_cast<size_t>(4096) * sc.K * 2));
+    CHECK(cudaMalloc(&out, static_cast<size_t>(4096) * sc.N * 4));
+    fill_codes<<<1024, 256, 0, s>>>(x8, static_cast<size_t>(4096) * sc.K, 99);
+    fill_codes<<<1024, 256, 0, s>>>(reinterpret_cast<uint8_t*>(x16), static_cast<size_t>(4096) * sc.K * 2, 98);
+    CHECK(cudaStreamSynchronize(s));
+    for (int M : ms) {
+      const int it = M >= 1024 ? std::max(5, iters / 5) : iters;
+      auto cell = [&](double t, bool bf16) {
+        if (t <= 0) return std::string("-");
+        char buf[96];
+        if (M >= 1024)
+          std::snprintf(buf, sizeof buf, "%.1f us, %.0f TF/s", t * 1e6, 2.0 * M * sc.N * sc.K / t / 1e12);
+        else
+          std::snprintf(buf, sizeof buf, "%.1f us, %.0f%%", t * 1e6,
+                        100.0 * wbytes * (bf16 ? 2 : 1) / t / kCopyBandwidth);
+        return std::string(buf);
+      };
+      double gemv_b = -1, gemv_t = -1, lt_b = -1, lt_t = -1, lt_bf16 = -1;
+      if (M <= 64) {
+        for (bool block : {true, false}) {
+          double t = time_graph(s, copies, it, [&](int c, cudaStream_t st) {
+            hyllm::cuda::Fp8GemvParams p;
+            p.w = w8[c];
+            p.w_scale = block ? wsb : wst;
+            p.x = x8;
+            p.x_scale = block ? xs : wst;
+            p.block_scales = block;
+            p.out = out;
+            p.M = M;
+            p.N = sc.N;
+            p.K = sc.K;
+            hyllm::cuda::launch_fp8_gemv(p, sms, st);
+          });
+          (block ? gemv_b : gemv_t) = t;
+        }
+      }
+      for (bool block : {true, false}) {
+        // Plan outside the capture (the heuristic must not run inside it).
+        if (!gemm.run_fp8(x8, block ? xs : wst, w8[0], block ? wsb : wst,
+                          block ? hyllm::cuda::GemmRunner::Fp8Scales::kBlock : hyllm::cuda::GemmRunner::Fp8Scales::kTensor,
+                          out, false, M, sc.N, sc.K, s))
+          continue;
+        double t = time_graph(s, copies, it, [&](int c, cudaStream_t st) {
+          gemm.run_fp8(x8, block ? xs : wst, w8[c], block ? wsb : wst,
+                       block ? hyllm::cuda::GemmRunner::Fp8Scales::kBlock : hyllm::cuda::GemmRunner::Fp8Scales::kTensor,
+                       out, false, M, sc.N, sc.K, st);
+        });
+        (block ? lt_b : lt_t) = t;
+      }
+      gemm.run(x16, w16[0], out, false, M, sc.N, sc.K, s);
+      lt_bf16 = time_graph(s, copies, it, [&](int c, cudaStream_t st) { gemm.run(x16, w16[c], out, false, M, sc.N, sc.K, st); });
+      CHECK(cudaStreamSynchronize(s));
+      CHECK(cudaGetLastError());
+      std::printf("| %s | %d x %d | %d | %s | %s | %s | %s | %s |\n", sc.name, sc.N, sc.K, M,
+                  cell(gemv_b, false).c_str(), cell(gemv_t, false).c_str(), cell(lt_b, false).c_str(),
+                  cell(lt_t, false).c_str(), cell(lt_bf16, true).c_str());
+      std::fflush(stdout);
+    }
+    for (int c = 0; c < copies; ++c) {
+      cudaFree(w8[c]);
+      cudaFree(w16[c]);
+    }
+    cudaFree(wsb);
+    cudaFree(wst);
+    cudaFree(xs);
+    cudaFree(x8);
+    cudaFree(x16);
+    cudaFree(out);
+  }
+  return 0;
+}

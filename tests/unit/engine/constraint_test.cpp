@@ -1,0 +1,113 @@
+// Structured output as the engine sees it: a TokenConstraint's mask decides
+// every sampled token, each appended token is reported to it once (forced
+// ones included), forced tokens are computed in the next step as one chunk,
+// and a constraint that rejects or throws fails only its own request.
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "engine_test_util.h"
+#include "util/log.h"
+#include "util/status.h"
+
+namespace hyllm::testing {
+namespace {
+
+// Allows only multiples of `step`; after each accepted token t it forces
+// t + 1 and t + 2 (the "grammar text" that follows it), unless disabled.
+class MultiplesConstraint : public TokenConstraint {
+ public:
+  MultiplesConstraint(int vocab, int step, bool force) : vocab_(vocab), step_(step), force_(force) {}
+  bool fill_next_token_bitmask(std::span<uint32_t> mask) override {
+    ++fills;
+    std::fill(mask.begin(), mask.end(), 0u);
+    for (int t = 0; t < vocab_; t += step_) mask[static_cast<size_t>(t / 32)] |= 1u << (t % 32);
+    return true;
+  }
+  bool accept_token(int32_t token) override {
+    accepted.push_back(token);
+    if (reject_next) return false;
+    return true;
+  }
+  std::vector<int32_t> forced_tokens(int max_tokens) override {
+    if (!force_ || accepted.empty()) return {};
+    std::vector<int32_t> out;
+    const int32_t last = accepted.back();
+    for (int32_t t : {last + 1, last + 2}) {
+      if (static_cast<int>(out.size()) < max_tokens && t < vocab_) out.push_back(t);
+    }
+    forced.insert(forced.end(), out.begin(), out.end());
+    return out;
+  }
+  int vocab_, step_;
+  bool force_;
+  bool reject_next = false;
+  int fills = 0;
+  std::vector<int32_t> accepted, forced;
+};
+
+TEST(EngineConstraint, MaskDecidesEverySampledTokenAndForcedTokensFollow) {
+  EngineConfig config = small_config();
+  FakeExecutor ex;
+  std::vector<int> chunk_sizes;
+  ex.on_step = [&](const StepInput& in) {
+    for (const SeqWork& w : in.seqs) {
+      if (w.start_pos > 0) chunk_sizes.push_back(static_cast<int>(w.token_ids.size()));
+    }
+  };
+  EngineCore core(ex, config);
+  std::mt19937 rng(3);
+  EngineRequest r = make_request("c", random_prompt(rng, 9, 64), 12, 1);
+  r.sampling.temperature = 1.0f;
+  r.sampling.ignore_eos = true;
+  auto c = std::make_shared<MultiplesConstraint>(64, 8, true);
+  r.constraints = {c};
+  core.add_request(r);
+  Results res = run_all(core, {{"c", 1}}, 100000, /*jump_forward=*/true);
+  const auto& out = res.by_request.at("c").at(0).tokens;
+  ASSERT_EQ(out.size(), 12u);
+  // Sampled, forced, forced, sampled, ...: max_tokens cuts the last group.
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (i % 3 == 0) {
+      EXPECT_EQ(out[i] % 8, 0) << "sampled token " << i << " is not allowed";
+    } else {
+      EXPECT_EQ(out[i], out[i - 1] + 1);
+    }
+  }
+  EXPECT_EQ(c->accepted.size(), 4u) << "forced tokens are not accepted twice";
+  EXPECT_EQ(c->fills, 4);
+  // Each forced pair is computed with the sampled token before it: chunks of 3.
+  for (size_t i = 0; i + 1 < chunk_sizes.size(); ++i) EXPECT_EQ(chunk_sizes[i], 3) << i;
+}
+
+TEST(EngineConstraint, RejectionFailsOnlyThatRequest) {
+  EngineConfig config = small_config();
+  FakeExecutor ex;
+  EngineCore core(ex, config);
+  std::mt19937 rng(4);
+  EngineRequest bad = make_request("bad", random_prompt(rng, 5, 64), 6, 1);
+  auto c = std::make_shared<MultiplesConstraint>(64, 4, false);
+  c->reject_next = true;
+  bad.constraints = {c};
+  core.add_request(bad);
+  core.add_request(make_request("good", random_prompt(rng, 5, 64), 6, 1));
+  Results res = run_all(core, {{"bad", 1}, {"good", 1}});
+  EXPECT_EQ(res.by_request.at("bad").at(0).finish, FinishReason::kError);
+  EXPECT_NE(res.by_request.at("good").at(0).finish, FinishReason::kError);
+}
+
+TEST(EngineConstraint, OneConstraintPerChoice) {
+  EngineConfig config = small_config();
+  FakeExecutor ex;
+  EngineCore core(ex, config);
+  std::mt19937 rng(5);
+  EngineRequest r = make_request("n", random_prompt(rng, 5, 64), 4, 2);
+  r.constraints = {std::make_shared<MultiplesConstraint>(64, 4, false)};
+  EXPECT_THROW(core.validate(r), Error);
+  r.constraints.push_back(std::make_shared<MultiplesConstraint>(64, 4, false));
+  core.validate(r);
+}
+
+}  // namespace
+}  // namespace hyllm::testing

@@ -309,6 +309,7 @@ int run_serve(ServeArgs& a) {
   model_options.seed = a.seed;
   model_options.kv_cache_dtype = config.kv_cache_fp8() ? DType::kF8E4M3 : DType::kBF16;
   model_options.online_fp8 = online_fp8;
+  model_options.dummy_router_skew = a.dummy_router_skew;
   auto model = load_model(model_dir, *backend, model_options);
   backend->synchronize();  // weights made on the device are done: the time below is the whole load
   const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();

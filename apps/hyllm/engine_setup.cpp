@@ -26,6 +26,10 @@ void add_engine_flags(CLI::App& sub, EngineFlags& f) {
   sub.add_option("--kv-cache-memory", f.kv_cache_memory, "Cache memory, e.g. 20G (overrides --gpu-memory-utilization)");
   sub.add_option("--gpu-memory-utilization", f.gpu_memory_utilization)->capture_default_str();
   sub.add_option("--seed", f.seed)->capture_default_str();
+  sub.add_option("--dummy-router-skew", f.dummy_router_skew,
+                 "With dummy weights: skew each MoE router towards a few experts (0 = uniform)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 4.0));
   sub.add_flag("--enforce-eager", f.enforce_eager, "Launch every step op by op (no CUDA graphs)");
 }
 
@@ -143,6 +147,7 @@ InProcessEngine build_engine(const EngineFlags& f) {
   mo.seed = f.seed;
   mo.kv_cache_dtype = config.kv_cache_fp8() ? DType::kF8E4M3 : DType::kBF16;
   mo.online_fp8 = wants_online_fp8(f.quantization, e.model_config);
+  mo.dummy_router_skew = f.dummy_router_skew;
   auto model = load_model(e.model_dir, *e.backend, mo);
   RunnerOptions ro;
   ro.max_num_tokens = config.max_num_batched_tokens;

@@ -30,6 +30,7 @@ struct EngineFlags {
   std::optional<std::string> kv_cache_memory;  // "20G", "512M", bytes
   double gpu_memory_utilization = 0.9;
   uint64_t seed = 0;
+  float dummy_router_skew = 0.0f;
   bool enforce_eager = false;
 };
 

@@ -93,6 +93,10 @@ void add_serve_flags(CLI::App& sub, ServeArgs& a) {
                "Reuse the KV cache and GDN state of cached prompt prefixes (default on)");
   sub.add_option(names("load-format"), a.load_format, "auto, safetensors or dummy (random weights)")
       ->capture_default_str();
+  sub.add_option(names("dummy-router-skew"), a.dummy_router_skew,
+                 "With dummy weights: skew each MoE router towards a few experts (0 = uniform; 0.5 is strong)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 4.0));
   sub.add_option(names("dtype"), a.dtype, "auto, bfloat16, float16/half, float32")->capture_default_str();
   sub.add_option(names("quantization", "-q"), a.quantization,
                  "Unset: the checkpoint's quantization_config; fp8 on a BF16 checkpoint: quantize its linears to "

@@ -37,6 +37,7 @@ struct ServeArgs {
   int pipeline_parallel_size = 1;
   int data_parallel_size = 1;
   uint64_t seed = 0;
+  float dummy_router_skew = 0.0f;
   std::vector<std::string> api_key;
   std::string generation_config = "auto";
   std::string chat_template;

@@ -22,7 +22,7 @@ void Kernels::gdn_conv(const GdnConvArgs&) { unsupported("gdn_conv"); }
 void Kernels::gated_delta_rule(const GatedDeltaRuleArgs&) { unsupported("gated_delta_rule"); }
 void Kernels::swiglu(const SwigluArgs&) { unsupported("swiglu"); }
 void Kernels::moe_route(const MoeRouteArgs&) { unsupported("moe_route"); }
-void Kernels::moe_experts(const MoeExpertsArgs&) { unsupported("moe_experts"); }
+void Kernels::moe(const MoeArgs&) { unsupported("moe"); }
 
 Kernels& Backend::kernels() {
   static Kernels none;

@@ -26,7 +26,7 @@ class Kernels {
   virtual void gated_delta_rule(const GatedDeltaRuleArgs& a);
   virtual void swiglu(const SwigluArgs& a);
   virtual void moe_route(const MoeRouteArgs& a);
-  virtual void moe_experts(const MoeExpertsArgs& a);
+  virtual void moe(const MoeArgs& a);
 
  protected:
   // Throws kUnsupported naming the op and this table.

@@ -2,6 +2,8 @@
 // MLP, MoE). Attention and GDN ops are in ops_mixers.cpp.
 #include "backend/ops.h"
 
+#include <tuple>
+
 #include "backend/backend.h"
 #include "backend/kernels.h"
 #include "backend/ops_check.h"
@@ -36,11 +38,6 @@ ActQuantMode act_quant_mode_for(WeightFormat f) {
     case WeightFormat::kFp8Tensor: return ActQuantMode::kStatic;
   }
   return ActQuantMode::kNone;
-}
-
-int64_t MoeExpertWeights::num_experts() const {
-  if (fused()) return gate_up.weight.rank() == 3 ? gate_up.weight.dim(0) : 0;
-  return static_cast<int64_t>(expert_gate.size());
 }
 
 namespace {
@@ -162,64 +159,69 @@ void moe_route(Backend& be, const MoeRouteArgs& a) {
 }
 
 namespace {
-// Checks one expert's (or all experts') weights and returns the intermediate size I.
-int64_t check_experts(const OpCheck& c, const MoeExpertWeights& w, int64_t H) {
-  const int64_t E = w.num_experts();
-  c.require(E > 0, "experts: no expert weights");
-  if (w.fused()) {
-    c.require(w.expert_gate.empty() && w.expert_up.empty() && w.expert_down.empty(),
-              "experts: give either the fused or the per-expert layout, not both");
-    c.require(w.gate_up.weight.rank() == 3 && w.down.weight.rank() == 3,
-              "experts: fused weights must be [E, 2I, H] and [E, H, I], got {} and {}",
-              w.gate_up.weight.shape().str(), w.down.weight.shape().str());
-    c.require(w.gate_up.format == w.down.format, "experts: gate_up and down formats differ");
-    const int64_t I2 = w.gate_up.weight.dim(1);
-    c.require(I2 % 2 == 0, "experts: gate_up has an odd row count {}", I2);
-    const int64_t I = I2 / 2;
-    c.require(w.gate_up.weight.dim(0) == E && w.gate_up.weight.dim(2) == H && w.down.weight.dim(0) == E &&
-                  w.down.weight.dim(1) == H && w.down.weight.dim(2) == I,
-              "experts: fused weights {} and {} do not fit E={}, H={}", w.gate_up.weight.shape().str(),
-              w.down.weight.shape().str(), E, H);
-    // Check one expert's slice the way the kernels will see it.
-    for (const LinearWeight* lw : {&w.gate_up, &w.down}) {
-      const int64_t N = lw->weight.dim(1), K = lw->weight.dim(2);
-      const DType wd = lw->format == WeightFormat::kBf16 ? DType::kBF16 : DType::kF8E4M3;
-      c.tensor("experts.weight", lw->weight, {wd}, {E, N, K});
-      if (lw->format == WeightFormat::kFp8Block) {
-        c.tensor("experts.weight_scale", lw->weight_scale, {DType::kF32},
-                 {E, (N + kFp8BlockSize - 1) / kFp8BlockSize, (K + kFp8BlockSize - 1) / kFp8BlockSize});
-      } else if (lw->format == WeightFormat::kFp8Tensor) {
-        c.tensor("experts.weight_scale", lw->weight_scale, {DType::kF32}, {E});
-        c.tensor("experts.input_scale", lw->input_scale, {DType::kF32}, {E});
-      }
+// The stacked expert weights of moe (see MoeExpertWeights); returns I.
+int64_t check_experts(const OpCheck& c, const MoeExpertWeights& w, int64_t E, int64_t H) {
+  c.require(w.gate_up.weight.rank() == 3 && w.down.weight.rank() == 3,
+            "experts: weights must be [E, 2I, H] and [E, H, I], got {} and {}", w.gate_up.weight.shape().str(),
+            w.down.weight.shape().str());
+  c.require(w.gate_up.format == w.down.format, "experts: gate_up is {} but down is {}",
+            weight_format_name(w.gate_up.format), weight_format_name(w.down.format));
+  const int64_t I = w.intermediate();
+  c.require(I > 0, "experts: intermediate size 0");
+  if (w.gate_up.format == WeightFormat::kFp8Block)
+    c.require(I % kFp8BlockSize == 0, "experts: block-fp8 intermediate size {} is not a multiple of {}", I,
+              kFp8BlockSize);
+  const DType wd = w.gate_up.format == WeightFormat::kBf16 ? DType::kBF16 : DType::kF8E4M3;
+  for (auto [lw, N, K] : {std::tuple{&w.gate_up, 2 * I, H}, std::tuple{&w.down, H, I}}) {
+    c.tensor("experts.weight", lw->weight, {wd}, {E, N, K});
+    if (lw->format == WeightFormat::kFp8Block) {
+      c.tensor("experts.weight_scale", lw->weight_scale, {DType::kF32},
+               {E, (N + kFp8BlockSize - 1) / kFp8BlockSize, (K + kFp8BlockSize - 1) / kFp8BlockSize});
+    } else if (lw->format == WeightFormat::kFp8Tensor) {
+      c.tensor("experts.weight_scale", lw->weight_scale, {DType::kF32}, {E});
+      c.tensor("experts.input_scale", lw->input_scale, {DType::kF32}, {E});
     }
-    return I;
-  }
-  c.require(static_cast<int64_t>(w.expert_up.size()) == E && static_cast<int64_t>(w.expert_down.size()) == E,
-            "experts: {} gate, {} up and {} down weights", E, w.expert_up.size(), w.expert_down.size());
-  const int64_t I = w.expert_gate[0].out_features();
-  for (int64_t e = 0; e < E; ++e) {
-    c.weight("experts.gate", w.expert_gate[e], I, H);
-    c.weight("experts.up", w.expert_up[e], I, H);
-    c.weight("experts.down", w.expert_down[e], H, I);
   }
   return I;
 }
 }  // namespace
 
-void moe_experts(Backend& be, const MoeExpertsArgs& a) {
-  OpCheck c(be.device(), "moe_experts");
+void moe(Backend& be, const MoeArgs& a) {
+  OpCheck c(be.device(), "moe");
   c.tensor("x", a.x, {DType::kBF16}, {kAny, kAny});
   const int64_t T = a.x.dim(0), H = a.x.dim(1);
-  c.tensor("topk_ids", a.topk_ids, {DType::kI32}, {T, kAny});
-  const int64_t k = a.topk_ids.dim(1);
-  c.tensor("topk_weights", a.topk_weights, {DType::kF32}, {T, k});
-  check_experts(c, a.experts, H);
-  bool shared = c.optional("shared", a.shared, {DType::kBF16}, {T, H});
-  bool gate = c.optional("shared_gate", a.shared_gate, {DType::kBF16, DType::kF32}, {T, 1});
-  c.require(!gate || shared, "shared_gate without shared");
+  c.tensor("router", a.router, {DType::kBF16}, {kAny, H});
+  const int64_t E = a.router.dim(0);
+  c.require(E > 0 && a.top_k >= 1 && a.top_k <= E, "top_k {} must be in [1, {}]", a.top_k, E);
+  check_experts(c, a.experts, E, H);
+  if (!a.shared.empty()) {
+    const int64_t Is = a.shared.intermediate();
+    c.weight("shared.gate_up", a.shared.gate_up, 2 * Is, H);
+    c.weight("shared.down", a.shared.down, H, Is);
+    c.require(a.shared.gate_up.format == a.shared.down.format, "shared: gate_up is {} but down is {}",
+              weight_format_name(a.shared.gate_up.format), weight_format_name(a.shared.down.format));
+    c.optional("shared.gate", a.shared.gate, {DType::kBF16}, {1, H});
+  } else {
+    c.require(a.shared.gate.empty(), "shared.gate without a shared expert");
+  }
   c.tensor("out", a.out, {DType::kBF16}, {T, H});
-  be.kernels().moe_experts(a);
+  c.optional("topk_ids", a.topk_ids, {DType::kI32}, {T, a.top_k});
+  c.optional("topk_weights", a.topk_weights, {DType::kF32}, {T, a.top_k});
+  c.optional("expert_load", a.expert_load, {DType::kI32}, {E});
+  const WeightFormat ef = a.experts.gate_up.format;
+  const WeightFormat sf = a.shared.empty() ? WeightFormat::kBf16 : a.shared.gate_up.format;
+  const bool reads_xq = ef == WeightFormat::kFp8Block || sf == WeightFormat::kFp8Block;
+  if (!a.xq.empty()) {
+    c.require(reads_xq, "xq is given but no expert is block fp8");
+    c.fp8_activation("xq", a.xq, ActQuantMode::kGroup128, T, H);
+  }
+  // The op's own quantisations of x (per-tensor FP8 experts have their own
+  // input scales; block FP8 without xq), and of the SwiGLU outputs that FP8
+  // down projections read (one producer quantisation).
+  if (ef == WeightFormat::kFp8Tensor || sf == WeightFormat::kFp8Tensor || (reads_xq && a.xq.empty()))
+    ++be.counters().linear_self_quantizations;
+  if (ef != WeightFormat::kBf16 || sf != WeightFormat::kBf16) ++be.counters().fp8_quantizations;
+  be.kernels().moe(a);
 }
 
 }  // namespace hyllm

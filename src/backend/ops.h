@@ -434,39 +434,64 @@ struct MoeRouteArgs {
 };
 void moe_route(Backend& be, const MoeRouteArgs& a);
 
-// Expert weights of one MoE layer, in one of the two checkpoint layouts:
-//  - fused (the BF16 repos): gate_up.weight [E, 2I, H] with rows [gate | up],
-//    down.weight [E, H, I]; fp8 scales gain the leading E dimension too
-//    (block: [E, ceil(2I/128), ceil(H/128)]; tensor: [E] each);
-//  - per expert (the FP8 repos): expert_gate[e], expert_up[e] [I, H],
-//    expert_down[e] [H, I], each a LinearWeight of any format.
+// Expert weights of one MoE layer, stacked along a leading expert dimension
+// (the layout of the BF16 checkpoints; per-expert checkpoints are merged into
+// it at load): gate_up.weight [E, 2I, H] with each expert's rows
+// [gate (I) | up (I)], down.weight [E, H, I]. Scales gain the leading E too:
+// kFp8Block [E, ceil(2I/128), ceil(H/128)] and [E, ceil(H/128), ceil(I/128)]
+// (I a multiple of 128, so that no scale block mixes gate and up rows);
+// kFp8Tensor weight_scale and input_scale [E] each.
 struct MoeExpertWeights {
-  LinearWeight gate_up;  // fused layout
-  LinearWeight down;     // fused layout
-  std::vector<LinearWeight> expert_gate;
-  std::vector<LinearWeight> expert_up;
-  std::vector<LinearWeight> expert_down;
+  LinearWeight gate_up;
+  LinearWeight down;
 
-  bool fused() const { return !gate_up.empty(); }
-  int64_t num_experts() const;
+  bool empty() const { return gate_up.empty(); }
+  int64_t num_experts() const { return gate_up.weight.rank() == 3 ? gate_up.weight.dim(0) : 0; }
+  int64_t intermediate() const { return down.weight.rank() == 3 ? down.weight.dim(2) : 0; }
 };
 
-// out[t] = bf16( sum_i topk_weights[t,i] * E_{ids[t,i]}(x[t])
-//                + (shared present ? sigmoid(shared_gate[t]) * shared[t] : 0) )
-// with E_e(x) = down_e( swiglu( gate_up_e(x) ) ). Each expert's projections are
-// linear ops (bf16 outputs, rounded as there, swiglu likewise); the weighted
-// sum is fp32 and rounded once. shared is the shared expert's output and
-// shared_gate the logit of shared_expert_gate (both computed by the caller
-// with linear/swiglu); without shared_gate the shared output is added as is.
-struct MoeExpertsArgs {
-  TensorView x;             // [T, H] bf16
-  TensorView topk_ids;      // [T, top_k] i32, each in [0, E)
-  TensorView topk_weights;  // [T, top_k] f32
+// The shared expert: a SwiGLU MLP that every token runs, gate_up [2Is, H]
+// (rows [gate | up]) and down [H, Is] in one format, scaled by the sigmoid of
+// the shared_expert_gate logit when gate is given (by 1 otherwise).
+struct MoeSharedExpert {
+  LinearWeight gate_up;
+  LinearWeight down;
+  TensorView gate;  // optional [1, H] bf16
+
+  bool empty() const { return gate_up.empty(); }
+  int64_t intermediate() const { return down.in_features(); }
+};
+
+// One whole MoE block (router, routed experts, shared expert, combine):
+//   logits[t, e] = bf16( x[t] . router[e] )                 (fp32 dot)
+//   (ids, w)     = moe_route(logits, top_k)
+//   F(v)         = linear(down, swiglu(linear(gate_up, v)))  of one expert,
+//                  each op rounding as documented there (bf16 outputs)
+//   g[t]         = sigmoid( bf16( x[t] . shared.gate ) )    (1 without a gate)
+//   out[t] = bf16( r[t] + g[t] * F_shared(x[t]) ),  r[t] = sum over the top_k
+//            choices in ascending expert id of w[t,i] * F_{ids[t,i]}(x[t])
+//   (fp32; each product rounded, then added in that order, then the shared term).
+// FP8 projections read their input quantised as linear says: block-FP8
+// experts (and a block-FP8 shared expert) read xq, the kGroup128
+// quantisation of x made once by x's producer (the router and the gate read
+// bf16 x); without xq the op quantises x itself, the slow path that
+// Backend::counters() counts. Each expert's SwiGLU output is quantised the
+// same way (counted as one producer quantisation) before an FP8 down
+// projection. Per-tensor FP8 experts quantise x with their own input scales.
+// The routing is written to topk_ids / topk_weights when given, and
+// expert_load[e] grows by the number of tokens routed to expert e.
+struct MoeArgs {
+  TensorView x;       // [T, H] bf16
+  Fp8Activation xq;   // optional [T, H] kGroup128, for block-FP8 experts
+  TensorView router;  // [E, H] bf16
+  int64_t top_k = 0;
   MoeExpertWeights experts;
-  TensorView shared;        // optional [T, H] bf16
-  TensorView shared_gate;   // optional [T, 1] bf16 or f32 (with shared)
+  MoeSharedExpert shared;   // optional
   TensorView out;           // [T, H] bf16
+  TensorView topk_ids;      // optional [T, top_k] i32
+  TensorView topk_weights;  // optional [T, top_k] f32
+  TensorView expert_load;   // optional [E] i32, accumulated
 };
-void moe_experts(Backend& be, const MoeExpertsArgs& a);
+void moe(Backend& be, const MoeArgs& a);
 
 }  // namespace hyllm

@@ -33,6 +33,7 @@ struct ModelOptions {
   // quantised to FP8 at load, on the device, with per-tensor weight scales,
   // and run as block FP8 with dynamic per-token activation scales.
   bool online_fp8 = false;
+  float dummy_router_skew = 0.0f; // for LoadFormat::kDummy MoE routers (see DummyWeights)
 };
 
 class Model {
@@ -57,6 +58,10 @@ class Model {
   // One step; ctx.num_tokens <= max_num_tokens and rows <= max_num_seqs.
   // Returns logits [R, vocab] f32 in device memory, valid until the next call.
   virtual TensorView forward(const StepContext& ctx) = 0;
+
+  // After a step has finished on the device: logs per-step statistics at
+  // debug level (a MoE model: its expert load histogram).
+  virtual void log_step_debug() {}
 
   virtual size_t weight_bytes() const = 0;
   virtual size_t activation_bytes() const = 0;

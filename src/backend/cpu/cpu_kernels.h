@@ -34,7 +34,7 @@ class CpuKernels final : public Kernels {
   void gated_delta_rule(const GatedDeltaRuleArgs& a) override;
   void swiglu(const SwigluArgs& a) override;
   void moe_route(const MoeRouteArgs& a) override;
-  void moe_experts(const MoeExpertsArgs& a) override;
+  void moe(const MoeArgs& a) override;
 
  protected:
   const char* table_name() const override { return "the cpu backend"; }

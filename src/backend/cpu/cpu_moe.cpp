@@ -1,11 +1,13 @@
-// MoE routing (softmax, top-k, renormalise) and the routed experts with the
-// optional sigmoid-gated shared expert. Experts run one after another, each on
-// the rows routed to it, with the parallel linear kernels.
+// MoE routing (softmax, top-k, renormalise) and the whole MoE block: router,
+// routed experts, the sigmoid-gated shared expert and the combine. Experts
+// run one after another, each on the rows routed to it, with the parallel
+// linear kernels; a token's expert outputs are added in ascending expert id.
 #include <algorithm>
 #include <numeric>
 #include <vector>
 
 #include "backend/cpu/cpu_common.h"
+#include "backend/cpu/cpu_fp8.h"
 #include "backend/cpu/cpu_kernels.h"
 
 namespace hyllm {
@@ -24,24 +26,21 @@ TensorView expert_slice(const TensorView& t, int64_t e) {
   return {static_cast<char*>(t.data()) + static_cast<size_t>(e) * bytes, t.dtype(), s, t.device()};
 }
 
-LinearWeight expert_weight(const LinearWeight& fused, int64_t e) {
-  return {fused.format, expert_slice(fused.weight, e), expert_slice(fused.weight_scale, e),
-          expert_slice(fused.input_scale, e)};
+LinearWeight expert_weight(const LinearWeight& stacked, int64_t e) {
+  return {stacked.format, expert_slice(stacked.weight, e), expert_slice(stacked.weight_scale, e),
+          expert_slice(stacked.input_scale, e)};
 }
 
-}  // namespace
-
-void CpuKernels::moe_route(const MoeRouteArgs& a) {
-  const int64_t T = a.logits.dim(0), E = a.logits.dim(1), k = a.top_k;
-  int32_t* ids = a.topk_ids.data_as<int32_t>();
-  float* weights = a.topk_weights.data_as<float>();
+// moe_route on T rows of E logits read through `logit(t, e)`.
+template <typename Logit>
+void route_rows(int64_t T, int64_t E, int64_t k, Logit&& logit, int32_t* ids, float* weights) {
   cpu::parallel(T, 16, [&](int64_t t0, int64_t t1) {
     std::vector<float> p(static_cast<size_t>(E));
     std::vector<int32_t> order(static_cast<size_t>(E));
     for (int64_t t = t0; t < t1; ++t) {
       float mx = -INFINITY;
       for (int64_t e = 0; e < E; ++e) {
-        p[e] = cpu::load_float(a.logits, t * E + e);
+        p[e] = logit(t, e);
         mx = std::max(mx, p[e]);
       }
       float sum = 0.0f;
@@ -63,65 +62,127 @@ void CpuKernels::moe_route(const MoeRouteArgs& a) {
   });
 }
 
-void CpuKernels::moe_experts(const MoeExpertsArgs& a) {
-  const int64_t T = a.x.dim(0), H = a.x.dim(1), k = a.topk_ids.dim(1);
-  const MoeExpertWeights& w = a.experts;
-  const int64_t E = w.num_experts();
-  const int64_t I = w.fused() ? w.gate_up.weight.dim(1) / 2 : w.expert_gate[0].out_features();
-  const int32_t* ids = a.topk_ids.data_as<const int32_t>();
-  const float* tw = a.topk_weights.data_as<const float>();
-  // Rows routed to each expert, as (token, weight) pairs.
-  std::vector<std::vector<std::pair<int64_t, float>>> routed(static_cast<size_t>(E));
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t i = 0; i < k; ++i) {
-      const int32_t e = ids[t * k + i];
-      if (e < 0 || e >= E) {
-        fail(ErrorCode::kInvalidArgument, "moe_experts: expert id {} of token {} is outside [0, {})", e, t, E);
-      }
-      routed[e].emplace_back(t, tw[t * k + i]);
+// n rows of the MLP input: bf16 values, and their kGroup128 codes when the
+// producer quantised them (block-FP8 projections read those).
+struct MlpRows {
+  const uint16_t* x = nullptr;  // [n, H]
+  cpu::Fp8Rows xq;              // mode kNone when absent
+};
+
+// Rows `rows` of an Fp8Activation gathered into q [n, K] and scales [groups, n].
+cpu::Fp8Rows gather_fp8(const Fp8Activation& a, const std::vector<int64_t>& rows, std::vector<uint8_t>& q,
+                        std::vector<float>& scale) {
+  const int64_t n = static_cast<int64_t>(rows.size()), K = a.cols(), T = a.rows();
+  const int64_t groups = (K + kFp8BlockSize - 1) / kFp8BlockSize;
+  q.resize(static_cast<size_t>(n * K));
+  scale.resize(static_cast<size_t>(groups * n));
+  const uint8_t* src = a.q.data_as<const uint8_t>();
+  const float* s = a.scale.data_as<const float>();
+  for (int64_t r = 0; r < n; ++r) {
+    std::copy(src + rows[r] * K, src + (rows[r] + 1) * K, q.data() + r * K);
+    for (int64_t j = 0; j < groups; ++j) scale[j * n + r] = s[j * T + rows[r]];
+  }
+  return {ActQuantMode::kGroup128, q.data(), scale.data(), n};
+}
+
+// out[n, H] = down(swiglu(gate_up(x))) for n rows, every projection rounded
+// to bf16 as the linear and swiglu ops round (an FP8 down projection
+// quantises the SwiGLU output as a producer would).
+void swiglu_mlp(const LinearWeight& gate_up, const LinearWeight& down, const MlpRows& in, int64_t n,
+                uint16_t* out) {
+  const int64_t I = down.in_features();
+  std::vector<uint16_t> gu(static_cast<size_t>(n * 2 * I)), hidden(static_cast<size_t>(n * I));
+  if (gate_up.format == WeightFormat::kFp8Block && in.xq.mode != ActQuantMode::kNone) {
+    cpu::linear_forward_fp8(gate_up, in.xq, n, gate_up.in_features(), gu.data(), DType::kBF16);
+  } else {
+    cpu::linear_forward(gate_up, in.x, n, gu.data(), DType::kBF16);
+  }
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t i = 0; i < I; ++i) {
+      hidden[r * I + i] = cpu::to_bf(cpu::silu(cpu::bf(gu[r * 2 * I + i])) * cpu::bf(gu[r * 2 * I + I + i]));
     }
   }
-  std::vector<float> acc(static_cast<size_t>(T * H), 0.0f);
+  cpu::linear_forward(down, hidden.data(), n, out, DType::kBF16);
+}
+
+}  // namespace
+
+void CpuKernels::moe_route(const MoeRouteArgs& a) {
+  route_rows(
+      a.logits.dim(0), a.logits.dim(1), a.top_k,
+      [&](int64_t t, int64_t e) { return cpu::load_float(a.logits, t * a.logits.dim(1) + e); },
+      a.topk_ids.data_as<int32_t>(), a.topk_weights.data_as<float>());
+}
+
+void CpuKernels::moe(const MoeArgs& a) {
+  const int64_t T = a.x.dim(0), H = a.x.dim(1), E = a.router.dim(0), k = a.top_k;
+  if (T == 0) return;
   const uint16_t* x = a.x.data_as<const uint16_t>();
-  std::vector<uint16_t> xe, gu, hidden, down, up;
+
+  // Router logits, rounded to bf16 as the linear op rounds them.
+  std::vector<uint16_t> logits(static_cast<size_t>(T * E));
+  cpu::linear_forward(LinearWeight::bf16(a.router), x, T, logits.data(), DType::kBF16);
+  std::vector<int32_t> ids(static_cast<size_t>(T * k));
+  std::vector<float> tw(static_cast<size_t>(T * k));
+  route_rows(
+      T, E, k, [&](int64_t t, int64_t e) { return cpu::bf(logits[t * E + e]); }, ids.data(), tw.data());
+  if (!a.topk_ids.empty()) std::copy(ids.begin(), ids.end(), a.topk_ids.data_as<int32_t>());
+  if (!a.topk_weights.empty()) std::copy(tw.begin(), tw.end(), a.topk_weights.data_as<float>());
+
+  // Rows routed to each expert, as (token, weight) pairs in token order.
+  std::vector<std::vector<std::pair<int64_t, float>>> routed(static_cast<size_t>(E));
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t i = 0; i < k; ++i) routed[ids[t * k + i]].emplace_back(t, tw[t * k + i]);
+  }
+  if (!a.expert_load.empty()) {
+    int32_t* load = a.expert_load.data_as<int32_t>();
+    for (int64_t e = 0; e < E; ++e) load[e] += static_cast<int32_t>(routed[e].size());
+  }
+  // Experts in ascending id, so that each token's sum runs in that order.
+  std::vector<float> acc(static_cast<size_t>(T * H), 0.0f);
+  std::vector<uint16_t> xe, y;
+  std::vector<uint8_t> qe;
+  std::vector<float> se;
+  std::vector<int64_t> tokens;
   for (int64_t e = 0; e < E; ++e) {
     const auto& rows = routed[e];
     const int64_t n = static_cast<int64_t>(rows.size());
     if (n == 0) continue;
     xe.resize(static_cast<size_t>(n * H));
-    for (int64_t r = 0; r < n; ++r) std::copy(x + rows[r].first * H, x + (rows[r].first + 1) * H, xe.data() + r * H);
-    gu.resize(static_cast<size_t>(n * 2 * I));
-    hidden.resize(static_cast<size_t>(n * I));
-    if (w.fused()) {
-      cpu::linear_forward(expert_weight(w.gate_up, e), xe.data(), n, gu.data(), DType::kBF16);
-      for (int64_t r = 0; r < n; ++r) {
-        for (int64_t i = 0; i < I; ++i) {
-          hidden[r * I + i] = cpu::to_bf(cpu::silu(cpu::bf(gu[r * 2 * I + i])) * cpu::bf(gu[r * 2 * I + I + i]));
-        }
-      }
-    } else {
-      up.resize(static_cast<size_t>(n * I));
-      cpu::linear_forward(w.expert_gate[e], xe.data(), n, gu.data(), DType::kBF16);
-      cpu::linear_forward(w.expert_up[e], xe.data(), n, up.data(), DType::kBF16);
-      for (int64_t i = 0; i < n * I; ++i) hidden[i] = cpu::to_bf(cpu::silu(cpu::bf(gu[i])) * cpu::bf(up[i]));
+    y.resize(static_cast<size_t>(n * H));
+    tokens.clear();
+    for (int64_t r = 0; r < n; ++r) {
+      std::copy(x + rows[r].first * H, x + (rows[r].first + 1) * H, xe.data() + r * H);
+      tokens.push_back(rows[r].first);
     }
-    down.resize(static_cast<size_t>(n * H));
-    cpu::linear_forward(w.fused() ? expert_weight(w.down, e) : w.expert_down[e], hidden.data(), n, down.data(),
-                        DType::kBF16);
+    MlpRows in{xe.data(), {}};
+    if (!a.xq.empty()) in.xq = gather_fp8(a.xq, tokens, qe, se);
+    swiglu_mlp(expert_weight(a.experts.gate_up, e), expert_weight(a.experts.down, e), in, n, y.data());
     for (int64_t r = 0; r < n; ++r) {
       float* dst = acc.data() + rows[r].first * H;
       const float wt = rows[r].second;
-      for (int64_t h = 0; h < H; ++h) dst[h] += wt * cpu::bf(down[r * H + h]);
+      for (int64_t h = 0; h < H; ++h) dst[h] += wt * cpu::bf(y[r * H + h]);
+    }
+  }
+
+  std::vector<uint16_t> shared, gate_logit;
+  if (!a.shared.empty()) {
+    shared.resize(static_cast<size_t>(T * H));
+    MlpRows in{x, {}};
+    if (!a.xq.empty()) in.xq = cpu::fp8_rows(a.xq);
+    swiglu_mlp(a.shared.gate_up, a.shared.down, in, T, shared.data());
+    if (!a.shared.gate.empty()) {
+      gate_logit.resize(static_cast<size_t>(T));
+      cpu::linear_forward(LinearWeight::bf16(a.shared.gate), x, T, gate_logit.data(), DType::kBF16);
     }
   }
   uint16_t* out = a.out.data_as<uint16_t>();
-  const uint16_t* shared = a.shared.empty() ? nullptr : a.shared.data_as<const uint16_t>();
   cpu::parallel(T, 16, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      const float g = shared && !a.shared_gate.empty() ? cpu::sigmoid(cpu::load_float(a.shared_gate, t)) : 1.0f;
+      const float g = gate_logit.empty() ? 1.0f : cpu::sigmoid(cpu::bf(gate_logit[t]));
       for (int64_t h = 0; h < H; ++h) {
         float v = acc[t * H + h];
-        if (shared) v += g * cpu::bf(shared[t * H + h]);
+        if (!shared.empty()) v += g * cpu::bf(shared[t * H + h]);
         out[t * H + h] = cpu::to_bf(v);
       }
     }

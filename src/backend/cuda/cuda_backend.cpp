@@ -125,6 +125,12 @@ void cuda_poison_scratch(Backend& be, uint8_t byte) {
   k->poison_scratch(byte);
 }
 
+CudaMoeCounts cuda_moe_counts(Backend& be) {
+  auto* k = dynamic_cast<CudaKernels*>(&be.kernels());
+  HYLLM_CHECK(k != nullptr, "cuda_moe_counts needs the cuda backend, got {}", be.name());
+  return k->moe_counts();
+}
+
 void cuda_fill_uniform(Backend& be, void* dst, DType dtype, size_t n, uint64_t seed, float mean, float scale) {
   HYLLM_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "cuda_fill_uniform: dtype {} is not f32/bf16",
               dtype_name(dtype));

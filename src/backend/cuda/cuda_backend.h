@@ -27,6 +27,15 @@ std::unique_ptr<DeviceGraph> cuda_capture_graph(Backend& cuda_backend, const std
 // not write fails its check.
 void cuda_poison_scratch(Backend& cuda_backend, uint8_t byte);
 
+// Which MoE regime the moe op took, per call (or per chunk), so that tests can
+// check that the intended kernels ran.
+struct CudaMoeCounts {
+  int64_t small = 0;    // fused router + small-batch expert kernels
+  int64_t grouped = 0;  // router GEMM + grouped wgmma expert GEMMs
+  int64_t chunked = 0;  // calls split into small-regime chunks (no grouped GEMMs for this GPU)
+};
+CudaMoeCounts cuda_moe_counts(Backend& cuda_backend);
+
 // The GPU sampler of a CUDA backend (backend/device_sampler.h).
 std::unique_ptr<DeviceSampler> make_cuda_sampler(Backend& cuda_backend);
 

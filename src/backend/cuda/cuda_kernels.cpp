@@ -7,6 +7,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch/dense.h"
 #include "backend/cuda/launch/fill.h"
+#include "backend/cuda/launch/moe.h"
 #include "backend/cuda/launch/fp8.h"
 #include "backend/cuda/launch/quantize.h"
 
@@ -42,12 +43,15 @@ cuda::Fp8Out fp8_out(const Fp8Activation& a) {
 
 CudaKernels::CudaKernels(cudaStream_t stream, int device_index) : stream_(stream) {
   HYLLM_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_index));
+  HYLLM_CUDA_CHECK(cudaMalloc(&moe_counter_, sizeof(int32_t)));
+  HYLLM_CUDA_CHECK(cudaMemset(moe_counter_, 0, sizeof(int32_t)));
+  grouped_moe_ = cuda::moe_grouped_supported(device_index);
 }
 
 CudaKernels::~CudaKernels() {
   cudaStreamSynchronize(stream_);
   cudaFree(scratch_);
-  for (auto& [key, table] : expert_tables_) cudaFree(table);
+  cudaFree(moe_counter_);
 }
 
 void* CudaKernels::scratch(size_t bytes) {

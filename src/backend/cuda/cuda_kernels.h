@@ -8,12 +8,16 @@
 #include <cuda_runtime.h>
 
 #include <memory>
-#include <unordered_map>
 
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_gemm.h"
 #include "backend/kernels.h"
 
 namespace hyllm {
+
+namespace cuda {
+struct MoeExpertPtrs;
+}
 
 class CudaKernels final : public Kernels {
  public:
@@ -34,7 +38,7 @@ class CudaKernels final : public Kernels {
   void gated_delta_rule(const GatedDeltaRuleArgs& a) override;
   void swiglu(const SwigluArgs& a) override;
   void moe_route(const MoeRouteArgs& a) override;
-  void moe_experts(const MoeExpertsArgs& a) override;
+  void moe(const MoeArgs& a) override;
 
   cudaStream_t stream() const { return stream_; }
   int num_sms() const { return num_sms_; }
@@ -46,15 +50,17 @@ class CudaKernels final : public Kernels {
   // Counts the arena's moves: a graph recorded under another count points
   // into freed memory.
   uint64_t scratch_generation() const { return scratch_generation_; }
+  const CudaMoeCounts& moe_counts() const { return moe_counts_; }
 
  protected:
   const char* table_name() const override { return "the cuda backend"; }
 
  private:
+  // Rows [t0, t0 + T) of the op's tokens (a holds them as rows [0, T)).
+  void moe_small(const MoeArgs& a, const cuda::MoeExpertPtrs& w, int64_t t0);
+  void moe_grouped(const MoeArgs& a, const cuda::MoeExpertPtrs& w);
   // The FP8 linear on quantised input (the CUDA half of linear()).
   void linear_fp8(const Fp8Activation& xq, const LinearWeight& w, const TensorView& out);
-  // Device table of per-expert weight pointers, built once per weight set.
-  const uint16_t* const* expert_table(const std::vector<LinearWeight>& ws);
 
   cudaStream_t stream_;
   int num_sms_ = 132;
@@ -62,7 +68,10 @@ class CudaKernels final : public Kernels {
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
   uint64_t scratch_generation_ = 0;
-  std::unordered_map<const void*, void*> expert_tables_;
+  // The small MoE router's block counter (zero between launches).
+  int32_t* moe_counter_ = nullptr;
+  bool grouped_moe_ = false;
+  CudaMoeCounts moe_counts_;
 };
 
 namespace cuda_detail {

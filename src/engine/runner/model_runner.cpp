@@ -373,6 +373,7 @@ StepOutput ModelRunner::execute(const StepInput& input) {
   }
   auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   record_timing(secs(t1 - t0), secs(t2 - t1), secs(Clock::now() - t2), ctx.num_tokens);
+  if (spdlog::should_log(spdlog::level::debug)) model_->log_step_debug();
   return out;
 }
 

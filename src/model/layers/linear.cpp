@@ -154,6 +154,7 @@ LinearWeight upload_group(WeightLoader& w, const std::vector<HostPart>& parts) {
 }  // namespace
 
 void set_linear_input_observer(LinearInputObserver o) { observer() = std::move(o); }
+const LinearInputObserver& linear_input_observer() { return observer(); }
 
 WeightFormat linear_format(const WeightLoader& w, const std::string& module) {
   const TensorInfo& ti = w.info(module + ".weight");

@@ -40,6 +40,9 @@ struct LinearLoadOptions {
 // Not thread-safe; set it only while no model runs.
 using LinearInputObserver = std::function<void(const std::string& module, const TensorView& input)>;
 void set_linear_input_observer(LinearInputObserver observer);
+// The observer set, or an empty function (for layers that run projections
+// inside a fused op and report their inputs themselves).
+const LinearInputObserver& linear_input_observer();
 
 // The format of the linear `module` ("layers.0.mlp.down_proj") in `w`, as
 // loaded: kFp8Block for a float weight that `w` quantises online.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <vector>
 
 #include "util/counter_rng.h"
 #include "util/hash.h"
@@ -93,13 +94,32 @@ void fill_range(DType t, void* dst, int64_t begin, int64_t end, uint64_t stream,
   }
 }
 
+bool is_router(const std::string& name) { return name.ends_with("mlp.gate.weight"); }
+
 }  // namespace
 
-DummyWeights::DummyWeights(const ModelConfig& config, uint64_t seed)
-    : DummyWeights(config, seed, default_expert_layout(config)) {}
+std::vector<float> dummy_router_row_scales(int64_t E, float skew, uint64_t stream) {
+  std::vector<float> scale(static_cast<size_t>(E), 1.0f);
+  if (skew <= 0.0f || E == 0) return scale;
+  // Rank of each expert: a Fisher-Yates shuffle driven by the stream.
+  std::vector<int64_t> rank(static_cast<size_t>(E));
+  for (int64_t e = 0; e < E; ++e) rank[e] = e;
+  for (int64_t i = E - 1; i > 0; --i) std::swap(rank[i], rank[mix(stream + static_cast<uint64_t>(i)) % (i + 1)]);
+  double sum_sq = 0.0;
+  for (int64_t e = 0; e < E; ++e) {
+    scale[e] = std::pow(static_cast<float>(rank[e] + 1), -skew);
+    sum_sq += static_cast<double>(scale[e]) * scale[e];
+  }
+  const float norm = static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(E)));
+  for (float& v : scale) v *= norm;
+  return scale;
+}
 
-DummyWeights::DummyWeights(const ModelConfig& config, uint64_t seed, ExpertLayout experts)
-    : specs_(qwen35_expected_tensors(config, experts)), seed_(seed) {
+DummyWeights::DummyWeights(const ModelConfig& config, uint64_t seed, float router_skew)
+    : DummyWeights(config, seed, default_expert_layout(config), router_skew) {}
+
+DummyWeights::DummyWeights(const ModelConfig& config, uint64_t seed, ExpertLayout experts, float router_skew)
+    : specs_(qwen35_expected_tensors(config, experts)), seed_(seed), router_skew_(router_skew) {
   tensors_.reserve(specs_.size());
   for (const TensorSpec& s : specs_) {
     tensors_.push_back({s.name, s.dtype, s.shape, static_cast<size_t>(s.shape.numel()) * dtype_size(s.dtype), "dummy"});
@@ -118,15 +138,25 @@ void DummyWeights::read(const std::string& name, void* host_dst) const {
   constexpr int64_t kParallelFrom = 1 << 20;
   if (n < kParallelFrom) generate(0, n);
   else ThreadPool::global().parallel_for(0, n, generate, 1 << 16);
+  if (router_skew_ > 0.0f && is_router(name) && t.shape.rank() == 2 && dtype == DType::kBF16) {
+    const int64_t E = t.shape[0], H = t.shape[1];
+    const auto scale = dummy_router_row_scales(E, router_skew_, mix(stream ^ 0x5eedull));
+    auto* w = static_cast<uint16_t*>(host_dst);
+    for (int64_t i = 0; i < E * H; ++i) w[i] = f32_to_bf16(bf16_to_f32(w[i]) * scale[i / H]);
+  }
 }
 
 std::optional<GeneratedFill> DummyWeights::generated(const std::string& name) const {
   const TensorInfo& t = info(name);
   if (t.dtype != DType::kBF16 && t.dtype != DType::kF32 && t.dtype != DType::kF8E4M3) return std::nullopt;
+  if (router_skew_ > 0.0f && is_router(name)) return std::nullopt;  // scaled rows: made by read()
   const TensorSpec& spec = specs_[static_cast<size_t>(&t - tensors_.data())];
   return recipe(fill_for(spec), mix(seed_ ^ hash64(name)));
 }
 
-std::string DummyWeights::describe() const { return fmt::format("dummy weights (seed {})", seed_); }
+std::string DummyWeights::describe() const {
+  if (router_skew_ > 0.0f) return fmt::format("dummy weights (seed {}, router skew {})", seed_, router_skew_);
+  return fmt::format("dummy weights (seed {})", seed_);
+}
 
 }  // namespace hyllm

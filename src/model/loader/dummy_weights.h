@@ -13,8 +13,15 @@
 // that), so dequantized weights are ~N(0, 0.02) like the BF16 ones and a
 // 64-layer forward pass stays as finite as the BF16 one; ModelOpt input
 // scales 0.1 (activations within +-44.8) and KV scales 0.05.
+//
+// Dummy routers route almost uniformly; real ones do not. A router skew S > 0
+// scales router row e of each MoE layer by dummy_router_row_scales: experts
+// ranked by a per-layer permutation, the expert of rank r scaled by
+// (r + 1)^-S and the scales normalised to a root mean square of 1, so that a
+// few experts per layer win most tokens (the hotter, the larger S).
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,10 +30,13 @@
 
 namespace hyllm {
 
+// Row scales of a skewed dummy router of E experts (see above); all 1 for skew 0.
+std::vector<float> dummy_router_row_scales(int64_t num_experts, float skew, uint64_t stream);
+
 class DummyWeights : public WeightSource {
  public:
-  DummyWeights(const ModelConfig& config, uint64_t seed);
-  DummyWeights(const ModelConfig& config, uint64_t seed, ExpertLayout experts);
+  DummyWeights(const ModelConfig& config, uint64_t seed, float router_skew = 0.0f);
+  DummyWeights(const ModelConfig& config, uint64_t seed, ExpertLayout experts, float router_skew = 0.0f);
 
   const std::vector<TensorInfo>& tensors() const override { return tensors_; }
   void read(const std::string& name, void* host_dst) const override;
@@ -40,6 +50,7 @@ class DummyWeights : public WeightSource {
   std::vector<TensorSpec> specs_;
   std::vector<TensorInfo> tensors_;  // parallel to specs_
   uint64_t seed_;
+  float router_skew_ = 0.0f;
 };
 
 }  // namespace hyllm

@@ -53,9 +53,9 @@ const TensorInfo& WeightSource::info(std::string_view name) const {
 }
 
 std::unique_ptr<WeightSource> open_weights(const fs::path& model_dir, const ModelConfig& config, LoadFormat format,
-                                           uint64_t seed) {
+                                           uint64_t seed, float router_skew) {
   if (format == LoadFormat::kDummy) {
-    auto dummy = std::make_unique<DummyWeights>(config, seed);
+    auto dummy = std::make_unique<DummyWeights>(config, seed, router_skew);
     log::info("using {} for {}: {} tensors", dummy->describe(), config.architecture, dummy->tensors().size());
     return dummy;
   }

@@ -120,8 +120,9 @@ class WeightSource {
 // and checks them against qwen35_expected_tensors(config): missing tensors,
 // wrong shapes, FP8 weights without their scales or scales without their
 // weight, and unexpected tensors are kCorruptData naming them.
+// router_skew: see DummyWeights (kDummy only).
 std::unique_ptr<WeightSource> open_weights(const std::filesystem::path& model_dir, const ModelConfig& config,
-                                           LoadFormat format, uint64_t seed = 0);
+                                           LoadFormat format, uint64_t seed = 0, float router_skew = 0.0f);
 
 struct LoadStats {
   int64_t tensors = 0;

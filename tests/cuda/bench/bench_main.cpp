@@ -4,7 +4,14 @@
 // physical floor (BENCHMARKING.md section 4: bytes over copy bandwidth, FLOPs
 // over bf16 tensor peak, both as measured on our H200).
 //   bench_cuda_step CONFIG_DIR [--prefill 1024] [--context 1024] [--batches 1,8,32] [--iters 20]
+//                   [--router-skew S] [--moe-tokens 1,32,1024]
+// MoE configs also get the MoE blocks alone (every layer's, one after
+// another, from a CUDA graph) at each --moe-tokens row count, beside the
+// bytes of the experts they must read, and the routing's load spread.
+#include <execinfo.h>
+
 #include <algorithm>
+#include <csignal>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -85,6 +92,63 @@ Timing time_steps(Backend& be, SyntheticModel& m, DeviceSampler& sampler, int it
   return {median(fwd), median(step), median(graph)};
 }
 
+std::vector<int64_t> parse_list(const std::string& v) {
+  std::vector<int64_t> out;
+  for (size_t p = 0; p < v.size();) {
+    size_t q = v.find(',', p);
+    out.push_back(std::stoll(v.substr(p, q - p)));
+    p = q == std::string::npos ? v.size() : q + 1;
+  }
+  return out;
+}
+
+// max / mean tokens per expert over all layers (1 = even), from counts
+// summed over layers.
+double load_spread(const std::vector<int32_t>& load) {
+  if (load.empty()) return 0.0;
+  double sum = 0.0, mx = 0.0;
+  for (int32_t n : load) {
+    sum += n;
+    mx = std::max(mx, static_cast<double>(n));
+  }
+  return sum > 0 ? mx / (sum / static_cast<double>(load.size())) : 0.0;
+}
+
+// The MoE blocks of all layers alone, replayed from a graph: per-layer time,
+// the expert bytes an even routing must read (distinct experts + the shared
+// one, plus the router), and the GEMM FLOPs.
+void time_moe(Backend& be, SyntheticModel& m, const ModelConfig& cfg, const std::vector<int64_t>& tokens, int iters) {
+  std::printf("\nMoE blocks alone (%lld layers from one graph; bytes: distinct experts of an even routing + shared + "
+              "router):\n%-10s %12s %12s %10s %10s %10s\n",
+              static_cast<long long>(cfg.num_hidden_layers), "tokens", "us/layer", "floor us", "TB/s", "TFLOP/s",
+              "max/mean");
+  const double E = static_cast<double>(cfg.num_experts), k = static_cast<double>(cfg.num_experts_per_tok);
+  const double expert_bytes = static_cast<double>(m.expert_bytes_per_layer_expert());
+  for (int64_t T : tokens) {
+    if (T > m.max_tokens()) continue;
+    m.count_expert_load(true);
+    m.moe_layers(T);
+    be.synchronize();
+    const double spread = load_spread(m.take_expert_load());
+    m.count_expert_load(false);
+    auto g = cuda_capture_graph(be, [&] { m.moe_layers(T); });
+    std::vector<double> ts;
+    for (int i = 0; i < iters + 2; ++i) {
+      be.synchronize();
+      const double t0 = now_s();
+      g->replay();
+      be.synchronize();
+      if (i >= 2) ts.push_back(now_s() - t0);
+    }
+    const double per_layer = median(ts) / static_cast<double>(cfg.num_hidden_layers);
+    const double distinct = E * (1.0 - std::pow(1.0 - k / E, static_cast<double>(T)));
+    const double bytes = (distinct + 1.0) * expert_bytes + (E + 1.0) * cfg.hidden_size * 2.0;
+    const double flops = 2.0 * static_cast<double>(T) * (k + 1.0) * expert_bytes / 2.0;
+    std::printf("%-10lld %12.2f %12.2f %10.2f %10.1f %10.2f\n", static_cast<long long>(T), per_layer * 1e6,
+                bytes / kCopyBandwidth * 1e6, bytes / per_layer / 1e12, flops / per_layer / 1e12, spread);
+  }
+}
+
 int run(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: bench_cuda_step CONFIG_DIR [--prefill N] [--context N] [--batches 1,8,32] [--iters N]\n");
@@ -93,30 +157,29 @@ int run(int argc, char** argv) {
   const std::string dir = argv[1];
   int64_t prefill = 1024, context = 1024;
   int iters = 20;
-  std::vector<int64_t> batches{1, 8, 32};
+  float router_skew = 0.0f;
+  std::vector<int64_t> batches{1, 8, 32}, moe_tokens{1, 8, 32, 64, 256, 1024, 4096, 8192};
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--prefill") prefill = std::stoll(v);
     if (a == "--context") context = std::stoll(v);
     if (a == "--iters") iters = std::stoi(v);
-    if (a == "--batches") {
-      batches.clear();
-      for (size_t p = 0; p < v.size();) {
-        size_t q = v.find(',', p);
-        batches.push_back(std::stoll(v.substr(p, q - p)));
-        p = q == std::string::npos ? v.size() : q + 1;
-      }
-    }
+    if (a == "--router-skew") router_skew = std::stof(v);
+    if (a == "--batches") batches = parse_list(v);
+    if (a == "--moe-tokens") moe_tokens = parse_list(v);
   }
   const ModelConfig cfg = load_model_config(dir);
   auto be = make_cuda_backend(0);
   const int64_t max_b = *std::max_element(batches.begin(), batches.end());
-  SyntheticModel m(*be, cfg, std::max<int64_t>(max_b, 1), std::max(prefill, max_b), std::max(prefill, context + 1));
+  int64_t max_tokens = std::max(prefill, max_b);
+  if (cfg.is_moe && !moe_tokens.empty()) max_tokens = std::max(max_tokens, *std::max_element(moe_tokens.begin(), moe_tokens.end()));
+  SyntheticModel m(*be, cfg, std::max<int64_t>(max_b, 1), max_tokens, std::max(prefill, context + 1), router_skew);
   auto sampler = make_cuda_sampler(*be);
   const double weights_gb = (m.linear_weight_bytes() + m.lm_head_bytes()) / 1e9;
-  std::printf("# %s on %s: %lld layers, linear+lm_head weights %.2f GB (bf16)%s\n", dir.c_str(), be->name().c_str(),
-              static_cast<long long>(cfg.num_hidden_layers), weights_gb,
-              cfg.is_moe ? " + experts" : "");
+  std::printf("# %s on %s: %lld layers, linear+lm_head weights %.2f GB (bf16)%s%s\n", dir.c_str(),
+              be->name().c_str(), static_cast<long long>(cfg.num_hidden_layers), weights_gb,
+              cfg.is_moe ? " + experts" : "",
+              router_skew > 0 ? (", router skew " + std::to_string(router_skew)).c_str() : "");
   std::printf("fwd: one forward, launched op by op; step: fwd + GPU sampling + token readback; graph: the fwd\n"
               "replayed from a CUDA graph. tok/s and %%floor use step and graph time respectively.\n");
   std::printf("%-26s %9s %9s %9s %10s %10s %8s\n", "scenario", "fwd ms", "step ms", "graph ms", "tok/s", "floor ms",
@@ -159,13 +222,26 @@ int run(int argc, char** argv) {
                 bytes / t.graph_s / 1e12);
     print_profile(m);
   }
+  if (cfg.is_moe) time_moe(*be, m, cfg, moe_tokens, iters);
   return 0;
 }
 
 }  // namespace
 }  // namespace hyllm::bench
 
+// A crash prints where it happened (the bench runs unattended on the GPU machine).
+void on_fatal_signal(int sig) {
+  void* frames[64];
+  const int n = backtrace(frames, 64);
+  std::fprintf(stderr, "bench_cuda_step: signal %d, backtrace:\n", sig);
+  backtrace_symbols_fd(frames, n, 2);
+  std::_Exit(128 + sig);
+}
+
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  std::signal(SIGSEGV, on_fatal_signal);
+  std::signal(SIGABRT, on_fatal_signal);
   try {
     return hyllm::bench::run(argc, argv);
   } catch (const std::exception& e) {

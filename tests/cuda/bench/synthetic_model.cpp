@@ -5,11 +5,12 @@
 #include <cmath>
 
 #include "backend/cuda/cuda_backend.h"
+#include "model/loader/dummy_weights.h"
 
 namespace hyllm::bench {
 
 SyntheticModel::SyntheticModel(Backend& be, const ModelConfig& cfg, int64_t max_seqs, int64_t max_tokens,
-                               int64_t max_context)
+                               int64_t max_context, float router_skew)
     : be_(be), cfg_(cfg), max_seqs_(max_seqs), max_tokens_(max_tokens), max_context_(max_context) {
   const int64_t H = cfg.hidden_size, V = cfg.vocab_size;
   max_blocks_per_seq_ = (max_context + block_size_ - 1) / block_size_;
@@ -46,12 +47,20 @@ SyntheticModel::SyntheticModel(Backend& be, const ModelConfig& cfg, int64_t max_
     }
     if (cfg.is_moe) {
       const int64_t E = cfg.num_experts, I = cfg.moe_intermediate_size, Is = cfg.shared_expert_intermediate_size;
-      l.router_w = weight({E, H}, ws);
+      // Router rows [0, E) and the shared-expert gate row E in one tensor (one GEMM
+      // for both where the router is a GEMM); rows scaled by the dummy router skew.
+      l.router_w = alloc(DType::kBF16, {E + 1, H});
+      const auto row_scale = dummy_router_row_scales(E, router_skew, static_cast<uint64_t>(i) * 7919u + 17u);
+      for (int64_t e = 0; e <= E; ++e) {
+        const float sc = e < E ? row_scale[e] : 1.0f;
+        cuda_fill_uniform(be_, static_cast<uint16_t*>(l.router_w.data()) + e * H, DType::kBF16,
+                          static_cast<size_t>(H), seed_++, 0.0f, ws * sc);
+      }
+      linear_bytes_ += static_cast<int64_t>(l.router_w.nbytes());
       l.experts_gate_up = weight({E, 2 * I, H}, ws, false);
       l.experts_down = weight({E, H, I}, 1.0f / std::sqrt(static_cast<float>(I)), false);
       l.shared_gate_up = weight({2 * Is, H}, ws);
       l.shared_down = weight({H, Is}, 1.0f / std::sqrt(static_cast<float>(Is)));
-      l.shared_gate_w = weight({1, H}, ws);
     } else {
       const int64_t I = cfg.intermediate_size;
       l.gate_up_w = weight({2 * I, H}, ws);
@@ -81,11 +90,11 @@ SyntheticModel::SyntheticModel(Backend& be, const ModelConfig& cfg, int64_t max_
   gate_ = alloc(DType::kBF16, {T, cfg.num_attention_heads * cfg.head_dim});
   attn_ = alloc(DType::kBF16, {T, std::max(cfg.num_attention_heads * cfg.head_dim, cfg.linear_value_dim())});
   if (cfg.is_moe) {
-    router_logits_ = alloc(DType::kF32, {T, cfg.num_experts});
-    topk_ids_ = alloc(DType::kI32, {T, cfg.num_experts_per_tok});
-    topk_w_ = alloc(DType::kF32, {T, cfg.num_experts_per_tok});
-    shared_out_ = alloc(DType::kBF16, {T, H});
-    shared_gate_ = alloc(DType::kBF16, {T, 1});
+    expert_load_ = alloc(DType::kI32, {cfg.num_experts});
+    be_.fill_zero(expert_load_.data(), expert_load_.nbytes());
+    // Unit-variance-like inputs for moe_layers (uniform with sd 1).
+    moe_x_ = alloc(DType::kBF16, {T, H});
+    cuda_fill_uniform(be_, moe_x_.data(), DType::kBF16, static_cast<size_t>(T * H), seed_++, 0.0f, 1.7320508f);
   }
   last_res_ = alloc(DType::kBF16, {S, H});
   last_mo_ = alloc(DType::kBF16, {S, H});
@@ -240,24 +249,34 @@ void SyntheticModel::ffn(const Layer& l, const TensorView& x, const TensorView& 
     tick("gemm mlp down");
     return;
   }
-  const int64_t E = cfg_.num_experts, k = cfg_.num_experts_per_tok, Is = cfg_.shared_expert_intermediate_size;
-  TensorView logits = view2(router_logits_, T, E), ids = view2(topk_ids_, T, k), w = view2(topk_w_, T, k);
-  linear(be_, {x, LinearWeight::bf16(l.router_w), logits});
-  tick("gemm router");
-  moe_route(be_, {logits, ids, w, k});
-  tick("moe_route");
-  TensorView gu = view2(big_, T, 2 * Is), hid = view2(big2_, T, Is), sh = rows(shared_out_, T),
-             sg = rows(shared_gate_, T);
-  linear(be_, {x, LinearWeight::bf16(l.shared_gate_up), gu});
-  swiglu(be_, {gu, hid});
-  linear(be_, {hid, LinearWeight::bf16(l.shared_down), sh});
-  linear(be_, {x, LinearWeight::bf16(l.shared_gate_w), sg});
-  tick("shared expert (gemms, swiglu)");
-  MoeExpertsArgs m{x, ids, w, {}, sh, sg, out};
-  m.experts.gate_up = LinearWeight::bf16(l.experts_gate_up);
-  m.experts.down = LinearWeight::bf16(l.experts_down);
-  moe_experts(be_, m);
-  tick("moe_experts");
+  const int64_t E = cfg_.num_experts;
+  MoeArgs m;
+  m.x = x;
+  m.router = l.router_w.slice_rows(0, E);
+  m.top_k = cfg_.num_experts_per_tok;
+  m.experts = {LinearWeight::bf16(l.experts_gate_up), LinearWeight::bf16(l.experts_down)};
+  m.shared.gate_up = LinearWeight::bf16(l.shared_gate_up);
+  m.shared.down = LinearWeight::bf16(l.shared_down);
+  m.shared.gate = l.router_w.slice_rows(E, E + 1);
+  m.out = out;
+  if (count_load_) m.expert_load = expert_load_;
+  moe(be_, m);
+  tick(T <= 32 ? "moe (small regime)" : "moe (grouped regime)");
+}
+
+void SyntheticModel::moe_layers(int64_t T) {
+  const int64_t saved = T_;
+  T_ = T;
+  for (const Layer& l : layers_) ffn(l, rows(moe_x_, T), rows(mo_, T));
+  T_ = saved;
+}
+
+std::vector<int32_t> SyntheticModel::take_expert_load() {
+  std::vector<int32_t> v(static_cast<size_t>(expert_load_.numel()));
+  if (v.empty()) return v;
+  be_.copy_to_host(v.data(), expert_load_.data(), expert_load_.nbytes());
+  be_.fill_zero(expert_load_.data(), expert_load_.nbytes());
+  return v;
 }
 
 void SyntheticModel::tick(const char* name) {

@@ -23,7 +23,9 @@ struct StepShape {
 
 class SyntheticModel {
  public:
-  SyntheticModel(Backend& be, const ModelConfig& cfg, int64_t max_seqs, int64_t max_tokens, int64_t max_context);
+  // router_skew: the dummy router skew of DummyWeights (0 = random routers).
+  SyntheticModel(Backend& be, const ModelConfig& cfg, int64_t max_seqs, int64_t max_tokens, int64_t max_context,
+                 float router_skew = 0.0f);
 
   // Uploads the step's metadata (positions, slots, tables, ...); not timed.
   void plan(const StepShape& step);
@@ -31,6 +33,13 @@ class SyntheticModel {
   // last token. With `profile`, the stream is synchronised after every op and
   // the wall time of each op kind is added to it (seconds).
   void forward(std::map<std::string, double>* profile = nullptr);
+
+  // Counts tokens per expert (summed over layers) while on; take_expert_load
+  // returns the counts since the last call and zeroes them.
+  void count_expert_load(bool on) { count_load_ = on; }
+  std::vector<int32_t> take_expert_load();
+  // Every layer's MoE block alone on T rows of a random input (MoE models).
+  void moe_layers(int64_t T);
 
   // Bytes of linear weights (and lm_head) the step reads, for the floors.
   int64_t linear_weight_bytes() const { return linear_bytes_; }
@@ -40,6 +49,7 @@ class SyntheticModel {
   int64_t kv_bytes_per_token() const;
   int64_t linear_params_active_per_token() const;
   int64_t planned_tokens() const { return T_; }
+  int64_t max_tokens() const { return max_tokens_; }
   int64_t planned_seqs() const { return S_; }
   // f32 [sequences, vocab]: the last forward's logits of each sequence's last token.
   TensorView logits() const {
@@ -60,8 +70,8 @@ class SyntheticModel {
     // GDN
     TensorView qkvz_w, ba_w, conv_w, A_log, dt_bias, gnorm, out_w, conv_state, ssm_state;
     // MLP / MoE
-    TensorView gate_up_w, down_w, router_w, experts_gate_up, experts_down, shared_gate_up, shared_down,
-        shared_gate_w;
+    TensorView gate_up_w, down_w, router_w, experts_gate_up, experts_down, shared_gate_up, shared_down;
+    // router_w: [E + 1, H], the shared-expert gate row last
   };
 
   void mixer_attention(const Layer& l, const TensorView& x, const TensorView& out);
@@ -79,8 +89,9 @@ class SyntheticModel {
   uint64_t seed_ = 1;
   // step metadata and activations (capacity-sized)
   TensorView ids_, positions_, slots_, block_tables_, qsl_, seq_lens_, state_idx_, has_init_, last_rows_;
-  TensorView res_, xn_, mo_, big_, big2_, q_, gate_, attn_, router_logits_, topk_ids_, topk_w_, shared_out_,
-      shared_gate_, moe_tmp_, last_res_, last_mo_, last_xn_, logits_, tokens_out_;
+  TensorView res_, xn_, mo_, big_, big2_, q_, gate_, attn_, expert_load_, moe_x_, last_res_, last_mo_, last_xn_, logits_,
+      tokens_out_;
+  bool count_load_ = false;
   int64_t T_ = 0, S_ = 0, max_q_ = 0, max_len_ = 0;
   std::map<std::string, double>* profile_ = nullptr;
   double last_tick_ = 0.0;

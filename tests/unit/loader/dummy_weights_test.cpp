@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -152,6 +153,41 @@ TEST(DummyWeights, ValuesAreSane) {
   double n = static_cast<double>(b.size());
   EXPECT_NEAR(sum / n, 0.0, 0.001);
   EXPECT_NEAR(std::sqrt(sum2 / n), 0.02, 0.001);
+}
+
+// The router skew scales each router row by (rank + 1)^-S (RMS 1), in a
+// per-layer order; nothing else changes, and skew 0 is the plain router.
+TEST(DummyWeights, RouterSkewScalesRouterRows) {
+  const auto flat = dummy_router_row_scales(256, 0.0f, 7);
+  EXPECT_EQ(flat, std::vector<float>(256, 1.0f));
+  const auto s = dummy_router_row_scales(256, 0.5f, 7);
+  double sum_sq = 0.0;
+  for (float v : s) sum_sq += static_cast<double>(v) * v;
+  EXPECT_NEAR(sum_sq / 256.0, 1.0, 1e-4);
+  std::vector<float> sorted = s;
+  std::sort(sorted.rbegin(), sorted.rend());
+  for (int r = 1; r < 256; ++r) EXPECT_NEAR(sorted[r] / sorted[0], std::pow(r + 1.0, -0.5), 1e-5);
+  EXPECT_NE(s, dummy_router_row_scales(256, 0.5f, 8));  // another layer, another order
+
+  ModelConfig c = fixture("qwen3_5_35b_a3b");
+  DummyWeights plain(c, 3), skewed(c, 3, 0.5f);
+  const std::string router = "layers.1.mlp.gate.weight";
+  EXPECT_TRUE(plain.generated(router).has_value());
+  EXPECT_FALSE(skewed.generated(router).has_value());  // scaled rows come from read()
+  const auto a = read_floats(plain, router), b = read_floats(skewed, router);
+  const int64_t H = c.hidden_size;
+  std::vector<double> ratio(static_cast<size_t>(c.num_experts));
+  for (int64_t e = 0; e < c.num_experts; ++e) {
+    double num = 0.0, den = 0.0;
+    for (int64_t h = 0; h < H; ++h) {
+      num += std::fabs(b[e * H + h]);
+      den += std::fabs(a[e * H + h]);
+    }
+    ratio[e] = num / den;
+  }
+  EXPECT_GT(*std::max_element(ratio.begin(), ratio.end()) / *std::min_element(ratio.begin(), ratio.end()), 10.0);
+  const std::string other = "layers.1.mlp.shared_expert_gate.weight";
+  EXPECT_EQ(read_floats(plain, other), read_floats(skewed, other));
 }
 
 TEST(DummyWeights, DeterministicPerSeedAndName) {

@@ -1,11 +1,11 @@
-// MoE routing and experts: softmax/top-k/renormalise against a double
-// reference; both expert layouts give identical bits and match a double
-// reference built from the same linear semantics; the shared expert is gated
-// by sigmoid.
+// MoE routing and the whole MoE block: softmax/top-k/renormalise against a
+// double reference; the block equals its definition composed from the other
+// ops in every weight format and matches a double reference; the shared
+// expert is gated by sigmoid; bad weights are rejected.
 #include <algorithm>
 #include <numeric>
 
-#include "ops_test_util.h"
+#include "moe_test_util.h"
 
 namespace hyllm::test {
 namespace {
@@ -45,136 +45,225 @@ TEST(MoeRoute, SoftmaxTopkRenormalised) {
   EXPECT_FLOAT_EQ(tw.get(0), 0.5f);
 }
 
-TEST(MoeExperts, LayoutsAgreeAndMatchReference) {
-  auto be = make_cpu_backend();
-  const uint32_t seed = fresh_seed();
-  SCOPED_TRACE(seed);
-  Rng rng(seed);
-  const int64_t T = 7, H = 48, I = 20, E = 5, k = 2;
-  HostTensor x = bf16_tensor({T, H}), gate_up = bf16_tensor({E, 2 * I, H}), down = bf16_tensor({E, H, I});
-  x.fill_normal(rng);
-  gate_up.fill_normal(rng, 0.3);
-  down.fill_normal(rng, 0.3);
-  HostTensor ids(DType::kI32, {T, k}), tw = f32_tensor({T, k});
-  for (int64_t t = 0; t < T; ++t) {
-    const int64_t e0 = rng.integer(0, E - 1), e1 = (e0 + rng.integer(1, E - 1)) % E;
-    ids.set(t * k, static_cast<double>(e0));
-    ids.set(t * k + 1, static_cast<double>(e1));
-    const double w0 = rng.uniform(0.2, 0.8);
-    tw.set(t * k, w0);
-    tw.set(t * k + 1, 1.0 - w0);
-  }
-  HostTensor shared = bf16_tensor({T, H}), sgate = bf16_tensor({T, 1});
-  shared.fill_normal(rng);
-  sgate.fill_normal(rng, 2.0);
-
-  // Per-expert copies of the same weights.
-  std::vector<HostTensor> g(E), u(E), d(E);
-  MoeExpertWeights per;
-  for (int64_t e = 0; e < E; ++e) {
-    g[e] = bf16_tensor({I, H});
-    u[e] = bf16_tensor({I, H});
-    d[e] = bf16_tensor({H, I});
-    for (int64_t i = 0; i < I * H; ++i) {
-      g[e].set(i, gate_up.v[e * 2 * I * H + i]);
-      u[e].set(i, gate_up.v[e * 2 * I * H + I * H + i]);
-      d[e].set(i, down.v[e * H * I + i]);
-    }
-  }
-  for (int64_t e = 0; e < E; ++e) {
-    per.expert_gate.push_back(LinearWeight::bf16(g[e].view()));
-    per.expert_up.push_back(LinearWeight::bf16(u[e].view()));
-    per.expert_down.push_back(LinearWeight::bf16(d[e].view()));
-  }
-  MoeExpertWeights fused;
-  fused.gate_up = LinearWeight::bf16(gate_up.view());
-  fused.down = LinearWeight::bf16(down.view());
-
-  HostTensor out_fused = bf16_tensor({T, H}), out_per = bf16_tensor({T, H});
-  out_fused.poison();
-  out_per.poison();
-  moe_experts(*be, {x.view(), ids.view(), tw.view(), fused, shared.view(), sgate.view(), out_fused.view()});
-  moe_experts(*be, {x.view(), ids.view(), tw.view(), per, shared.view(), sgate.view(), out_per.view()});
-  ASSERT_EQ(out_fused.values(), out_per.values());
-
-  // Reference: each projection rounded to bf16 as the linear op does, the
-  // weighted sum in double.
-  std::vector<double> want(static_cast<size_t>(T * H));
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t h = 0; h < H; ++h) want[t * H + h] = sigmoid(sgate.v[t]) * shared.v[t * H + h];
-    for (int64_t i = 0; i < k; ++i) {
-      const int64_t e = static_cast<int64_t>(ids.v[t * k + i]);
-      std::vector<double> hid(I);
-      for (int64_t j = 0; j < I; ++j) {
-        double gs = 0.0, us = 0.0;
-        for (int64_t c = 0; c < H; ++c) {
-          gs += x.v[t * H + c] * gate_up.v[(e * 2 * I + j) * H + c];
-          us += x.v[t * H + c] * gate_up.v[(e * 2 * I + I + j) * H + c];
-        }
-        hid[j] = bf16_round(silu(bf16_round(gs)) * bf16_round(us));
-      }
-      for (int64_t h = 0; h < H; ++h) {
-        double o = 0.0;
-        for (int64_t j = 0; j < I; ++j) o += hid[j] * down.v[(e * H + h) * I + j];
-        want[t * H + h] += tw.v[t * k + i] * bf16_round(o);
-      }
-    }
-  }
-  // Intermediate roundings may land one step apart (fp32 vs double sums);
-  // the output is checked to 4e-3 of its largest magnitude (one bf16 step).
-  EXPECT_LT(normalized_error(out_fused.values(), want), 4e-3);
-
-  // Without the shared expert the shared term disappears.
-  HostTensor out_noshared = bf16_tensor({T, H});
-  moe_experts(*be, {x.view(), ids.view(), tw.view(), fused, {}, {}, out_noshared.view()});
-  for (int64_t i = 0; i < T * H; ++i) want[i] -= sigmoid(sgate.v[i / H]) * shared.v[i];
-  EXPECT_LT(normalized_error(out_noshared.values(), want), 4e-3);
+// Expert e of a stacked weight as a 2-D linear weight.
+LinearWeight expert(const LinearWeight& s, int64_t e) {
+  auto sub = [&](const TensorView& t) {
+    if (t.empty()) return t;
+    const Shape rest = t.rank() == 1 ? Shape{1} : Shape::from(t.shape().begin() + 1, t.shape().end());
+    return t.slice_rows(e, e + 1).reshape(rest);
+  };
+  return {s.format, sub(s.weight), sub(s.weight_scale), sub(s.input_scale)};
 }
 
-TEST(MoeExperts, Fp8BlockFusedEqualsPerExpertSlices) {
+// down(swiglu(gate_up(x))) of one row through the linear and swiglu ops.
+std::vector<float> mlp_row(Backend& be, const LinearWeight& gu, const LinearWeight& dn, const TensorView& x_row) {
+  const int64_t I = dn.in_features(), H = dn.out_features();
+  HostTensor g = bf16_tensor({1, 2 * I}), h = bf16_tensor({1, I}), y = bf16_tensor({1, H});
+  linear(be, {x_row, gu, g.view()});
+  swiglu(be, {g.view(), h.view()});
+  linear(be, {h.view(), dn, y.view()});
+  std::vector<float> out(static_cast<size_t>(H));
+  for (int64_t i = 0; i < H; ++i) out[i] = static_cast<float>(y.get(i));
+  return out;
+}
+
+// The moe contract composed from the other ops, token by token: router
+// linear, moe_route, each chosen expert's MLP in ascending expert id, the
+// gated shared expert, fp32 sums as documented.
+std::vector<double> composed(Backend& be, const MoeArgs& a, std::vector<int32_t>& ids_out) {
+  const int64_t T = a.x.dim(0), H = a.x.dim(1), E = a.router.dim(0), k = a.top_k;
+  HostTensor logits = bf16_tensor({T, E}), ids(DType::kI32, {T, k}), tw = f32_tensor({T, k});
+  linear(be, {a.x, LinearWeight::bf16(a.router), logits.view()});
+  moe_route(be, {logits.view(), ids.view(), tw.view(), k});
+  HostTensor gl = bf16_tensor({T, 1});
+  if (!a.shared.gate.empty()) linear(be, {a.x, LinearWeight::bf16(a.shared.gate), gl.view()});
+  std::vector<double> out(static_cast<size_t>(T * H));
+  ids_out.assign(static_cast<size_t>(T * k), 0);
+  for (int64_t t = 0; t < T; ++t) {
+    const TensorView row = a.x.slice_rows(t, t + 1);
+    std::vector<int64_t> order(static_cast<size_t>(k));
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int64_t p, int64_t q) { return ids.get(t * k + p) < ids.get(t * k + q); });
+    std::vector<float> acc(static_cast<size_t>(H), 0.0f);
+    for (int64_t i : order) {
+      const int64_t e = static_cast<int64_t>(ids.get(t * k + i));
+      ids_out[t * k + i] = static_cast<int32_t>(e);
+      const auto y = mlp_row(be, expert(a.experts.gate_up, e), expert(a.experts.down, e), row);
+      const float w = static_cast<float>(tw.get(t * k + i));
+      for (int64_t h = 0; h < H; ++h) acc[h] += w * y[h];
+    }
+    if (!a.shared.empty()) {
+      const auto y = mlp_row(be, a.shared.gate_up, a.shared.down, row);
+      // sigmoid in fp32, as the op computes it
+      const float g = a.shared.gate.empty() ? 1.0f : 1.0f / (1.0f + std::exp(-static_cast<float>(gl.get(t))));
+      for (int64_t h = 0; h < H; ++h) acc[h] += g * y[h];
+    }
+    for (int64_t h = 0; h < H; ++h) out[t * H + h] = bf16_round(acc[h]);
+  }
+  return out;
+}
+
+class MoeFormats : public ::testing::TestWithParam<WeightFormat> {};
+
+// The fused op equals its definition composed from linear, moe_route and
+// swiglu, bit for bit, in every weight format (CPU linears are
+// batch-invariant, so the per-expert row batches do not matter).
+TEST_P(MoeFormats, EqualsComposedOps) {
   auto be = make_cpu_backend();
   const uint32_t seed = fresh_seed();
   SCOPED_TRACE(seed);
   Rng rng(seed);
-  const int64_t T = 5, H = 256, I = 128, E = 3, k = 2;
-  HostTensor x = bf16_tensor({T, H});
-  x.fill_normal(rng);
-  HostTensor gu(DType::kF8E4M3, {E, 2 * I, H}), dn(DType::kF8E4M3, {E, H, I});
-  gu.fill_normal(rng, 50.0);
-  dn.fill_normal(rng, 50.0);
-  HostTensor gus = f32_tensor({E, 2, 2}), dns = f32_tensor({E, 2, 1});
-  gus.fill_uniform(rng, 1e-4, 1e-3);
-  dns.fill_uniform(rng, 1e-4, 1e-3);
-  HostTensor ids(DType::kI32, {T, k}), tw = f32_tensor({T, k});
-  for (int64_t t = 0; t < T; ++t) {
-    ids.set(t * k, static_cast<double>(t % E));
-    ids.set(t * k + 1, static_cast<double>((t + 1) % E));
-    tw.set(t * k, 0.7);
-    tw.set(t * k + 1, 0.3);
-  }
-  MoeExpertWeights fused;
-  fused.gate_up = LinearWeight::fp8_block(gu.view(), gus.view());
-  fused.down = LinearWeight::fp8_block(dn.view(), dns.view());
-  // Per-expert views into the same memory: gate rows [0, I), up rows [I, 2I).
-  MoeExpertWeights per;
-  auto sub = [](const HostTensor& t, int64_t offset_elems, Shape s) {
-    const size_t es = dtype_size(t.dtype());
-    return TensorView(static_cast<char*>(t.view().data()) + offset_elems * es, t.dtype(), s);
+  MoeShape s;
+  s.format = GetParam();
+  s.E = 6;
+  s.k = 3;
+  s.H = 256;
+  s.I = 128;
+  s.Is = s.format == WeightFormat::kBf16 ? 96 : 256;
+  MoeTensors m(s, rng);
+  const int64_t T = 9;
+  HostTensor x = m.input(rng, T), out = bf16_tensor({T, s.H}), ids(DType::kI32, {T, s.k}), tw = f32_tensor({T, s.k});
+  out.poison();
+  MoeArgs a = m.args([](const HostTensor& h) { return h.view(); }, x.view(), out.view());
+  a.topk_ids = ids.view();
+  a.topk_weights = tw.view();
+  moe(*be, a);
+  std::vector<int32_t> want_ids;
+  const auto want = composed(*be, a, want_ids);
+  EXPECT_EQ(out.values(), want);
+  for (int64_t i = 0; i < T * s.k; ++i) EXPECT_EQ(ids.get(i), want_ids[i]) << i;
+  for (double v : want) ASSERT_TRUE(std::isfinite(v));
+  if (s.format != WeightFormat::kFp8Block) return;
+  // Block-FP8 experts reading the input quantised once by its producer give
+  // the same bits as quantising it inside the op, which the counters tell apart.
+  HostTensor q(DType::kF8E4M3, {T, s.H}), qs = f32_tensor({(s.H + 127) / 128, T}), out2 = bf16_tensor({T, s.H});
+  Fp8Activation xq{ActQuantMode::kGroup128, q.view(), qs.view()};
+  quantize_fp8(*be, {x.view(), xq});
+  be->counters() = {};
+  a.xq = xq;
+  a.out = out2.view();
+  moe(*be, a);
+  EXPECT_EQ(out2.values(), want);
+  EXPECT_EQ(be->counters().linear_self_quantizations, 0);
+  EXPECT_EQ(be->counters().fp8_quantizations, 1);  // the experts' SwiGLU outputs
+  a.xq = {};
+  moe(*be, a);
+  EXPECT_EQ(be->counters().linear_self_quantizations, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, MoeFormats,
+                         ::testing::Values(WeightFormat::kBf16, WeightFormat::kFp8Block, WeightFormat::kFp8Tensor),
+                         [](const ::testing::TestParamInfo<WeightFormat>& i) {
+                           return std::string(i.param == WeightFormat::kBf16       ? "bf16"
+                                              : i.param == WeightFormat::kFp8Block ? "fp8_block"
+                                                                                   : "fp8_tensor");
+                         });
+
+// Against a double reference written from QWEN35.md 3.5 with the roundings
+// of ops.h: logits, gate/up, hidden and each expert output in bf16.
+TEST(Moe, MatchesDoubleReference) {
+  auto be = make_cpu_backend();
+  const uint32_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  Rng rng(seed);
+  MoeShape s;
+  s.E = 5;
+  s.k = 2;
+  s.H = 48;
+  s.I = 24;
+  s.Is = 40;
+  MoeTensors m(s, rng);
+  const int64_t T = 7, H = s.H;
+  HostTensor x = m.input(rng, T), out = bf16_tensor({T, H});
+  out.poison();
+  moe(*be, m.args([](const HostTensor& h) { return h.view(); }, x.view(), out.view()));
+  auto mlp = [&](const HostTensor& gu, const HostTensor& dn, int64_t off_gu, int64_t off_dn, int64_t I, int64_t t) {
+    std::vector<double> hid(I), y(H);
+    for (int64_t j = 0; j < I; ++j) {
+      double g = 0.0, u = 0.0;
+      for (int64_t c = 0; c < H; ++c) {
+        g += x.v[t * H + c] * gu.get(off_gu + j * H + c);
+        u += x.v[t * H + c] * gu.get(off_gu + (I + j) * H + c);
+      }
+      hid[j] = bf16_round(silu(bf16_round(g)) * bf16_round(u));
+    }
+    for (int64_t h = 0; h < H; ++h) {
+      double o = 0.0;
+      for (int64_t j = 0; j < I; ++j) o += hid[j] * dn.get(off_dn + h * I + j);
+      y[h] = bf16_round(o);
+    }
+    return y;
   };
-  for (int64_t e = 0; e < E; ++e) {
-    per.expert_gate.push_back(LinearWeight::fp8_block(sub(gu, e * 2 * I * H, {I, H}), sub(gus, e * 4, {1, 2})));
-    per.expert_up.push_back(
-        LinearWeight::fp8_block(sub(gu, e * 2 * I * H + I * H, {I, H}), sub(gus, e * 4 + 2, {1, 2})));
-    per.expert_down.push_back(LinearWeight::fp8_block(sub(dn, e * H * I, {H, I}), sub(dns, e * 2, {2, 1})));
+  std::vector<double> want(static_cast<size_t>(T * H), 0.0);
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<double> logit(s.E + 1);
+    for (int64_t e = 0; e <= s.E; ++e) {
+      double d = 0.0;
+      for (int64_t c = 0; c < H; ++c) d += x.v[t * H + c] * m.router.v[e * H + c];
+      logit[e] = bf16_round(d);
+    }
+    std::vector<double> p(s.E);
+    double mx = *std::max_element(logit.begin(), logit.begin() + s.E), sum = 0.0;
+    for (int64_t e = 0; e < s.E; ++e) sum += (p[e] = std::exp(logit[e] - mx));
+    std::vector<int64_t> order(s.E);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+    std::sort(order.begin(), order.begin() + s.k);  // the chosen experts in ascending id
+    double top = 0.0;
+    for (int64_t i = 0; i < s.k; ++i) top += p[order[i]];
+    for (int64_t i = 0; i < s.k; ++i) {
+      const int64_t e = order[i];
+      const auto y = mlp(m.gu, m.dn, e * 2 * s.I * H, e * H * s.I, s.I, t);
+      for (int64_t h = 0; h < H; ++h) want[t * H + h] += p[e] / top * y[h];
+    }
+    const auto ys = mlp(m.sgu, m.sdn, 0, 0, s.Is, t);
+    for (int64_t h = 0; h < H; ++h) want[t * H + h] += sigmoid(logit[s.E]) * ys[h];
   }
-  HostTensor a = bf16_tensor({T, H}), b = bf16_tensor({T, H});
-  a.poison();
-  b.poison();
-  moe_experts(*be, {x.view(), ids.view(), tw.view(), fused, {}, {}, a.view()});
-  moe_experts(*be, {x.view(), ids.view(), tw.view(), per, {}, {}, b.view()});
-  const auto av = a.values();
-  for (double v : av) ASSERT_TRUE(std::isfinite(v));
-  EXPECT_EQ(av, b.values());
+  // Intermediate roundings may land one step apart (fp32 vs double sums).
+  EXPECT_LT(normalized_error(out.values(), want), 4e-3);
+}
+
+// Without a gate the shared expert is added as is; without a shared expert
+// only the routed experts remain.
+TEST(Moe, SharedExpertGateAndAbsence) {
+  auto be = make_cpu_backend();
+  const uint32_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  Rng rng(seed);
+  MoeShape s;
+  s.gated = false;
+  MoeTensors m(s, rng);
+  const int64_t T = 5;
+  HostTensor x = m.input(rng, T), ungated = bf16_tensor({T, s.H}), none = bf16_tensor({T, s.H});
+  auto host = [](const HostTensor& h) { return h.view(); };
+  moe(*be, m.args(host, x.view(), ungated.view()));
+  MoeArgs a = m.args(host, x.view(), none.view());
+  a.shared = {};
+  moe(*be, a);
+  std::vector<int32_t> ids;
+  EXPECT_EQ(ungated.values(), composed(*be, m.args(host, x.view(), ungated.view()), ids));
+  EXPECT_EQ(none.values(), composed(*be, a, ids));
+  EXPECT_NE(ungated.values(), none.values());
+}
+
+TEST(Moe, RejectsBadWeights) {
+  auto be = make_cpu_backend();
+  Rng rng(1);
+  MoeShape s;
+  s.format = WeightFormat::kFp8Block;
+  s.I = 96;  // block scales would mix gate and up rows
+  MoeTensors m(s, rng);
+  HostTensor x = m.input(rng, 2), out = bf16_tensor({2, s.H});
+  auto host = [](const HostTensor& h) { return h.view(); };
+  EXPECT_THROW(moe(*be, m.args(host, x.view(), out.view())), Error);
+  MoeShape b;
+  MoeTensors mb(b, rng);
+  MoeArgs a = mb.args(host, x.view(), out.view());
+  a.top_k = b.E + 1;
+  EXPECT_THROW(moe(*be, a), Error);
+  a = mb.args(host, x.view(), out.view());
+  std::swap(a.experts.gate_up, a.experts.down);
+  EXPECT_THROW(moe(*be, a), Error);
 }
 
 TEST(EmptyBatch, OpsWithNoTokensAreNoOps) {

@@ -1,6 +1,27 @@
 #pragma once
-// Launchers of the MoE kernels and the grouped GEMM (see launch/dense.h for
-// the conventions of these headers).
+// Launchers of the MoE kernels (see launch/dense.h for the conventions of
+// these headers). One MoE block runs in one of two regimes, both without a
+// host read of the routing:
+//
+//  small (decode, T <= kMoeSmallMaxTokens): three kernels.
+//   1. route_small: the router GEMV (and the shared-expert gate row) split
+//      over blocks; the last block to finish does softmax / top-k /
+//      renormalisation and writes the plan: the routed rows sorted by expert,
+//      cut into work items of at most 8 rows (the shared expert's rows last).
+//   2. up_small: per (item, 16 intermediate columns): the gate and up rows
+//      times the item's x rows on tensor cores, SwiGLU, bf16 hidden rows.
+//   3. down_small: per 16 output columns: every item's down projection, then
+//      each token's weighted sum in ascending expert id plus the gated shared
+//      expert, written straight to the output.
+//
+//  grouped (prefill and large batches, sm_90): the router GEMM (cuBLASLt),
+//  top-k with per-expert counts, a plan of row tiles per expert, a grouped
+//  gate_up GEMM with SwiGLU in its epilogue and a grouped down GEMM (wgmma,
+//  persistent over tiles), and a combine kernel per token.
+//
+// Row positions ("pos"): routed rows occupy [0, T * top_k) sorted by expert
+// (within an expert in any order), the shared expert's rows [T * top_k,
+// T * top_k + T) in token order.
 
 #include <cuda_runtime.h>
 
@@ -10,6 +31,9 @@ namespace hyllm::cuda {
 
 inline constexpr int kMoeMaxExperts = 1024;
 inline constexpr int kMoeMaxTopK = 32;
+inline constexpr int kMoeSmallMaxTokens = 32;
+// Rows of one work item of the small kernels (one mma n8 tile).
+inline constexpr int kMoeItemRows = 8;
 
 struct MoeRouteParams {
   const void* logits = nullptr;  // [T, E]
@@ -22,57 +46,157 @@ struct MoeRouteParams {
 };
 void launch_moe_route(const MoeRouteParams& p, cudaStream_t stream);
 
-// Sorts the T * top_k routed rows by expert: rows of expert e occupy
-// [offsets[e], offsets[e+1]); sorted_token[pos] is the token of row pos and
-// row_of[t * top_k + i] the position of (token t, choice i).
-struct MoePermuteParams {
-  const int32_t* topk_ids = nullptr;
-  int tokens = 0;
-  int top_k = 0;
+// Expert weights as the kernels read them: expert e's gate_up rows at
+// gate_up + e * gate_up_stride ([2I, H], rows [gate | up]) and down rows at
+// down + e * down_stride ([H, I]) (strides in elements); the shared expert
+// (id == experts) at its own pointers with intermediate size shared_inter.
+// Block-FP8 experts use the _q codes and their fp32 128 x 128 block scales
+// (expert e's at scale + e * scale_stride, [rows / 128, cols / 128]).
+struct MoeExpertPtrs {
+  const uint16_t* gate_up = nullptr;
+  int64_t gate_up_stride = 0;
+  const uint16_t* down = nullptr;
+  int64_t down_stride = 0;
+  const uint16_t* shared_gate_up = nullptr;  // null: no shared expert (bf16)
+  const uint16_t* shared_down = nullptr;
+  const uint8_t* gate_up_q = nullptr;
+  const float* gate_up_scale = nullptr;
+  int64_t gate_up_scale_stride = 0;
+  const uint8_t* down_q = nullptr;
+  const float* down_scale = nullptr;
+  int64_t down_scale_stride = 0;
+  const uint8_t* shared_gate_up_q = nullptr;  // null: no shared expert (fp8)
+  const float* shared_gate_up_scale = nullptr;
+  const uint8_t* shared_down_q = nullptr;
+  const float* shared_down_scale = nullptr;
   int experts = 0;
-  int32_t* offsets = nullptr;       // [E + 1]
-  int32_t* sorted_token = nullptr;  // [T * top_k]
-  int32_t* row_of = nullptr;        // [T * top_k]
-  int32_t* active = nullptr;        // [min(E, T * top_k) + 1]: experts with rows, ascending, then -1
+  int hidden = 0;
+  int inter = 0;
+  int shared_inter = 0;
 };
-void launch_moe_permute(const MoePermuteParams& p, cudaStream_t stream);
 
-// out[pos, n] = bf16( sum_k A[pos, k] W_e[n, k] ) for every row pos of group
-// e, where A[pos] = x[row_index[pos]] (or x[pos] without row_index) and W_e is
-// w + e * w_expert_stride or w_table[e]. K must be a multiple of 8.
-struct GroupedGemmParams {
-  const uint16_t* x = nullptr;
-  int64_t x_stride = 0;
-  const int32_t* row_index = nullptr;
-  const uint16_t* w = nullptr;
-  int64_t w_expert_stride = 0;
-  const uint16_t* const* w_table = nullptr;
-  const int32_t* offsets = nullptr;  // [groups + 1]
-  // Optional list of the groups that have rows (-1 ends it); block y then
-  // handles group active[y], so the grid needs only min(groups, rows) blocks in y.
-  const int32_t* active = nullptr;
-  int grid_groups = 0;  // blocks in y (groups when active is null)
-  uint16_t* out = nullptr;
-  int64_t out_stride = 0;
-  int groups = 0;
-  int n = 0;
-  int k = 0;
+// Work items of the small kernels and the per-token routing, in scratch.
+struct MoeSmallPlan {
+  int32_t* num_items = nullptr;    // [1]
+  int32_t* item_expert = nullptr;  // [max_items] (experts = the shared expert)
+  int32_t* item_pos = nullptr;     // [max_items] first row position
+  int32_t* item_rows = nullptr;    // [max_items] 1..8
+  int32_t* sorted_token = nullptr;  // [T * top_k + T] token of each row position
+  float* sorted_weight = nullptr;   // [T * top_k + T] routing weight (shared rows: the gate)
+  int32_t* token_pos = nullptr;     // [T, top_k] a token's row positions, ascending
+  int max_items = 0;
 };
-void launch_grouped_gemm(const GroupedGemmParams& p, cudaStream_t stream);
 
-struct MoeCombineParams {
-  const uint16_t* y = nullptr;  // [T * top_k, H], rows in sorted order
-  const int32_t* row_of = nullptr;
-  const int32_t* topk_ids = nullptr;
-  const float* topk_weights = nullptr;
-  const uint16_t* shared = nullptr;     // optional [T, H]
-  const void* shared_gate = nullptr;    // optional [T, 1]
-  bool shared_gate_f32 = false;
-  uint16_t* out = nullptr;
+struct MoeRouteSmallParams {
+  const uint16_t* x = nullptr;       // [T, H]
+  const uint16_t* router = nullptr;  // [E, H]
+  const uint16_t* gate = nullptr;    // optional [H] shared_expert_gate
+  float* logits = nullptr;           // scratch [T, E + 1]
+  int32_t* counter = nullptr;        // zero between launches (reset by the last block)
+  int32_t* topk_ids = nullptr;       // optional [T, top_k]
+  float* topk_weights = nullptr;     // optional [T, top_k]
+  int32_t* expert_load = nullptr;    // optional [E], accumulated
+  MoeSmallPlan plan;
+  int tokens = 0;
+  int hidden = 0;
+  int experts = 0;
+  int top_k = 0;
+  bool shared = false;  // append the shared expert's items
+};
+void launch_moe_route_small(const MoeRouteSmallParams& p, cudaStream_t stream);
+
+struct MoeSmallParams {
+  const uint16_t* x = nullptr;  // [T, H]
+  const uint8_t* xq = nullptr;       // block FP8: x's e4m3 codes [T, H]
+  const float* xq_scale = nullptr;   // and scales, token t's block j at xq_scale[j * xq_scale_ld + t]
+  int64_t xq_scale_ld = 0;
+  MoeExpertPtrs w;
+  MoeSmallPlan plan;
+  uint16_t* hidden = nullptr;  // [T * top_k + T, hidden_ld]
+  int hidden_ld = 0;           // max(inter, shared_inter)
+  uint16_t* out = nullptr;     // [T, H]
   int tokens = 0;
   int top_k = 0;
+};
+void launch_moe_up_small(const MoeSmallParams& p, cudaStream_t stream);
+void launch_moe_down_small(const MoeSmallParams& p, cudaStream_t stream);
+// The same for block-FP8 experts (launch/moe.h MoeExpertPtrs _q pointers).
+void launch_moe_up_small_fp8(const MoeSmallParams& p, cudaStream_t stream);
+void launch_moe_down_small_fp8(const MoeSmallParams& p, cudaStream_t stream);
+
+// Grouped regime. Slots are the experts that received rows, ascending, then
+// the shared expert; a slot's rows are cut into tiles of tile_rows, and its
+// GEMM work items are (column tile, row tile) pairs, counted per GEMM in
+// up_item_begin / down_item_begin (prefix sums over slots).
+struct MoeGroupedPlan {
+  int32_t* counts = nullptr;          // [E] zeroed before route_grouped
+  int32_t* pair_rank = nullptr;       // [T * top_k] rank of the row within its expert
+  int32_t* topk_ids = nullptr;        // [T * top_k]
+  float* topk_weights = nullptr;      // [T * top_k]
+  int32_t* sorted_token = nullptr;    // [T * top_k + T]
+  float* sorted_weight = nullptr;     // [T * top_k + T]
+  int32_t* token_pos = nullptr;       // [T * top_k], unordered within a token
+  int32_t* num_slots = nullptr;       // [1]
+  int32_t* slot_expert = nullptr;     // [E + 1]
+  int32_t* slot_pos = nullptr;        // [E + 1]
+  int32_t* slot_rows = nullptr;       // [E + 1]
+  int32_t* up_item_begin = nullptr;   // [E + 2]
+  int32_t* down_item_begin = nullptr; // [E + 2]
+};
+
+struct MoeRouteGroupedParams {
+  const uint16_t* logits = nullptr;  // [T, logits_ld] bf16
+  int64_t logits_ld = 0;
+  const uint16_t* gate_logits = nullptr;  // optional, row t at gate_logits[t * gate_ld]
+  int64_t gate_ld = 0;
+  int32_t* user_ids = nullptr;        // optional [T, top_k]
+  float* user_weights = nullptr;      // optional [T, top_k]
+  MoeGroupedPlan plan;
+  int tokens = 0;
+  int experts = 0;
+  int top_k = 0;
+  bool shared = false;
+};
+void launch_moe_route_grouped(const MoeRouteGroupedParams& p, cudaStream_t stream);
+
+struct MoePlanGroupedParams {
+  MoeGroupedPlan plan;
+  int32_t* expert_load = nullptr;  // optional [E], accumulated
+  int tokens = 0;
+  int experts = 0;
+  int top_k = 0;
+  bool shared = false;
+  int tile_rows = 0;     // 64 or 128
+  int up_col_tile = 0;   // intermediate columns per gate_up work item
+  int down_col_tile = 0; // hidden columns per down work item
+  int inter = 0;
+  int shared_inter = 0;
   int hidden = 0;
 };
-void launch_moe_combine(const MoeCombineParams& p, cudaStream_t stream);
+void launch_moe_plan_grouped(const MoePlanGroupedParams& p, cudaStream_t stream);
+
+struct MoeGroupedGemmParams {
+  const uint16_t* x = nullptr;  // [T, H]
+  MoeExpertPtrs w;
+  MoeGroupedPlan plan;
+  uint16_t* hidden = nullptr;  // [T * top_k + T, hidden_ld]
+  int hidden_ld = 0;
+  uint16_t* y = nullptr;       // [T * top_k + T, H]
+  uint16_t* out = nullptr;     // [T, H]
+  int tokens = 0;
+  int top_k = 0;
+  int tile_rows = 0;
+  int grid = 0;  // persistent blocks
+  int max_up_items = 0;
+  int max_down_items = 0;
+};
+// Columns per work item of the grouped GEMMs.
+inline constexpr int kMoeUpColTile = 128;
+inline constexpr int kMoeDownColTile = 256;
+// True when this build has the sm_90a grouped GEMMs for `device`.
+bool moe_grouped_supported(int device);
+void launch_moe_up_grouped(const MoeGroupedGemmParams& p, cudaStream_t stream);
+void launch_moe_down_grouped(const MoeGroupedGemmParams& p, cudaStream_t stream);
+void launch_moe_combine(const MoeGroupedGemmParams& p, cudaStream_t stream);
 
 }  // namespace hyllm::cuda

@@ -1,0 +1,293 @@
+// The grouped regime's GEMMs on sm_90a (launch/moe.h): a persistent grid
+// walks the plan's work items (expert slot, 128 or 256 output columns, 64 or
+// 128 rows); rows of x (gathered by token) or of the hidden activations and
+// 256 weight rows are copied into 128-byte-swizzled shared memory with
+// cp.async, several k tiles ahead, and multiplied by warpgroup MMAs (wgmma)
+// into fp32 registers. The gate_up GEMM puts gate and up columns of the same
+// intermediate index in the same thread, so SwiGLU runs in its epilogue.
+// Without sm_90a (another architecture in the build) the kernels are empty
+// and moe_grouped_supported() is false for the device.
+#include "backend/cuda/moe_common.cuh"
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define HYLLM_MOE_WGMMA 1
+#endif
+
+namespace hyllm::cuda {
+namespace {
+
+constexpr int kBK = 64;       // bf16 per 128-byte row of a k tile
+constexpr int kBRows = 256;   // weight rows per tile: 128 gate + 128 up, or 256 down
+constexpr int kRowBytes = 128;
+static_assert(kMoeUpColTile * 2 == kBRows && kMoeDownColTile == kBRows, "tile shapes");
+
+template <int NWG>
+struct Tiles {
+  static constexpr int kThreads = NWG * 128;
+  static constexpr int kRows = NWG * 64;  // A rows per tile
+  static constexpr int kStages = NWG == 1 ? 5 : 4;
+  static constexpr int kAStage = kRows * kRowBytes;
+  static constexpr int kBStage = kBRows * kRowBytes;
+  static constexpr int kStageBytes = kAStage + kBStage;
+  static constexpr size_t kSmem = static_cast<size_t>(kStages) * kStageBytes + 1024;  // + alignment slack
+};
+
+// Shared-memory matrix descriptor of a K-major tile with 128-byte rows in the
+// 128-byte swizzle (8-row atoms of 1024 bytes, base 1024-aligned).
+__device__ __forceinline__ uint64_t smem_desc(const void* p) {
+  const uint64_t addr = smem_addr(p);
+  return ((addr & 0x3FFFFu) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+}
+
+// Byte offset of 16-byte chunk c of row r in a 128-byte-swizzled tile.
+__device__ __forceinline__ int swizzled(int r, int c) { return r * kRowBytes + ((c ^ (r & 7)) << 4); }
+
+__device__ __forceinline__ void fence_operands(float (&d)[64]) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#ifdef HYLLM_MOE_WGMMA
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// D[64 x 128] (+)= A[64 x 16] B[16 x 128], bf16 operands from shared memory,
+// fp32 accumulators; scale_d 0 overwrites D.
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t a, uint64_t b, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(a), "l"(b), "r"(scale_d));
+}
+#endif
+
+// Block = one work item at a time. kUp: A = x rows by token, B = gate rows
+// [n0, n0 + 128) then up rows [I + n0, ...), output SwiGLU into hidden.
+// Otherwise A = hidden rows, B = down rows [n0, n0 + 256), output y.
+template <int NWG, bool kUp>
+__global__ void __launch_bounds__(NWG * 128, 1) grouped_gemm_kernel(MoeGroupedGemmParams p) {
+#ifdef HYLLM_MOE_WGMMA
+  using L = Tiles<NWG>;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  __shared__ int s_rows[L::kRows];
+  const MoeGroupedPlan& pl = p.plan;
+  const int num_slots = *pl.num_slots;
+  const int32_t* item_begin = kUp ? pl.up_item_begin : pl.down_item_begin;
+  const int total = item_begin[num_slots];
+  const int tid = threadIdx.x, wg = tid >> 7, wl = tid & 127, warp = wl >> 5, lane = tid & 31;
+  const int H = p.w.hidden;
+  for (int item = blockIdx.x; item < total; item += gridDim.x) {
+    int lo = 0, hi = num_slots - 1;  // the last slot whose items begin at or before `item`
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) >> 1;
+      if (item_begin[mid] <= item) lo = mid;
+      else hi = mid - 1;
+    }
+    const int e = pl.slot_expert[lo], rows = pl.slot_rows[lo], pos_begin = pl.slot_pos[lo];
+    const bool shared = e == p.w.experts;
+    const int I = shared ? p.w.shared_inter : p.w.inter;
+    const int mtiles = (rows + L::kRows - 1) / L::kRows;
+    const int local = item - item_begin[lo];
+    const int m0 = (local % mtiles) * L::kRows, nrows = min(L::kRows, rows - m0);
+    const int n0 = (local / mtiles) * (kUp ? kMoeUpColTile : kMoeDownColTile);
+    const int K = kUp ? H : I;
+    const uint16_t* W = kUp ? (shared ? p.w.shared_gate_up : p.w.gate_up + e * p.w.gate_up_stride)
+                            : (shared ? p.w.shared_down : p.w.down + e * p.w.down_stride);
+    const uint16_t* A = kUp ? p.x : p.hidden;
+    const int64_t lda = kUp ? H : p.hidden_ld;
+    __syncthreads();  // the previous item is done with s_rows and the stages
+    for (int r = tid; r < L::kRows; r += L::kThreads) {
+      const int pos = pos_begin + m0 + r;
+      s_rows[r] = r < nrows ? (kUp ? pl.sorted_token[pos] : pos) : -1;
+    }
+    __syncthreads();
+    const int ktiles = (K + kBK - 1) / kBK;
+    auto load = [&](int stage, int kt) {
+      uint8_t* sa = smem + stage * L::kStageBytes;
+      uint8_t* sb = sa + L::kAStage;
+      const int k0 = kt * kBK;
+      for (int i = tid; i < L::kRows * 8; i += L::kThreads) {
+        const int r = i >> 3, c = i & 7, kc = k0 + c * 8, src = s_rows[r];
+        const bool ok = src >= 0 && kc < K;
+        cp_async16(sa + swizzled(r, c), A + (ok ? src * lda + kc : 0), ok);
+      }
+      for (int i = tid; i < kBRows * 8; i += L::kThreads) {
+        const int r = i >> 3, c = i & 7, kc = k0 + c * 8;
+        int wrow;
+        bool ok;
+        if (kUp) {
+          const int j = n0 + (r & (kMoeUpColTile - 1));
+          ok = j < I;
+          wrow = (r < kMoeUpColTile ? 0 : I) + j;
+        } else {
+          wrow = n0 + r;
+          ok = wrow < H;
+        }
+        ok = ok && kc < K;
+        cp_async16(sb + swizzled(r, c), W + (ok ? static_cast<int64_t>(wrow) * K + kc : 0), ok);
+      }
+    };
+    float acc0[64], acc1[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc0[i] = acc1[i] = 0.0f;
+#pragma unroll
+    for (int st = 0; st < L::kStages - 2; ++st) {
+      if (st < ktiles) load(st, st);
+      cp_async_commit();
+    }
+    for (int kt = 0; kt < ktiles; ++kt) {
+      cp_async_wait<L::kStages - 3>();
+      fence_proxy_async();
+      __syncthreads();
+      const uint8_t* stage = smem + (kt % L::kStages) * L::kStageBytes;
+      const uint64_t da = smem_desc(stage + wg * 64 * kRowBytes);
+      const uint64_t db0 = smem_desc(stage + L::kAStage);
+      const uint64_t db1 = smem_desc(stage + L::kAStage + 128 * kRowBytes);
+      fence_operands(acc0);
+      fence_operands(acc1);
+      wgmma_fence();
+#pragma unroll
+      for (int k16 = 0; k16 < kBK / 16; ++k16) {
+        const int sc = (kt > 0 || k16 > 0) ? 1 : 0;
+        wgmma_m64n128k16(acc0, da + 2 * k16, db0 + 2 * k16, sc);
+        wgmma_m64n128k16(acc1, da + 2 * k16, db1 + 2 * k16, sc);
+      }
+      wgmma_commit();
+      fence_operands(acc0);
+      fence_operands(acc1);
+      // The MMAs of k tile kt - 1 are done in this warpgroup, and (after the
+      // next barrier) those of kt - 2 in every warpgroup: the stage of kt - 2
+      // may be refilled.
+      wgmma_wait<1>();
+      const int next = kt + L::kStages - 2;
+      if (next < ktiles) load(next % L::kStages, next);
+      cp_async_commit();
+    }
+    wgmma_wait<0>();
+    fence_operands(acc0);
+    fence_operands(acc1);
+    // Accumulator j: row 16 warp + lane / 4 + 8 ((j / 2) % 2), column 8 (j / 4) + 2 (lane % 4) + j % 2.
+    const int row_base = m0 + wg * 64 + warp * 16 + (lane >> 2);
+#pragma unroll
+    for (int j = 0; j < 64; j += 2) {
+      const int r = row_base + 8 * ((j >> 1) & 1);
+      const int c = 8 * (j >> 2) + 2 * (lane & 3);
+      if (r - m0 >= nrows) continue;
+      const int64_t pos = pos_begin + r;
+      if (kUp) {
+        if (n0 + c < I) {
+          const float h0 = silu(round_bf(acc0[j])) * round_bf(acc1[j]);
+          const float h1 = silu(round_bf(acc0[j + 1])) * round_bf(acc1[j + 1]);
+          *reinterpret_cast<uint32_t*>(p.hidden + pos * p.hidden_ld + n0 + c) = pack_bf16(h0, h1);
+        }
+      } else {
+        if (n0 + c < H) *reinterpret_cast<uint32_t*>(p.y + pos * H + n0 + c) = pack_bf16(acc0[j], acc0[j + 1]);
+        if (n0 + 128 + c < H) {
+          *reinterpret_cast<uint32_t*>(p.y + pos * H + n0 + 128 + c) = pack_bf16(acc1[j], acc1[j + 1]);
+        }
+      }
+    }
+  }
+#endif
+}
+
+// Block = token: its routed rows in ascending position (= ascending expert
+// id), each weighted, then the shared expert's row scaled by its gate.
+__global__ void __launch_bounds__(256) combine_kernel(MoeGroupedGemmParams p) {
+  __shared__ int s_pos[kMoeMaxTopK];
+  __shared__ float s_w[kMoeMaxTopK + 1];
+  const int t = blockIdx.x, k = p.top_k, H = p.w.hidden, P = p.tokens * k;
+  const bool shared = p.w.shared_gate_up != nullptr;
+  if (threadIdx.x < k) {
+    const int pos = p.plan.token_pos[t * k + threadIdx.x];
+    int rank = 0;
+    for (int j = 0; j < k; ++j) rank += p.plan.token_pos[t * k + j] < pos ? 1 : 0;
+    s_pos[rank] = pos;
+    s_w[rank] = p.plan.sorted_weight[pos];
+  }
+  if (threadIdx.x == 0) s_w[k] = shared ? p.plan.sorted_weight[P + t] : 0.0f;
+  __syncthreads();
+  for (int c = threadIdx.x; c < H / 8; c += blockDim.x) {
+    float acc[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[i] = 0.0f;
+    auto add = [&](int64_t row, float w) {
+      const uint4 v = *reinterpret_cast<const uint4*>(p.y + row * H + c * 8);
+      const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        acc[2 * i] = __fadd_rn(acc[2 * i], __fmul_rn(w, __uint_as_float(u[i] << 16)));
+        acc[2 * i + 1] = __fadd_rn(acc[2 * i + 1], __fmul_rn(w, __uint_as_float(u[i] & 0xffff0000u)));
+      }
+    };
+    for (int i = 0; i < k; ++i) add(s_pos[i], s_w[i]);
+    if (shared) add(P + t, s_w[k]);
+    uint4 o;
+    o.x = pack_bf16(acc[0], acc[1]);
+    o.y = pack_bf16(acc[2], acc[3]);
+    o.z = pack_bf16(acc[4], acc[5]);
+    o.w = pack_bf16(acc[6], acc[7]);
+    *reinterpret_cast<uint4*>(p.out + static_cast<int64_t>(t) * H + c * 8) = o;
+  }
+}
+
+template <int NWG, bool kUp>
+void launch_grouped(const MoeGroupedGemmParams& p, int max_items, cudaStream_t stream) {
+  static bool configured = false;
+  if (!configured) {
+    cudaFuncSetAttribute(grouped_gemm_kernel<NWG, kUp>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(Tiles<NWG>::kSmem));
+    configured = true;
+  }
+  const int grid = p.grid < max_items ? p.grid : max_items;
+  if (grid <= 0) return;
+  grouped_gemm_kernel<NWG, kUp><<<grid, Tiles<NWG>::kThreads, Tiles<NWG>::kSmem, stream>>>(p);
+}
+
+}  // namespace
+
+bool moe_grouped_supported(int device) {
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return major == 9 && minor == 0;
+}
+
+void launch_moe_up_grouped(const MoeGroupedGemmParams& p, cudaStream_t stream) {
+  if (p.tile_rows == 128) launch_grouped<2, true>(p, p.max_up_items, stream);
+  else launch_grouped<1, true>(p, p.max_up_items, stream);
+}
+
+void launch_moe_down_grouped(const MoeGroupedGemmParams& p, cudaStream_t stream) {
+  if (p.tile_rows == 128) launch_grouped<2, false>(p, p.max_down_items, stream);
+  else launch_grouped<1, false>(p, p.max_down_items, stream);
+}
+
+void launch_moe_combine(const MoeGroupedGemmParams& p, cudaStream_t stream) {
+  if (p.tokens == 0) return;
+  combine_kernel<<<p.tokens, 256, 0, stream>>>(p);
+}
+
+}  // namespace hyllm::cuda

@@ -1,0 +1,280 @@
+// MoE routing: the moe_route op, the small regime's fused router (GEMV,
+// softmax, top-k, renormalisation and the plan, in one kernel), and the
+// grouped regime's top-k with per-expert counts and its plan.
+#include "backend/cuda/moe_common.cuh"
+
+namespace hyllm::cuda {
+namespace {
+
+using moe_detail::block_scan_experts;
+using moe_detail::dot8;
+using moe_detail::ld_stream;
+using moe_detail::warp_route;
+
+// One warp per token.
+__global__ void route_kernel(MoeRouteParams p) {
+  const int t = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x & 31;
+  if (t >= p.tokens) return;
+  int id;
+  float w;
+  warp_route([&](int e) { return load_float(p.logits, p.logits_f32, static_cast<int64_t>(t) * p.experts + e); },
+             p.experts, p.top_k, lane, id, w);
+  if (lane < p.top_k) {
+    p.topk_ids[static_cast<int64_t>(t) * p.top_k + lane] = id;
+    p.topk_weights[static_cast<int64_t>(t) * p.top_k + lane] = w;
+  }
+}
+
+constexpr int kSmallRouteWarps = 8;
+constexpr int kSmallPairs = kMoeSmallMaxTokens * kMoeMaxTopK;
+
+// Block b, warp w: router row 8b + w (row E is the shared-expert gate) dotted
+// with every token's x (staged in shared memory), rounded to bf16 as the
+// linear op rounds. The last block to finish routes every token and writes
+// the plan (launch/moe.h).
+__global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  __shared__ int s_ids[kSmallPairs];
+  __shared__ float s_w[kSmallPairs];
+  __shared__ float s_gate[kMoeSmallMaxTokens];
+  __shared__ uint32_t s_mask[kMoeMaxExperts];
+  __shared__ int s_off[kMoeMaxExperts];
+  __shared__ int s_item[kMoeMaxExperts];
+  __shared__ int s_last;
+  const int T = p.tokens, H = p.hidden, E = p.experts, k = p.top_k;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int chunks = H / 8;  // 16-byte chunks of a row
+  uint4* xs = reinterpret_cast<uint4*>(smem);
+  for (int c = tid; c < T * chunks; c += blockDim.x) xs[c] = reinterpret_cast<const uint4*>(p.x)[c];
+  __syncthreads();
+
+  const int row = blockIdx.x * kSmallRouteWarps + warp;
+  const int rows = E + (p.gate != nullptr ? 1 : 0);
+  if (row < rows) {
+    const uint16_t* w = row < E ? p.router + static_cast<int64_t>(row) * H : p.gate;
+    float acc[kMoeSmallMaxTokens];
+#pragma unroll
+    for (int t = 0; t < kMoeSmallMaxTokens; ++t) acc[t] = 0.0f;
+    for (int c0 = 0; c0 < chunks; c0 += 32 * 8) {
+      uint4 wv[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int c = c0 + j * 32 + lane;
+        wv[j] = ld_stream(w + c * 8, c < chunks);
+      }
+#pragma unroll
+      for (int t = 0; t < kMoeSmallMaxTokens; ++t) {
+        if (t < T) {
+          float s = acc[t];
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            const int c = c0 + j * 32 + lane;
+            if (c < chunks) s = dot8(wv[j], xs[t * chunks + c], s);
+          }
+          acc[t] = s;
+        }
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kMoeSmallMaxTokens; ++t) {
+      if (t < T) {
+        const float v = warp_sum(acc[t]);
+        if (lane == 0) p.logits[t * (E + 1) + row] = round_bf(v);
+      }
+    }
+  }
+  // Publish this block's logits; the last block sees every block's.
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) s_last = atomicAdd(p.counter, 1) == static_cast<int>(gridDim.x) - 1;
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+
+  const float* lg = p.logits;
+  for (int t = warp; t < T; t += kSmallRouteWarps) {
+    int id;
+    float wt;
+    warp_route([&](int e) { return __ldcg(lg + t * (E + 1) + e); }, E, k, lane, id, wt);
+    if (lane < k) {
+      s_ids[t * k + lane] = id;
+      s_w[t * k + lane] = wt;
+      if (p.topk_ids != nullptr) {
+        p.topk_ids[t * k + lane] = id;
+        p.topk_weights[t * k + lane] = wt;
+      }
+    }
+    if (lane == 0) s_gate[t] = p.gate != nullptr ? sigmoid(__ldcg(lg + t * (E + 1) + E)) : 1.0f;
+  }
+  for (int e = tid; e < E; e += blockDim.x) s_mask[e] = 0;
+  __syncthreads();
+  // Expert e's tokens as a bit mask over the (at most 32) tokens: its row
+  // count and each row's rank come out of popcounts, in token order.
+  for (int i = tid; i < T * k; i += blockDim.x) atomicOr(&s_mask[s_ids[i]], 1u << (i / k));
+  __syncthreads();
+  int total[2];
+  block_scan_experts<2>(
+      E,
+      [&](int e, int c) {
+        const int n = __popc(s_mask[e]);
+        return c == 0 ? n : (n + kMoeItemRows - 1) / kMoeItemRows;
+      },
+      [&](int e, int c, int v) { (c == 0 ? s_off : s_item)[e] = v; }, total);
+  if (p.expert_load != nullptr) {
+    for (int e = tid; e < E; e += blockDim.x) {
+      if (s_mask[e] != 0) atomicAdd(&p.expert_load[e], __popc(s_mask[e]));
+    }
+  }
+  const int P = T * k, routed_items = total[1];
+  const int shared_items = p.shared ? (T + kMoeItemRows - 1) / kMoeItemRows : 0;
+  for (int e = tid; e < E; e += blockDim.x) {
+    const int n = __popc(s_mask[e]);
+    for (int j = 0; j * kMoeItemRows < n; ++j) {
+      const int it = s_item[e] + j;
+      p.plan.item_expert[it] = e;
+      p.plan.item_pos[it] = s_off[e] + j * kMoeItemRows;
+      p.plan.item_rows[it] = min(kMoeItemRows, n - j * kMoeItemRows);
+    }
+  }
+  for (int j = tid; j < shared_items; j += blockDim.x) {
+    p.plan.item_expert[routed_items + j] = E;
+    p.plan.item_pos[routed_items + j] = P + j * kMoeItemRows;
+    p.plan.item_rows[routed_items + j] = min(kMoeItemRows, T - j * kMoeItemRows);
+  }
+  if (tid == 0) *p.plan.num_items = routed_items + shared_items;
+  for (int i = tid; i < P; i += blockDim.x) {
+    const int t = i / k, e = s_ids[i];
+    const int pos = s_off[e] + __popc(s_mask[e] & ((1u << t) - 1u));
+    p.plan.sorted_token[pos] = t;
+    p.plan.sorted_weight[pos] = s_w[i];
+    int rank = 0;
+    for (int j = 0; j < k; ++j) rank += s_ids[t * k + j] < e ? 1 : 0;
+    p.plan.token_pos[t * k + rank] = pos;
+  }
+  if (p.shared) {
+    for (int t = tid; t < T; t += blockDim.x) {
+      p.plan.sorted_token[P + t] = t;
+      p.plan.sorted_weight[P + t] = s_gate[t];
+    }
+  }
+  if (tid == 0) *p.counter = 0;
+}
+
+// One warp per token: its top-k, and a rank among its expert's rows.
+__global__ void __launch_bounds__(256) route_grouped_kernel(MoeRouteGroupedParams p) {
+  const int t = blockIdx.x * 8 + threadIdx.x / 32, lane = threadIdx.x & 31;
+  if (t >= p.tokens) return;
+  const int k = p.top_k;
+  int id;
+  float wt;
+  const uint16_t* row = p.logits + static_cast<int64_t>(t) * p.logits_ld;
+  warp_route([&](int e) { return bf2f(row[e]); }, p.experts, k, lane, id, wt);
+  if (lane < k) {
+    const int i = t * k + lane;
+    p.plan.topk_ids[i] = id;
+    p.plan.topk_weights[i] = wt;
+    if (p.user_ids != nullptr) {
+      p.user_ids[i] = id;
+      p.user_weights[i] = wt;
+    }
+    p.plan.pair_rank[i] = atomicAdd(&p.plan.counts[id], 1);
+  }
+  if (lane == 0 && p.shared) {
+    const int P = p.tokens * k;
+    p.plan.sorted_token[P + t] = t;
+    p.plan.sorted_weight[P + t] =
+        p.gate_logits != nullptr ? sigmoid(bf2f(p.gate_logits[static_cast<int64_t>(t) * p.gate_ld])) : 1.0f;
+  }
+}
+
+constexpr int kPlanPairsPerBlock = 2048;
+
+// Every block turns the counts into offsets and places its share of the
+// routed rows; block 0 also writes the slot table.
+__global__ void __launch_bounds__(256) plan_grouped_kernel(MoePlanGroupedParams p) {
+  __shared__ int s_off[kMoeMaxExperts];
+  const int E = p.experts, k = p.top_k, P = p.tokens * k;
+  const MoeGroupedPlan& pl = p.plan;
+  int total[1];
+  block_scan_experts<1>(
+      E, [&](int e, int) { return pl.counts[e]; }, [&](int e, int, int v) { s_off[e] = v; }, total);
+  const int end = min(P, static_cast<int>(blockIdx.x + 1) * kPlanPairsPerBlock);
+  for (int i = blockIdx.x * kPlanPairsPerBlock + threadIdx.x; i < end; i += blockDim.x) {
+    const int pos = s_off[pl.topk_ids[i]] + pl.pair_rank[i];
+    pl.sorted_token[pos] = i / k;
+    pl.sorted_weight[pos] = pl.topk_weights[i];
+    pl.token_pos[i] = pos;
+  }
+  if (blockIdx.x != 0) return;
+  auto tiles = [&](int rows) { return (rows + p.tile_rows - 1) / p.tile_rows; };
+  const int up_cols = (p.inter + p.up_col_tile - 1) / p.up_col_tile;
+  const int down_cols = (p.hidden + p.down_col_tile - 1) / p.down_col_tile;
+  __shared__ int s_slot[kMoeMaxExperts], s_up[kMoeMaxExperts], s_down[kMoeMaxExperts];
+  int sums[3];
+  block_scan_experts<3>(
+      E,
+      [&](int e, int c) {
+        const int n = pl.counts[e];
+        if (c == 0) return n > 0 ? 1 : 0;
+        return tiles(n) * (c == 1 ? up_cols : down_cols);
+      },
+      [&](int e, int c, int v) { (c == 0 ? s_slot : c == 1 ? s_up : s_down)[e] = v; }, sums);
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    const int n = pl.counts[e];
+    if (n == 0) continue;
+    if (p.expert_load != nullptr) atomicAdd(&p.expert_load[e], n);
+    const int s = s_slot[e];
+    pl.slot_expert[s] = e;
+    pl.slot_pos[s] = s_off[e];
+    pl.slot_rows[s] = n;
+    pl.up_item_begin[s] = s_up[e];
+    pl.down_item_begin[s] = s_down[e];
+  }
+  if (threadIdx.x == 0) {
+    int s = sums[0], up = sums[1], down = sums[2];
+    if (p.shared) {
+      pl.slot_expert[s] = E;
+      pl.slot_pos[s] = P;
+      pl.slot_rows[s] = p.tokens;
+      pl.up_item_begin[s] = up;
+      pl.down_item_begin[s] = down;
+      up += tiles(p.tokens) * ((p.shared_inter + p.up_col_tile - 1) / p.up_col_tile);
+      down += tiles(p.tokens) * down_cols;
+      ++s;
+    }
+    *pl.num_slots = s;
+    pl.up_item_begin[s] = up;
+    pl.down_item_begin[s] = down;
+  }
+}
+
+}  // namespace
+
+void launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {
+  if (p.tokens == 0) return;
+  route_kernel<<<ceil_div(p.tokens, 4), 128, 0, stream>>>(p);
+}
+
+void launch_moe_route_small(const MoeRouteSmallParams& p, cudaStream_t stream) {
+  const size_t smem = static_cast<size_t>(p.tokens) * p.hidden * 2;
+  static size_t configured = 0;
+  if (smem > configured) {
+    cudaFuncSetAttribute(route_small_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    configured = smem;
+  }
+  const int rows = p.experts + (p.gate != nullptr ? 1 : 0);
+  route_small_kernel<<<ceil_div(rows, kSmallRouteWarps), 256, smem, stream>>>(p);
+}
+
+void launch_moe_route_grouped(const MoeRouteGroupedParams& p, cudaStream_t stream) {
+  route_grouped_kernel<<<ceil_div(p.tokens, 8), 256, 0, stream>>>(p);
+}
+
+void launch_moe_plan_grouped(const MoePlanGroupedParams& p, cudaStream_t stream) {
+  const int pairs_blocks = ceil_div(static_cast<int64_t>(p.tokens) * p.top_k, kPlanPairsPerBlock);
+  const int blocks = pairs_blocks > 0 ? pairs_blocks : 1;
+  plan_grouped_kernel<<<blocks, 256, 0, stream>>>(p);
+}
+
+}  // namespace hyllm::cuda

@@ -1,0 +1,159 @@
+// The small regime's expert kernels (launch/moe.h): weight rows are streamed
+// once from memory straight into tensor-core fragments (no shared-memory
+// staging), the work items' at most 8 rows riding along as the mma's n8
+// side. Memory-bound by design: at decode batch sizes every weight byte is
+// used by a handful of rows.
+#include "backend/cuda/moe_common.cuh"
+
+namespace hyllm::cuda {
+namespace {
+
+using moe_detail::ld_stream;
+using moe_detail::ld_vec;
+using moe_detail::mma_k32;
+
+constexpr int kUpCols = 16;   // intermediate columns per up block
+constexpr int kUpWarps = 4;   // split K
+constexpr int kUpUnroll = 4;  // 32-wide k windows in flight per warp
+constexpr int kDownRows = 16; // output columns per down block
+constexpr int kDownWarps = 8;
+constexpr int kDownUnroll = 8;
+
+// Block (item, column tile): the item's rows times gate rows [n0, n0 + 16)
+// and up rows [I + n0, I + n0 + 16) of its expert; warps split K and their
+// partial sums are added in warp order; SwiGLU of the bf16-rounded gate and
+// up values goes to the item's hidden rows.
+__global__ void __launch_bounds__(kUpWarps * 32) up_small_kernel(MoeSmallParams p) {
+  const int item = blockIdx.x;
+  if (item >= *p.plan.num_items) return;
+  const int e = p.plan.item_expert[item], pos0 = p.plan.item_pos[item], rows = p.plan.item_rows[item];
+  const bool shared = e == p.w.experts;
+  const int I = shared ? p.w.shared_inter : p.w.inter;
+  const int n0 = blockIdx.y * kUpCols;
+  if (n0 >= I) return;
+  const int H = p.w.hidden;
+  const uint16_t* gate = shared ? p.w.shared_gate_up : p.w.gate_up + e * p.w.gate_up_stride;
+  const uint16_t* up = gate + static_cast<int64_t>(I) * H;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  const bool v0 = n0 + g < I, v1 = n0 + g + 8 < I, vx = g < rows;
+  const int64_t r0 = v0 ? n0 + g : 0, r1 = v1 ? n0 + g + 8 : 0;
+  const uint16_t *g0 = gate + r0 * H, *g1 = gate + r1 * H, *u0 = up + r0 * H, *u1 = up + r1 * H;
+  const uint16_t* xr = p.x + static_cast<int64_t>(vx ? p.plan.sorted_token[pos0 + g] : 0) * H;
+  const int windows = (H + 31) / 32;
+  const int w_begin = warp * windows / kUpWarps, w_end = (warp + 1) * windows / kUpWarps;
+  float acc_g[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc_u[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int w = w_begin; w < w_end; w += kUpUnroll) {
+    uint4 a[kUpUnroll][4], b[kUpUnroll];
+#pragma unroll
+    for (int j = 0; j < kUpUnroll; ++j) {
+      const int k0 = (w + j) * 32 + q * 8;
+      const bool ok = w + j < w_end && k0 < H;
+      a[j][0] = ld_stream(g0 + k0, ok && v0);
+      a[j][1] = ld_stream(g1 + k0, ok && v1);
+      a[j][2] = ld_stream(u0 + k0, ok && v0);
+      a[j][3] = ld_stream(u1 + k0, ok && v1);
+      b[j] = ld_vec(xr + k0, ok && vx);
+    }
+#pragma unroll
+    for (int j = 0; j < kUpUnroll; ++j) {
+      mma_k32(acc_g, a[j][0], a[j][1], b[j]);
+      mma_k32(acc_u, a[j][2], a[j][3], b[j]);
+    }
+  }
+  __shared__ float red[kUpWarps][8][32];
+#pragma unroll
+  for (int v = 0; v < 4; ++v) {
+    red[warp][v][lane] = acc_g[v];
+    red[warp][4 + v][lane] = acc_u[v];
+  }
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int v = 0; v < 4; ++v) {
+    float gs = red[0][v][lane], us = red[0][4 + v][lane];
+#pragma unroll
+    for (int w = 1; w < kUpWarps; ++w) {
+      gs += red[w][v][lane];
+      us += red[w][4 + v][lane];
+    }
+    // Accumulator v: weight row g + 8 (v / 2), item row 2q + v % 2.
+    const int col = n0 + g + 8 * (v >> 1), r = 2 * q + (v & 1);
+    if (r < rows && col < I) {
+      p.hidden[static_cast<int64_t>(pos0 + r) * p.hidden_ld + col] = f2bf(silu(round_bf(gs)) * round_bf(us));
+    }
+  }
+}
+
+// Block = 16 output columns [h0, h0 + 16). Each warp takes items in turn:
+// down rows [h0, h0 + 16) of the item's expert times its hidden rows, rounded
+// to bf16 into shared memory by row position. Then every token's columns are
+// combined: its routed rows in ascending expert id (ascending position), then
+// the shared expert's row scaled by its gate.
+__global__ void __launch_bounds__(kDownWarps * 32) down_small_kernel(MoeSmallParams p) {
+  extern __shared__ uint16_t ybuf[];  // [(T * top_k + T) * 16]
+  const int h0 = blockIdx.x * kDownRows;
+  const int H = p.w.hidden, items = *p.plan.num_items;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  const bool va = h0 + g < H, vb = h0 + g + 8 < H;
+  for (int item = warp; item < items; item += kDownWarps) {
+    const int e = p.plan.item_expert[item], pos0 = p.plan.item_pos[item], rows = p.plan.item_rows[item];
+    const bool shared = e == p.w.experts;
+    const int I = shared ? p.w.shared_inter : p.w.inter;
+    const uint16_t* W = shared ? p.w.shared_down : p.w.down + e * p.w.down_stride;
+    const uint16_t* wa = W + static_cast<int64_t>(va ? h0 + g : 0) * I;
+    const uint16_t* wb = W + static_cast<int64_t>(vb ? h0 + g + 8 : 0) * I;
+    const bool vh = g < rows;
+    const uint16_t* hr = p.hidden + static_cast<int64_t>(pos0 + (vh ? g : 0)) * p.hidden_ld;
+    const int windows = (I + 31) / 32;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int w = 0; w < windows; w += kDownUnroll) {
+      uint4 a[kDownUnroll], b[kDownUnroll], x[kDownUnroll];
+#pragma unroll
+      for (int j = 0; j < kDownUnroll; ++j) {
+        const int k0 = (w + j) * 32 + q * 8;
+        const bool ok = w + j < windows && k0 < I;
+        a[j] = ld_stream(wa + k0, ok && va);
+        b[j] = ld_stream(wb + k0, ok && vb);
+        x[j] = ld_vec(hr + k0, ok && vh);
+      }
+#pragma unroll
+      for (int j = 0; j < kDownUnroll; ++j) mma_k32(acc, a[j], b[j], x[j]);
+    }
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      const int col = g + 8 * (v >> 1), r = 2 * q + (v & 1);
+      if (r < rows) ybuf[(pos0 + r) * kDownRows + col] = f2bf(acc[v]);
+    }
+  }
+  __syncthreads();
+  const int T = p.tokens, k = p.top_k, P = T * k;
+  const bool shared = p.w.shared_gate_up != nullptr;
+  for (int i = threadIdx.x; i < T * kDownRows; i += blockDim.x) {
+    const int t = i / kDownRows, c = i % kDownRows, h = h0 + c;
+    if (h >= H) continue;
+    float acc = 0.0f;
+    for (int j = 0; j < k; ++j) {
+      const int pos = p.plan.token_pos[t * k + j];
+      acc = __fadd_rn(acc, __fmul_rn(p.plan.sorted_weight[pos], bf2f(ybuf[pos * kDownRows + c])));
+    }
+    if (shared) {
+      acc = __fadd_rn(acc, __fmul_rn(p.plan.sorted_weight[P + t], bf2f(ybuf[(P + t) * kDownRows + c])));
+    }
+    p.out[static_cast<int64_t>(t) * H + h] = f2bf(acc);
+  }
+}
+
+}  // namespace
+
+void launch_moe_up_small(const MoeSmallParams& p, cudaStream_t stream) {
+  const int inter = p.w.inter > p.w.shared_inter ? p.w.inter : p.w.shared_inter;
+  dim3 grid(p.plan.max_items, ceil_div(inter, kUpCols));
+  up_small_kernel<<<grid, kUpWarps * 32, 0, stream>>>(p);
+}
+
+void launch_moe_down_small(const MoeSmallParams& p, cudaStream_t stream) {
+  const size_t smem = static_cast<size_t>(p.tokens) * (p.top_k + 1) * kDownRows * 2;
+  down_small_kernel<<<ceil_div(p.w.hidden, kDownRows), kDownWarps * 32, smem, stream>>>(p);
+}
+
+}  // namespace hyllm::cuda

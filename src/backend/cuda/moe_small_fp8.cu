@@ -1,0 +1,234 @@
+// The small regime's expert kernels for block-FP8 experts (launch/moe.h):
+// the same plan, grid and register-fed streaming as moe_small.cu, on e4m3
+// tensor cores (mma m16n8k32). Each 128-column block's exact product is
+// scaled as ops.h linear says, acc += (P * s_x) * s_w: up_small_fp8 reads x
+// quantised by its producer (xq), down_small_fp8 quantises each hidden row
+// per 128 columns on the fly (the bits the CPU quantiser gives: scale =
+// max(amax, 1e-10) / 448, codes = e4m3 of value / scale, round to nearest
+// even, saturating).
+#include <cuda_fp8.h>
+
+#include "backend/cuda/moe_common.cuh"
+
+namespace hyllm::cuda {
+namespace {
+
+using moe_detail::ld_stream;
+using moe_detail::ld_vec;
+
+constexpr int kUpCols = 16;
+constexpr int kUpWarps = 4;
+constexpr int kDownRows = 16;
+constexpr int kDownWarps = 8;
+constexpr int kBlock = 128;  // FP8 scale block (columns)
+
+// D[16 x 8] += A[16 x 32] B[32 x 8], e4m3 operands, fp32 accumulators.
+__device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// One 64-wide k window: lane (g, q) holds codes [16q, 16q + 16) of A rows g
+// (lo) and g + 8 (hi) and of B column g; A and B see the same permutation.
+__device__ __forceinline__ void mma_k64(float (&d)[4], const uint4& lo, const uint4& hi, const uint4& b) {
+  mma_e4m3(d, lo.x, hi.x, lo.y, hi.y, b.x, b.y);
+  mma_e4m3(d, lo.z, hi.z, lo.w, hi.w, b.z, b.w);
+}
+
+__device__ __forceinline__ uint32_t e4m3x4(float a, float b, float c, float d) {
+  const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+  const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
+  return lo | (hi << 16);
+}
+
+// Block (item, 16 intermediate columns), warps splitting the 128-column
+// blocks of K: gate rows [n0, n0 + 16) and up rows [I + n0, ...) of the
+// item's expert times its tokens' codes; SwiGLU of the bf16-rounded sums.
+__global__ void __launch_bounds__(kUpWarps * 32) up_small_fp8_kernel(MoeSmallParams p) {
+  const int item = blockIdx.x;
+  if (item >= *p.plan.num_items) return;
+  const int e = p.plan.item_expert[item], pos0 = p.plan.item_pos[item], rows = p.plan.item_rows[item];
+  const bool shared = e == p.w.experts;
+  const int I = shared ? p.w.shared_inter : p.w.inter;
+  const int n0 = blockIdx.y * kUpCols;
+  if (n0 >= I) return;
+  const int H = p.w.hidden, Hb = (H + kBlock - 1) / kBlock;
+  const int64_t ld = p.xq_scale_ld;
+  const uint8_t* gate = shared ? p.w.shared_gate_up_q : p.w.gate_up_q + e * p.w.gate_up_stride;
+  const uint8_t* up = gate + static_cast<int64_t>(I) * H;
+  const float* ws = shared ? p.w.shared_gate_up_scale : p.w.gate_up_scale + e * p.w.gate_up_scale_stride;
+  const float* ws_gate = ws + (n0 / kBlock) * Hb;
+  const float* ws_up = ws + ((I + n0) / kBlock) * Hb;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  const bool v0 = n0 + g < I, v1 = n0 + g + 8 < I, vx = g < rows;
+  const int64_t r0 = v0 ? n0 + g : 0, r1 = v1 ? n0 + g + 8 : 0;
+  const uint8_t *g0 = gate + r0 * H, *g1 = gate + r1 * H, *u0 = up + r0 * H, *u1 = up + r1 * H;
+  const uint8_t* xr = p.xq + static_cast<int64_t>(vx ? p.plan.sorted_token[pos0 + g] : 0) * H;
+  // The activation scales of this lane's accumulator columns (tokens 2q, 2q + 1).
+  const int c0 = 2 * q, c1 = 2 * q + 1;
+  const int t0 = c0 < rows ? p.plan.sorted_token[pos0 + c0] : 0, t1 = c1 < rows ? p.plan.sorted_token[pos0 + c1] : 0;
+  const int b_begin = warp * Hb / kUpWarps, b_end = (warp + 1) * Hb / kUpWarps;
+  float acc_g[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc_u[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int kb = b_begin; kb < b_end; ++kb) {
+    uint4 a[2][4], b[2];
+#pragma unroll
+    for (int w = 0; w < 2; ++w) {
+      const int k0 = kb * kBlock + w * 64 + q * 16;
+      const bool ok = k0 < H;
+      a[w][0] = ld_stream(g0 + k0, ok && v0);
+      a[w][1] = ld_stream(g1 + k0, ok && v1);
+      a[w][2] = ld_stream(u0 + k0, ok && v0);
+      a[w][3] = ld_stream(u1 + k0, ok && v1);
+      b[w] = ld_vec(xr + k0, ok && vx);
+    }
+    float pg[4] = {0.0f, 0.0f, 0.0f, 0.0f}, pu[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int w = 0; w < 2; ++w) {
+      mma_k64(pg, a[w][0], a[w][1], b[w]);
+      mma_k64(pu, a[w][2], a[w][3], b[w]);
+    }
+    const float sx0 = p.xq_scale[kb * ld + t0], sx1 = p.xq_scale[kb * ld + t1];
+    const float swg = ws_gate[kb], swu = ws_up[kb];
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      const float sx = (v & 1) ? sx1 : sx0;
+      acc_g[v] += (pg[v] * sx) * swg;
+      acc_u[v] += (pu[v] * sx) * swu;
+    }
+  }
+  __shared__ float red[kUpWarps][8][32];
+#pragma unroll
+  for (int v = 0; v < 4; ++v) {
+    red[warp][v][lane] = acc_g[v];
+    red[warp][4 + v][lane] = acc_u[v];
+  }
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int v = 0; v < 4; ++v) {
+    float gs = red[0][v][lane], us = red[0][4 + v][lane];
+#pragma unroll
+    for (int w = 1; w < kUpWarps; ++w) {
+      gs += red[w][v][lane];
+      us += red[w][4 + v][lane];
+    }
+    const int col = n0 + g + 8 * (v >> 1), r = 2 * q + (v & 1);
+    if (r < rows && col < I) {
+      p.hidden[static_cast<int64_t>(pos0 + r) * p.hidden_ld + col] = f2bf(silu(round_bf(gs)) * round_bf(us));
+    }
+  }
+}
+
+// Block = 16 output columns; each warp takes items in turn and quantises the
+// item's hidden rows block by block as it goes (lanes 4g..4g+3 hold row g's
+// 128 values of a block, 32 each), then the combine of down_small.
+__global__ void __launch_bounds__(kDownWarps * 32) down_small_fp8_kernel(MoeSmallParams p) {
+  extern __shared__ uint16_t ybuf[];  // [(T * top_k + T) * 16]
+  const int h0 = blockIdx.x * kDownRows;
+  const int H = p.w.hidden, items = *p.plan.num_items;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  const bool va = h0 + g < H, vb = h0 + g + 8 < H;
+  for (int item = warp; item < items; item += kDownWarps) {
+    const int e = p.plan.item_expert[item], pos0 = p.plan.item_pos[item], rows = p.plan.item_rows[item];
+    const bool shared = e == p.w.experts;
+    const int I = shared ? p.w.shared_inter : p.w.inter, Ib = I / kBlock;
+    const uint8_t* W = shared ? p.w.shared_down_q : p.w.down_q + e * p.w.down_stride;
+    const float* ws = (shared ? p.w.shared_down_scale : p.w.down_scale + e * p.w.down_scale_stride) +
+                      (h0 / kBlock) * Ib;
+    const uint8_t* wa = W + static_cast<int64_t>(va ? h0 + g : 0) * I;
+    const uint8_t* wb = W + static_cast<int64_t>(vb ? h0 + g + 8 : 0) * I;
+    const bool vh = g < rows;
+    const uint16_t* hr = p.hidden + static_cast<int64_t>(pos0 + (vh ? g : 0)) * p.hidden_ld;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int kb = 0; kb < Ib; ++kb) {
+      uint4 a[2], b[2], hv[2][2];
+#pragma unroll
+      for (int w = 0; w < 2; ++w) {
+        const int k0 = kb * kBlock + w * 64 + q * 16;
+        a[w] = ld_stream(wa + k0, va);
+        b[w] = ld_stream(wb + k0, vb);
+        hv[w][0] = ld_vec(hr + k0, vh);
+        hv[w][1] = ld_vec(hr + k0 + 8, vh);
+      }
+      // This lane's 32 values of row g, block kb, as floats.
+      float f[2][16];
+      float amax = 0.0f;
+#pragma unroll
+      for (int w = 0; w < 2; ++w) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t u[4] = {hv[w][h].x, hv[w][h].y, hv[w][h].z, hv[w][h].w};
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            f[w][h * 8 + 2 * i] = __uint_as_float(u[i] << 16);
+            f[w][h * 8 + 2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+            amax = fmaxf(amax, fmaxf(fabsf(f[w][h * 8 + 2 * i]), fabsf(f[w][h * 8 + 2 * i + 1])));
+          }
+        }
+      }
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+      const float s = fmaxf(amax, 1e-10f) / 448.0f;
+      uint4 codes[2];
+#pragma unroll
+      for (int w = 0; w < 2; ++w) {
+        uint32_t c[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          c[i] = e4m3x4(__fdiv_rn(f[w][4 * i], s), __fdiv_rn(f[w][4 * i + 1], s), __fdiv_rn(f[w][4 * i + 2], s),
+                        __fdiv_rn(f[w][4 * i + 3], s));
+        }
+        codes[w] = make_uint4(c[0], c[1], c[2], c[3]);
+      }
+      float pr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      mma_k64(pr, a[0], b[0], codes[0]);
+      mma_k64(pr, a[1], b[1], codes[1]);
+      // Columns 2q and 2q + 1 are rows 2q, 2q + 1 of the item, whose scales
+      // lanes 8q and 8q + 4 computed.
+      const float s0 = __shfl_sync(0xffffffffu, s, 8 * q), s1 = __shfl_sync(0xffffffffu, s, 8 * q + 4);
+      const float sw = ws[kb];
+#pragma unroll
+      for (int v = 0; v < 4; ++v) acc[v] += (pr[v] * ((v & 1) ? s1 : s0)) * sw;
+    }
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      const int col = g + 8 * (v >> 1), r = 2 * q + (v & 1);
+      if (r < rows) ybuf[(pos0 + r) * kDownRows + col] = f2bf(acc[v]);
+    }
+  }
+  __syncthreads();
+  const int T = p.tokens, k = p.top_k, P = T * k;
+  const bool shared = p.w.shared_gate_up_q != nullptr;
+  for (int i = threadIdx.x; i < T * kDownRows; i += blockDim.x) {
+    const int t = i / kDownRows, c = i % kDownRows, h = h0 + c;
+    if (h >= H) continue;
+    float acc = 0.0f;
+    for (int j = 0; j < k; ++j) {
+      const int pos = p.plan.token_pos[t * k + j];
+      acc = __fadd_rn(acc, __fmul_rn(p.plan.sorted_weight[pos], bf2f(ybuf[pos * kDownRows + c])));
+    }
+    if (shared) {
+      acc = __fadd_rn(acc, __fmul_rn(p.plan.sorted_weight[P + t], bf2f(ybuf[(P + t) * kDownRows + c])));
+    }
+    p.out[static_cast<int64_t>(t) * H + h] = f2bf(acc);
+  }
+}
+
+}  // namespace
+
+void launch_moe_up_small_fp8(const MoeSmallParams& p, cudaStream_t stream) {
+  const int inter = p.w.inter > p.w.shared_inter ? p.w.inter : p.w.shared_inter;
+  dim3 grid(p.plan.max_items, ceil_div(inter, kUpCols));
+  up_small_fp8_kernel<<<grid, kUpWarps * 32, 0, stream>>>(p);
+}
+
+void launch_moe_down_small_fp8(const MoeSmallParams& p, cudaStream_t stream) {
+  const size_t smem = static_cast<size_t>(p.tokens) * (p.top_k + 1) * kDownRows * 2;
+  down_small_fp8_kernel<<<ceil_div(p.w.hidden, kDownRows), kDownWarps * 32, smem, stream>>>(p);
+}
+
+}  // namespace hyllm::cuda

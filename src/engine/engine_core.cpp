@@ -211,7 +211,13 @@ std::vector<RequestOutput> EngineCore::step() {
         const SampledToken& sampled = result.sampled[k++];
         // A request that failed earlier in this loop (its hook threw) has finished choices.
         if (c.seq->finished()) continue;
-        if (sampled.token < 0 || sampled.token >= vocab_size_) {
+        if (sampled.token < 0) {
+          // The request's own mask left nothing to sample; the batch goes on.
+          fail_request(*c.seq->request, "no token may be sampled: the structured-output grammar (or a ban) masks "
+                                        "every token of the vocabulary");
+          continue;
+        }
+        if (sampled.token >= vocab_size_) {
           fail_request(*c.seq->request, fmt::format("sampled token id {} is out of vocabulary", sampled.token));
           continue;
         }

@@ -79,7 +79,7 @@ struct StepInput {
 };
 
 struct SampledToken {
-  int32_t token = -1;
+  int32_t token = -1;  // -1: the row's mask and bans left no token (its request fails, no other)
   float logprob = 0.0f;                                  // of the sampled token, raw distribution
   std::vector<std::pair<int32_t, float>> top_logprobs;   // when sampling->logprobs > 0, best first
 };

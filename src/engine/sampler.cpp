@@ -175,13 +175,12 @@ SampledToken Sampler::sample(std::span<const float> logits, const SeqWork& work,
   if (p.temperature < kGreedyTemperature) {
     // 4. Greedy.
     result.token = argmax(work_logits_);
-    HYLLM_CHECK(allowed.empty() || work_logits_[static_cast<size_t>(result.token)] > kNegInf,
-                "every token is masked (seq {})", work.seq_id);
+    if (!allowed.empty() && work_logits_[static_cast<size_t>(result.token)] == kNegInf) return SampledToken{};
   } else {
     // 5. Temperature and the masks.
     apply_temperature_and_masks(work_logits_, p, order_);
     const float max_logit = *std::max_element(work_logits_.begin(), work_logits_.end());
-    HYLLM_CHECK(max_logit > kNegInf, "every token is masked (seq {})", work.seq_id);
+    if (!(max_logit > kNegInf)) return SampledToken{};
     // 6. Inverse CDF in id order with one counter-based uniform.
     weights_.resize(vocab);
     double z = 0.0;

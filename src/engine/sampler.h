@@ -46,6 +46,8 @@ class Sampler {
   // logits.size() is the vocab size; work.sampling must be set. allowed:
   // empty, or the structured-output bitmask of step 0
   // (engine/token_constraint.h), at least bitmask_words(vocab) words.
+  // Returns token -1 when the mask and bans leave no token to sample: that
+  // row's request fails alone, never the step's other rows.
   SampledToken sample(std::span<const float> logits, const SeqWork& work, std::span<const uint32_t> allowed = {});
 
  private:

@@ -100,6 +100,48 @@ TEST(EngineConstraint, RejectionFailsOnlyThatRequest) {
   EXPECT_NE(res.by_request.at("good").at(0).finish, FinishReason::kError);
 }
 
+// A grammar that is complete but has no stop token to offer allows nothing.
+class NothingAllowedConstraint : public TokenConstraint {
+ public:
+  bool fill_next_token_bitmask(std::span<uint32_t> mask) override {
+    std::fill(mask.begin(), mask.end(), 0u);
+    return true;
+  }
+  bool accept_token(int32_t) override { return true; }
+  std::vector<int32_t> forced_tokens(int) override { return {}; }
+};
+
+TEST(EngineConstraint, MaskThatAllowsNothingFailsOnlyThatRequest) {
+  EngineConfig config = small_config();
+  FakeExecutor ex;
+  int shared_steps = 0;
+  ex.on_step = [&](const StepInput& in) {
+    int sampled = 0;
+    for (const SeqWork& w : in.seqs) sampled += w.sample ? 1 : 0;
+    if (sampled == 2) ++shared_steps;
+  };
+  EngineCore core(ex, config);
+  std::mt19937 rng(6);
+  for (float temperature : {0.0f, 1.0f}) {
+    const std::string bad = "bad" + std::to_string(temperature), good = "good" + std::to_string(temperature);
+    EngineRequest b = make_request(bad, random_prompt(rng, 5, 64), 6, 1);
+    b.sampling.temperature = temperature;
+    b.sampling.ignore_eos = true;
+    b.constraints = {std::make_shared<NothingAllowedConstraint>()};
+    EngineRequest g = make_request(good, random_prompt(rng, 5, 64), 6, 1);
+    g.sampling.temperature = temperature;
+    g.sampling.ignore_eos = true;
+    core.add_request(b);
+    core.add_request(g);
+    shared_steps = 0;
+    Results res = run_all(core, {{bad, 1}, {good, 1}});
+    ASSERT_GT(shared_steps, 0) << "the two requests never shared a step";
+    EXPECT_EQ(res.by_request.at(bad).at(0).finish, FinishReason::kError);
+    EXPECT_EQ(res.by_request.at(good).at(0).finish, FinishReason::kLength) << "temperature " << temperature;
+    EXPECT_EQ(res.by_request.at(good).at(0).tokens.size(), 6u);
+  }
+}
+
 TEST(EngineConstraint, OneConstraintPerChoice) {
   EngineConfig config = small_config();
   FakeExecutor ex;

@@ -9,14 +9,18 @@
 
 #include <cerrno>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
+
+#include <fmt/ranges.h>
 
 #include "command.h"
 #include "engine_setup.h"
@@ -293,9 +297,16 @@ int run_serve(ServeArgs& a) {
               "--generation-config vllm to use vLLM's defaults instead.",
               describe_defaults(ctx->sampling_defaults));
   }
+  // As in vLLM, the tokenizer's eos_token ends a sequence as well as the
+  // configs' ids. Grammars end with these ids (the ones the tokenizer has),
+  // so a tokenizer borrowed from another model still gives them one.
   config.eos_token_ids.clear();
-  for (int64_t id : generation.eos_token_ids) config.eos_token_ids.push_back(static_cast<int32_t>(id));
-  for (int64_t id : model_config.eos_token_ids) {
+  std::vector<int64_t> eos_ids = generation.eos_token_ids;
+  eos_ids.insert(eos_ids.end(), model_config.eos_token_ids.begin(), model_config.eos_token_ids.end());
+  if (tokenizer) {
+    if (std::optional<int32_t> id = tokenizer->eos_token_id()) eos_ids.push_back(*id);
+  }
+  for (int64_t id : eos_ids) {
     if (std::find(config.eos_token_ids.begin(), config.eos_token_ids.end(), id) == config.eos_token_ids.end()) {
       config.eos_token_ids.push_back(static_cast<int32_t>(id));
     }
@@ -351,6 +362,13 @@ int run_serve(ServeArgs& a) {
     // Grammars are compiled over the tokenizer's vocabulary; without one,
     // structured output is refused with chat as a whole.
     ctx->grammar_compiler = std::make_unique<structured::GrammarCompiler>(*tokenizer, vocab, config.eos_token_ids);
+    const int tokenizer_vocab = tokenizer->vocab_size();
+    if (std::none_of(config.eos_token_ids.begin(), config.eos_token_ids.end(),
+                     [&](int32_t id) { return id >= 0 && id < tokenizer_vocab; })) {
+      log::warn("None of the end-of-sequence ids {} is in the tokenizer: a structured-output request fails "
+                "when its grammar is complete (no token may follow)",
+                fmt::join(config.eos_token_ids, ", "));
+    }
   }
   ctx->tokenizer = std::move(tokenizer);
   ctx->engine = std::move(engine);

@@ -64,8 +64,18 @@ bench() {
     --num-prompts "$n" --max-concurrency "$c" --num-warmups 1 --ignore-eos --temperature 0 \
     --percentile-metrics ttft,tpot,itl,e2el --save-result --result-dir "$LOGS" --result-filename "$name.json" \
     > "$LOGS/$name.log" 2>&1 || echo "bench $name failed (see $name.log)" >&2
+  grep -m 3 -E "^Error [0-9]+:|^error" "$LOGS/$name.log" | sed "s/^/  [$name] /" >&2
 }
-metric() { python3 -c "import json,sys; print('%.2f' % json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2" 2>/dev/null || echo nan; }
+# A metric of a result, or FAILED when any of its requests failed (its
+# numbers would be those of the survivors, or 0.00 when none survived).
+metric() {
+  python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1]))
+n = r['completed'] + r['failed']
+print('FAILED: %d of %d requests' % (r['failed'] or n, n) if r['failed'] or not r['completed'] else '%.2f' % r[sys.argv[2]])" \
+    "$1" "$2" 2>/dev/null || echo "FAILED: no result"
+}
 floor() { "$BIN" bench floors --model "$1" --batch "$2" --random-input-len "$3" --random-output-len "$4" | awk -v k="$5" '$1 == k { print $2 }'; }
 # pbench NAME ARGS...: one `hyllm bench serve` run of a prefix-cache workload, its JSON in $LOGS.
 pbench() {
@@ -74,6 +84,7 @@ pbench() {
   "$BIN" bench serve --port "$PORT" --tokenizer "$TOK" --ignore-eos --temperature 0 \
     --percentile-metrics ttft,tpot,itl,e2el --save-result --result-dir "$LOGS" --result-filename "$name.json" "$@" \
     > "$LOGS/$name.log" 2>&1 || echo "bench $name failed (see $name.log)" >&2
+  grep -m 3 -E "^Error [0-9]+:|^error" "$LOGS/$name.log" | sed "s/^/  [$name] /" >&2
 }
 # median TTFT (ms) of the requests of a result that hit (hit) or missed (miss) the prefix cache
 ttft_of() {
@@ -156,34 +167,75 @@ for cfg in $MODELS; do
       "$(metric "$LOGS/${cfg}_throughput.json" output_throughput)" "$(metric "$LOGS/${cfg}_throughput.json" median_tpot_ms)")"
   fi
   if [[ ${HYLLM_STRUCTURED_BENCH:-0} == 1 ]]; then
-    # 16 unconstrained requests measured while 16 companions share the batch:
-    # plain companions, then companions constrained by a JSON schema. The
-    # batch is 32 both times, so the TPOT change is the constraints' cost.
-    companions() {  # plain|schema: 16 request loops in the background
-      local fmt=""
-      [[ $1 == schema ]] && fmt=', "response_format": {"type": "json_schema", "json_schema": {"name": "w", "schema": {"type": "object",
+    # 16 unconstrained requests at a time (32 in all) measured while 16
+    # companions share the batch: plain companions, then companions
+    # constrained by a JSON schema. The batch is 32 both times, so the TPOT
+    # change is the constraints' cost. Companions run 256 tokens under
+    # ignore_eos; the schema's minItems keeps its grammar unfinished for all
+    # of them (a finished grammar lets the rest of the tokens go unmasked).
+    companions() {  # plain|schema: 16 request loops in the background; HTTP codes in $LOGS
+      local kind=$1 fmt=""
+      [[ $kind == schema ]] && fmt=', "response_format": {"type": "json_schema", "json_schema": {"name": "w", "schema": {"type": "object",
         "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]},
-        "days": {"type": "integer"}, "hourly": {"type": "array", "items": {"type": "number"}}},
+        "days": {"type": "integer"}, "hourly": {"type": "array", "items": {"type": "number"}, "minItems": 256}},
         "required": ["city", "unit", "days", "hourly"]}}}'
+      : > "$LOGS/companions_$kind.codes"
       loops=()
       for i in $(seq 16); do
-        ( while :; do
-            curl -s -o /dev/null "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' \
+        # Killing a loop kills its request in flight too, so none outlives its stage.
+        ( trap 'kill $c 2>/dev/null; exit 0' TERM
+          while :; do
+            curl -s -o "$LOGS/companion_${kind}_$i.out" -w '%{http_code}' "http://127.0.0.1:$PORT/v1/chat/completions" \
+              -H 'Content-Type: application/json' \
               -d '{"messages": [{"role": "user", "content": "Weather report as JSON"}], "max_tokens": 256,
-                   "temperature": 1, "ignore_eos": true'"$fmt"'}' || sleep 0.1
+                   "temperature": 1, "ignore_eos": true'"$fmt"'}' > "$LOGS/companion_${kind}_$i.code" &
+            c=$!
+            wait $c
+            code=$(cat "$LOGS/companion_${kind}_$i.code")
+            echo "$code" >> "$LOGS/companions_$kind.codes"
+            if [[ $code != 200 ]]; then
+              cp "$LOGS/companion_${kind}_$i.out" "$LOGS/companion_${kind}_error.json" 2>/dev/null
+              sleep 0.1
+            fi
           done ) &
         loops+=($!)
       done
       sleep 2
     }
+    stop_companions() {  # then waits (up to 60 s) until the server runs nothing
+      kill "${loops[@]}" 2>/dev/null
+      wait "${loops[@]}" 2>/dev/null
+      for _ in $(seq 120); do
+        [[ $(curl -s "http://127.0.0.1:$PORT/metrics" | awk '/^vllm:num_requests_(running|waiting)[{ ]/ { n += $NF } END { print n + 0 }') == 0 ]] && break
+        sleep 0.5
+      done
+    }
+    companion_failures() {  # empty when every companion request of KIND answered 200
+      local kind=$1 total bad
+      total=$(wc -l < "$LOGS/companions_$kind.codes")
+      bad=$(grep -vc '^200$' "$LOGS/companions_$kind.codes")
+      if [[ $total == 0 ]]; then
+        echo "no $kind companion request finished"
+      elif [[ $bad != 0 ]]; then
+        echo "$bad of $total $kind companion requests failed: $(head -c 300 "$LOGS/companion_${kind}_error.json" 2>/dev/null)"
+      fi
+    }
+    companions_failed() { [[ $1 == FAILED* ]] && echo "$1; companions failed" || echo "FAILED: companions"; }
     companions plain
     bench "${cfg}_mixed_base" 128 256 32 16
-    kill "${loops[@]}" 2>/dev/null; wait "${loops[@]}" 2>/dev/null
+    stop_companions
     companions schema
     bench "${cfg}_mixed_constrained" 128 256 32 16
-    kill "${loops[@]}" 2>/dev/null; wait "${loops[@]}" 2>/dev/null
+    stop_companions
     base=$(metric "$LOGS/${cfg}_mixed_base.json" median_tpot_ms)
     mixed=$(metric "$LOGS/${cfg}_mixed_constrained.json" median_tpot_ms)
+    for kind in plain schema; do
+      failures=$(companion_failures $kind)
+      if [[ -n $failures ]]; then
+        echo "$cfg: $failures" >&2
+        if [[ $kind == plain ]]; then base=$(companions_failed "$base"); else mixed=$(companions_failed "$mixed"); fi
+      fi
+    done
     change=$(python3 -c "import sys; b, m = map(float, sys.argv[1:]); print('%+.1f%%' % (100 * (m - b) / b))" "$base" "$mixed" 2>/dev/null || echo "-")
     add_row "$(printf '| %s | 16 unconstrained + 16 plain requests (median TPOT of the 16) | %s | | |' "$cfg" "$base")"
     add_row "$(printf '| %s | 16 unconstrained + 16 json_schema requests | %s | | TPOT %s |' "$cfg" "$mixed" "$change")"

@@ -169,7 +169,8 @@ def block_fp8_linear(input, weight, weight_scale_inv, block_size=None, bias=None
              f"block_size {block_size}: only [128, 128] blocks are reproduced")
     _require(weight.dtype == torch.float8_e4m3fn and weight.dim() == 2, f"weight {weight.dtype} {tuple(weight.shape)}")
     n, k = weight.shape
-    _require(input.dtype == torch.bfloat16 and input.shape[-1] == k and k % BLOCK == 0 and n % BLOCK == 0,
+    _require(input.dtype in (torch.bfloat16, torch.float16, torch.float32)
+             and input.shape[-1] == k and k % BLOCK == 0 and n % BLOCK == 0,
              f"input {input.dtype} {tuple(input.shape)} against weight {tuple(weight.shape)}")
     _require(weight_scale_inv.dtype == torch.float32
              and tuple(weight_scale_inv.shape) == (n // BLOCK, k // BLOCK),

@@ -24,6 +24,26 @@ __device__ __forceinline__ uint32_t bf16x2(float a, float b) {
   return rl | (rh << 16);
 }
 
+// 16 codes (16-byte aligned) times one scale, as 16 bf16 values.
+__device__ __forceinline__ void expand16(const uint8_t* src, float scale, uint16_t* dst) {
+  const uint4 codes = *reinterpret_cast<const uint4*>(src);
+  const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
+  uint32_t packed[8];
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const __nv_fp8x2_storage_t pair = static_cast<__nv_fp8x2_storage_t>((words[w] >> (16 * h)) & 0xffffu);
+      const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&raw));
+      packed[2 * w + h] = bf16x2(f.x * scale, f.y * scale);
+    }
+  }
+  uint4* out = reinterpret_cast<uint4*>(dst);
+  out[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+  out[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+}
+
 // grid.y = expert (experts == the shared expert when it is present).
 __global__ void dequant_experts_kernel(MoeDequantFp8Params p) {
   const int e = blockIdx.y;
@@ -38,22 +58,7 @@ __global__ void dequant_experts_kernel(MoeDequantFp8Params p) {
     const int64_t first = i * kCodesPerThread;
     const int r = static_cast<int>(first / p.cols), c = static_cast<int>(first % p.cols);
     const float scale = s[(r / 128) * cb + c / 128];
-    const uint4 codes = *reinterpret_cast<const uint4*>(q + first);
-    const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
-    uint32_t packed[8];
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const __nv_fp8x2_storage_t pair = static_cast<__nv_fp8x2_storage_t>((words[w] >> (16 * h)) & 0xffffu);
-        const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
-        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&raw));
-        packed[2 * w + h] = bf16x2(f.x * scale, f.y * scale);
-      }
-    }
-    uint4* dst = reinterpret_cast<uint4*>(out + first);
-    dst[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
-    dst[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+    expand16(q + first, scale, out + first);
   }
 }
 
@@ -65,22 +70,7 @@ __global__ void dequant_activation_kernel(MoeDequantActivationParams p) {
     const int64_t first = i * kCodesPerThread;
     const int t = static_cast<int>(first / p.hidden), c = static_cast<int>(first % p.hidden);
     const float scale = p.scale[static_cast<int64_t>(c / 128) * p.scale_ld + t];
-    const uint4 codes = *reinterpret_cast<const uint4*>(p.q + first);
-    const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
-    uint32_t packed[8];
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const __nv_fp8x2_storage_t pair = static_cast<__nv_fp8x2_storage_t>((words[w] >> (16 * h)) & 0xffffu);
-        const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
-        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&raw));
-        packed[2 * w + h] = bf16x2(f.x * scale, f.y * scale);
-      }
-    }
-    uint4* dst = reinterpret_cast<uint4*>(p.out + first);
-    dst[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
-    dst[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+    expand16(p.q + first, scale, p.out + first);
   }
 }
 

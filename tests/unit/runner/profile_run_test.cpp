@@ -97,8 +97,11 @@ TEST_P(FillRandom, GeneratedDummyTensorsEqualTheHostBytes) {
   }
   EXPECT_GT(generated, 10);
   // Only A_log is made on the host: every FP8 weight and scale is generated.
-  for (const TensorInfo& t : w.tensors())
-    if (!t.name.ends_with("A_log")) EXPECT_TRUE(w.generated(t.name).has_value()) << t.name;
+  for (const TensorInfo& t : w.tensors()) {
+    if (!t.name.ends_with("A_log")) {
+      EXPECT_TRUE(w.generated(t.name).has_value()) << t.name;
+    }
+  }
 }
 
 // The dummy source without its recipes: every tensor goes through the host.

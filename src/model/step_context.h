@@ -28,6 +28,10 @@ struct StepContext {
   // True when every sequence computes one token (pure decode): the GDN uses
   // its recurrent form.
   bool decode_only = false;
+  // Speculative verify step: the GDN layers also keep their state after each
+  // of a sequence's first K tokens (K = ModelOptions::num_speculative_tokens),
+  // so that Model::rollback_states can return to any of them.
+  bool keep_spec_states = false;
 };
 
 }  // namespace hyllm

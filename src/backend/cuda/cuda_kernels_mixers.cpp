@@ -85,6 +85,7 @@ void CudaKernels::paged_attention(const PagedAttentionArgs& a) {
 }
 
 void CudaKernels::gdn_conv(const GdnConvArgs& a) {
+  if (!a.spec_states.empty()) unsupported("gdn_conv with spec_states (speculative decoding)");
   const int64_t K = a.weight.dim(-1);
   if (!cuda::gdn_conv_supported(static_cast<int>(K))) {
     fail(ErrorCode::kUnsupported, "gdn_conv: kernel width {} is not built on the cuda backend (2-8)", K);
@@ -108,6 +109,7 @@ void CudaKernels::gdn_conv(const GdnConvArgs& a) {
 }
 
 void CudaKernels::gated_delta_rule(const GatedDeltaRuleArgs& a) {
+  if (!a.spec_states.empty()) unsupported("gated_delta_rule with spec_states (speculative decoding)");
   if (!cuda::gated_delta_rule_supported(static_cast<int>(a.k_dim))) {
     fail(ErrorCode::kUnsupported, "gated_delta_rule: k_dim {} exceeds the cuda kernel's 256", a.k_dim);
   }

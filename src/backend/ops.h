@@ -359,10 +359,11 @@ void paged_attention(Backend& be, const PagedAttentionArgs& a);
 // come from this call, then from conv_state (or zeros when the sequence
 // starts). conv_state[slot] holds the last K-1 raw (pre-conv) input rows of the
 // sequence, oldest first, and is updated in place (bf16, exact copies).
-// spec_states (optional, speculative decoding): for every sequence of n
-// tokens, the conv state after each of its first min(n - 1, K_spec) tokens
-// is also written, to spec_states[slot][j] (the state after the last token
-// goes to conv_state as always), so that select_state can roll back.
+// spec_states (optional, speculative decoding): for every sequence of n <=
+// K_spec + 1 tokens (a verify chunk), the conv state after each of its first
+// n - 1 tokens is also written, to spec_states[slot][j] (the state after the
+// last token goes to conv_state as always), so that select_state can roll
+// back; longer sequences (prefill chunks in the same step) write none.
 struct GdnConvArgs {
   ColSlice x;                    // [T, C] bf16 (the q|k|v part of in_proj_qkv)
   TensorView weight;             // [C, K] or [C, 1, K] bf16
@@ -397,9 +398,9 @@ enum class DeltaRuleAlgorithm : uint8_t {
 // State layout: state[slot][head][v][k] (v-major, k contiguous; vLLM's
 // current layout): a decode kernel owns rows of v and streams k contiguously.
 // Read at the start of each sequence (unless it starts), written at its end.
-// spec_states (optional, speculative decoding): the state after each of the
-// first min(n - 1, K_spec) tokens of a sequence of n tokens is also written,
-// to spec_states[slot][j], in the same layout.
+// spec_states (optional, speculative decoding): for a sequence of n <=
+// K_spec + 1 tokens, the state after each of its first n - 1 tokens is also
+// written, to spec_states[slot][j], in the same layout (as for gdn_conv).
 struct GatedDeltaRuleArgs {
   TensorView qkv;                // [T, 2 * Hk * Dk + Hv * Dv] bf16
   ColSlice a;                    // [T, Hv] bf16 (in_proj_a output)

@@ -48,7 +48,7 @@ void CpuKernels::gdn_conv(const GdnConvArgs& a) {
         }
       }
       // The state after token j is rows [j + 1, j + 1 + H) of history + new inputs.
-      for (int64_t j = 0; j < std::min(n - 1, K_spec); ++j) {
+      for (int64_t j = 0; n <= K_spec + 1 && j < n - 1; ++j) {
         uint16_t* sp = spec + (int64_t{idx[s]} * K_spec + j) * H * C;
         for (int64_t r = 0; r < H; ++r) {
           std::copy(ext.data() + (j + 1 + r) * nc, ext.data() + (j + 2 + r) * nc, sp + r * C + c0);

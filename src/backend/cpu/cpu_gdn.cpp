@@ -174,12 +174,12 @@ void CpuKernels::gated_delta_rule(const GatedDeltaRuleArgs& a) {
       float* Sv = state + (int64_t{idx[s]} * Hv + h) * Dv * Dk;
       if (init[s] == 0) std::fill(Sv, Sv + Dv * Dk, 0.0f);
       // a.algorithm is a GPU choice (see the top of this file).
-      if (spec == nullptr) {
+      if (spec == nullptr || n > K_spec + 1) {
         recurrent(in, h, t0, n, Sv, out);
         continue;
       }
       float* spec_head = spec + ((int64_t{idx[s]} * K_spec) * Hv + h) * Dv * Dk;
-      recurrent(in, h, t0, n, Sv, out, spec_head, std::min(n - 1, K_spec), Hv * Dv * Dk);
+      recurrent(in, h, t0, n, Sv, out, spec_head, n - 1, Hv * Dv * Dk);
     }
   });
 }

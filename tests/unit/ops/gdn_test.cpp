@@ -277,21 +277,22 @@ std::vector<double> slab(const std::vector<double>& v, int64_t index, int64_t pe
 }
 std::vector<double> slab(const HostTensor& t, int64_t index, int64_t per) { return slab(t.values(), index, per); }
 
-// A verify step of 1 + drafts tokens per sequence (and a prefill longer than
-// K) saves the state after each of the first K tokens, exactly what running
-// only those tokens leaves; select_state then restores any of them.
+// A verify step of 1 + drafts tokens per sequence saves the state after each
+// of its tokens but the last, exactly what running only those tokens leaves
+// (a longer prefill chunk in the same step saves none); select_state then
+// restores any of them.
 TEST(SpecStates, DeltaRuleSavesEveryPrefixStateAndSelectStateRestoresIt) {
   auto be = make_cpu_backend();
   Rng rng(fresh_seed());
   DeltaSetup d(rng, 2, 4, 16, 8);
   const int64_t K = 3, per = d.Hv * d.Dv * d.Dk;
-  const std::vector<int64_t> qsl{0, 4, 6, 12}, slots{2, 0, 1}, init{1, 1, 0};
-  DeltaTokens tok(rng, d, 12);
-  HostTensor state = f32_tensor({3, d.Hv, d.Dv, d.Dk}), spec = f32_tensor({3, K, d.Hv, d.Dv, d.Dk});
+  const std::vector<int64_t> qsl{0, 4, 6, 10, 16}, slots{2, 0, 1, 3}, init{1, 1, 0, 1};
+  DeltaTokens tok(rng, d, 16);
+  HostTensor state = f32_tensor({4, d.Hv, d.Dv, d.Dk}), spec = f32_tensor({4, K, d.Hv, d.Dv, d.Dk});
   state.fill_normal(rng, 0.1);
   spec.poison();
   const std::vector<double> initial = state.values();
-  HostTensor q = i32_tensor(qsl), sl = i32_tensor(slots), in = i32_tensor(init), out = bf16_tensor({12, d.Hv * d.Dv});
+  HostTensor q = i32_tensor(qsl), sl = i32_tensor(slots), in = i32_tensor(init), out = bf16_tensor({16, d.Hv * d.Dv});
   GatedDeltaRuleArgs a{tok.qkv.view(), ColSlice(tok.ab.view(), d.Hv, d.Hv), ColSlice(tok.ab.view(), 0, d.Hv),
                        d.alog.view(), d.dt.view(), state.view(), q.view(), sl.view(), in.view(), out.view(),
                        d.Hk, d.Hv, d.Dk, d.Dv, DeltaRuleAlgorithm::kChunked, 0};
@@ -299,7 +300,11 @@ TEST(SpecStates, DeltaRuleSavesEveryPrefixStateAndSelectStateRestoresIt) {
   gated_delta_rule(*be, a);
   for (size_t s = 0; s < slots.size(); ++s) {
     const int64_t n = qsl[s + 1] - qsl[s];
-    for (int64_t j = 0; j < std::min(n - 1, K); ++j) {
+    if (n > K + 1) {
+      for (double v : slab(spec, slots[s], K * per)) EXPECT_TRUE(std::isnan(v)) << "a prefill saves nothing";
+      continue;
+    }
+    for (int64_t j = 0; j < n - 1; ++j) {
       HostTensor alone = f32_tensor({1, d.Hv, d.Dv, d.Dk});
       const auto start = slab(initial, slots[s], per);
       for (int64_t i = 0; i < per; ++i) alone.set(i, init[s] ? start[static_cast<size_t>(i)] : 0.0);
@@ -309,15 +314,15 @@ TEST(SpecStates, DeltaRuleSavesEveryPrefixStateAndSelectStateRestoresIt) {
   }
   const auto saved_2_1 = slab(spec, 2 * K + 1, per), saved_1_0 = slab(spec, 1 * K + 0, per);
   const auto final_0 = slab(state, 0, per);
-  HostTensor keep = i32_tensor({1, -1, 0});
+  HostTensor keep = i32_tensor({1, -1, 0, -1});
   select_state(*be, {state.view(), spec.view(), sl.view(), keep.view()});
   EXPECT_EQ(slab(state, 2, per), saved_2_1);
   EXPECT_EQ(slab(state, 0, per), final_0) << "keep -1 leaves the state";
   EXPECT_EQ(slab(state, 1, per), saved_1_0);
 
-  HostTensor too_far = i32_tensor({K, -1, -1});
+  HostTensor too_far = i32_tensor({K, -1, -1, -1});
   EXPECT_THROW(select_state(*be, {state.view(), spec.view(), sl.view(), too_far.view()}), Error);
-  HostTensor wrong = f32_tensor({3, K, d.Hv, d.Dv, d.Dk + 1});
+  HostTensor wrong = f32_tensor({4, K, d.Hv, d.Dv, d.Dk + 1});
   EXPECT_THROW(select_state(*be, {state.view(), wrong.view(), sl.view(), keep.view()}), Error);
 }
 
@@ -337,7 +342,7 @@ TEST(SpecStates, ConvSavesEveryPrefixWindow) {
                  spec.view()});
   for (size_t s = 0; s < slots.size(); ++s) {
     const int64_t n = qsl[s + 1] - qsl[s];
-    for (int64_t j = 0; j < std::min(n - 1, K); ++j) {
+    for (int64_t j = 0; j < n - 1; ++j) {
       HostTensor xs = bf16_tensor({j + 1, cs.C + 5}), alone = bf16_tensor({1, H, cs.C});
       for (int64_t i = 0; i < xs.numel(); ++i) xs.set(i, x.v[qsl[s] * (cs.C + 5) + i]);
       const auto start = slab(initial, slots[s], per);

@@ -201,7 +201,8 @@ StepContext ModelRunner::plan(const StepInput& input) {
     const int64_t n = static_cast<int64_t>(w.token_ids.size());
     const int64_t end = w.start_pos + n;
     if (n == 0) fail(ErrorCode::kInternal, "sequence {} has no tokens in this step", w.seq_id);
-    if (w.num_drafts < 0 || w.num_drafts > num_spec_ || w.num_drafts >= n || (w.num_drafts > 0 && !w.sample))
+    // A verify chunk is the last token and its drafts (the rollback keeps one of its first K states).
+    if (w.num_drafts < 0 || w.num_drafts > num_spec_ || (w.num_drafts > 0 && (n != w.num_drafts + 1 || !w.sample)))
       fail(ErrorCode::kInternal, "sequence {}: {} drafts in a chunk of {} tokens (at most {})", w.seq_id,
            w.num_drafts, n, num_spec_);
     if (T + n > opts_.max_num_tokens)

@@ -103,6 +103,48 @@ StackedExperts load_fp8_block(WeightLoader& w, const std::vector<std::string>& m
   return {LinearWeight::fp8_block(gu, gus), LinearWeight::fp8_block(dn, dns), Ip};
 }
 
+// --quantization fp8 on BF16 experts stored per expert: each expert's
+// gate, up and down projections are quantised on the device with one
+// per-tensor scale written into every cell of their rows of the block grid
+// (as Linear::load_online_fp8 does), so they run through the block-FP8 expert
+// kernels with dynamic activation scales. Padding rows and columns are zeros.
+StackedExperts load_online_fp8_block(WeightLoader& w, const std::vector<std::string>& modules, int64_t I,
+                                     int64_t H) {
+  const int64_t n = static_cast<int64_t>(modules.size()), B = kFp8BlockSize;
+  const int64_t Ip = ceil_div(I, B) * B, Hb = ceil_div(H, B), Ipb = Ip / B;
+  Backend& be = w.backend();
+  TensorView gu = w.allocate(DType::kF8E4M3, Shape{n, 2 * Ip, H});
+  TensorView gus = w.allocate(DType::kF32, Shape{n, 2 * Ipb, Hb});
+  TensorView dn = w.allocate(DType::kF8E4M3, Shape{n, H, Ip});
+  TensorView dns = w.allocate(DType::kF32, Shape{n, Hb, Ipb});
+  DeviceBuffer rows_tmp(be, DType::kBF16, Shape{Ip, H});
+  DeviceBuffer cols_tmp(be, DType::kBF16, Shape{H, Ip});
+  be.fill_zero(rows_tmp.data(), rows_tmp.size());
+  be.fill_zero(cols_tmp.data(), cols_tmp.size());
+  for (int64_t e = 0; e < n; ++e) {
+    for (int part = 0; part < 2; ++part) {
+      const std::string name = modules[e] + (part == 0 ? "gate_proj" : "up_proj") + ".weight";
+      load_bf16_into(w, name, rows_tmp.view().slice_rows(0, I));
+      quantize_weight_fp8(be, {rows_tmp.view(), expert_view(gu, e).slice_rows(part * Ip, (part + 1) * Ip),
+                               expert_view(gus, e).slice_rows(part * Ipb, (part + 1) * Ipb)});
+    }
+    const std::string name = modules[e] + "down_proj.weight";
+    if (Ip == I) {
+      load_bf16_into(w, name, cols_tmp.view());
+    } else {
+      const TensorInfo& ti = w.info(name);
+      auto bytes = w.read_host(name);
+      if (ti.dtype != DType::kBF16) bytes = convert_float_bytes(bytes.data(), ti.dtype, DType::kBF16, H * I);
+      for (int64_t h = 0; h < H; ++h) {
+        be.copy_to_device(static_cast<char*>(cols_tmp.data()) + h * Ip * 2, bytes.data() + h * I * 2,
+                          static_cast<size_t>(I) * 2);
+      }
+    }
+    quantize_weight_fp8(be, {cols_tmp.view(), expert_view(dn, e), expert_view(dns, e)});
+  }
+  return {LinearWeight::fp8_block(gu, gus), LinearWeight::fp8_block(dn, dns), Ip};
+}
+
 float scalar(WeightLoader& w, const std::string& name) {
   auto v = read_f32(w, name);
   if (v.size() != 1) fail(ErrorCode::kCorruptData, "{}: per-tensor FP8 scales must be scalars", name);
@@ -175,7 +217,9 @@ StackedExperts load_per_expert(WeightLoader& w, const std::vector<std::string>& 
   }
   switch (format) {
     case WeightFormat::kBf16: return load_bf16(w, modules, I, H);
-    case WeightFormat::kFp8Block: return load_fp8_block(w, modules, I, H);
+    case WeightFormat::kFp8Block:
+      if (gi.dtype != DType::kF8E4M3) return load_online_fp8_block(w, modules, I, H);
+      return load_fp8_block(w, modules, I, H);
     case WeightFormat::kFp8Tensor: return load_fp8_tensor(w, modules, I, H);
   }
   fail(ErrorCode::kInternal, "unknown weight format");

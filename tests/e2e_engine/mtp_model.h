@@ -59,25 +59,27 @@ inline void make_repeater_target(std::vector<OwnedTensor>& tensors) {
 }
 
 inline std::filesystem::path write_mtp_model(const std::string& name, bool nested, bool echo = false,
-                                             bool repeater = false) {
+                                             bool repeater = false,
+                                             const std::filesystem::path& base_dir = kModelDir) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("hyllm_mtp_" + name + "_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  nlohmann::json config = read_json_file(kModelDir / "config.json");
+  nlohmann::json config = read_json_file(base_dir / "config.json");
   config["mtp_num_hidden_layers"] = 1;
   if (nested) {
     nlohmann::json top;
-    top["architectures"] = {"Qwen3_5ForConditionalGeneration"};
-    top["model_type"] = "qwen3_5";
+    const bool moe = load_model_config(base_dir).is_moe;
+    top["architectures"] = {moe ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration"};
+    top["model_type"] = moe ? "qwen3_5_moe" : "qwen3_5";
     top["tie_word_embeddings"] = config["tie_word_embeddings"];
-    config["model_type"] = "qwen3_5_text";
+    config["model_type"] = moe ? "qwen3_5_moe_text" : "qwen3_5_text";
     top["text_config"] = config;
     config = top;
   }
   std::ofstream(dir / "config.json") << config.dump(2);
 
-  const ModelConfig base = load_model_config(kModelDir);
-  auto stored = open_weights(kModelDir, base, LoadFormat::kSafetensors);
+  const ModelConfig base = load_model_config(base_dir);
+  auto stored = open_weights(base_dir, base, LoadFormat::kSafetensors);
   ModelConfig with_mtp = base;
   with_mtp.mtp_num_hidden_layers = 1;
   DummyWeights dummy(with_mtp, 17);

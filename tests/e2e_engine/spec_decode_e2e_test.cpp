@@ -183,6 +183,20 @@ TEST_F(SpecDecodeE2E, AcceptedDraftsEmitSeveralTokensPerStepAndStillMatch) {
   }
 }
 
+TEST_F(SpecDecodeE2E, MoeModelWithAnMoeHeadMatchesToo) {
+  const auto dir = write_mtp_model("moe", true, false, false,
+                                   std::filesystem::path(HYLLM_SOURCE_DIR) / "tests/data/tiny_models/moe_flat_fused");
+  SpecEngine plain(dir, exact_config(), 0);
+  const auto requests = random_requests(8, 11, plain.runner->vocab_size(), exact_config().max_model_len);
+  const auto want = run_together(*plain.core, requests);
+  for (int k : {1, 3}) {
+    SpecEngine spec(dir, exact_config(), k);
+    expect_same_tokens(requests, want, run_together(*spec.core, requests), "moe, k=" + std::to_string(k));
+    EXPECT_GT(spec.core->stats().spec_num_drafts, 0u);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(SpecDecodeE2E, ACheckpointWithoutAnMtpHeadIsRefusedClearly) {
   EngineConfig c = exact_config();
   try {

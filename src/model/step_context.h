@@ -32,6 +32,11 @@ struct StepContext {
   // of a sequence's first K tokens (K = ModelOptions::num_speculative_tokens),
   // so that Model::rollback_states can return to any of them.
   bool keep_spec_states = false;
+  // Every sequence computes this many tokens and samples each of them (a
+  // speculative verify step with the same number of drafts everywhere); 0
+  // otherwise. Such steps depend only on their shape, like decode steps, and
+  // are replayed from device graphs too.
+  int64_t uniform_query_len = 0;
 };
 
 }  // namespace hyllm

@@ -23,7 +23,8 @@ struct SpecEngine {
   std::unique_ptr<ModelRunner> runner;
   std::unique_ptr<EngineCore> core;
 
-  SpecEngine(const std::filesystem::path& dir, EngineConfig config, int k, std::optional<int> num_blocks = {}) {
+  SpecEngine(const std::filesystem::path& dir, EngineConfig config, int k, std::optional<int> num_blocks = {},
+             GraphRecorder recorder = nullptr) {
     config.num_speculative_tokens = k;
     ModelOptions mo;
     mo.max_num_tokens = config.max_num_batched_tokens;
@@ -33,6 +34,7 @@ struct SpecEngine {
     ro.max_num_tokens = config.max_num_batched_tokens;
     ro.max_num_seqs = config.max_num_seqs;
     ro.max_model_len = config.max_model_len;
+    ro.record_graph = std::move(recorder);
     runner = std::make_unique<ModelRunner>(load_model(dir, *backend, mo), ro);
     config.num_gpu_blocks_override = num_blocks;
     core = std::make_unique<EngineCore>(*runner, config);
@@ -180,6 +182,45 @@ TEST_F(SpecDecodeE2E, AcceptedDraftsEmitSeveralTokensPerStepAndStillMatch) {
               s.spec_num_accepted_tokens) << k;
     for (int j = 1; j < k; ++j) EXPECT_LE(s.spec_accepted_per_pos[j], s.spec_accepted_per_pos[j - 1]) << k;
     EXPECT_EQ(s.generation_tokens, plain.core->stats().generation_tokens) << k;
+  }
+}
+
+// A stand-in for CUDA graphs on the CPU: replaying calls the recorded body
+// again, with the StepContext it captured (whose views point into the
+// runner's fixed buffers, as a device graph's addresses do).
+class ReplayByCalling final : public DeviceGraph {
+ public:
+  explicit ReplayByCalling(std::function<void()> body) : body_(std::move(body)) {}
+  void replay() override { body_(); }
+  bool valid() const override { return true; }
+
+ private:
+  std::function<void()> body_;
+};
+
+TEST_F(SpecDecodeE2E, VerifyStepsReplayedFromGraphsMatch) {
+  GraphRecorder recorder = [](const std::function<void()>& body) -> std::unique_ptr<DeviceGraph> {
+    return std::make_unique<ReplayByCalling>(body);
+  };
+  // A budget that fits every sequence's drafts, so that steps are uniform
+  // once the prompts are in.
+  EngineConfig config = wide_config();
+  config.max_num_batched_tokens = 160;
+  SpecEngine plain(*repeater_, config, 0);
+  std::vector<EngineRequest> requests = random_requests(8, 12, 256, config.max_model_len);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    requests[i].sampling.max_tokens = std::min<int>(40, config.max_model_len - static_cast<int>(requests[i].prompt_token_ids.size()));
+    if (i % 3 == 0) {
+      requests[i].sampling.temperature = 1.0f;
+      requests[i].sampling.seed = 40 + i;
+    }
+  }
+  const auto want = run_together(*plain.core, requests);
+  for (int k : {2, 4}) {
+    SpecEngine spec(*repeater_, config, k, std::nullopt, recorder);
+    expect_same_tokens(requests, want, run_together(*spec.core, requests), "graphs, k=" + std::to_string(k));
+    EXPECT_GT(spec.runner->graph_replays(), 0) << k;
+    EXPECT_GT(spec.core->stats().spec_num_accepted_tokens, 0u) << k;
   }
 }
 

@@ -194,7 +194,7 @@ StepContext ModelRunner::plan(const StepInput& input) {
   HYLLM_CHECK(block_size_ > 0, "execute before allocate_cache");
   const int64_t bs = block_size_, V = model_->vocab_size();
   int64_t T = 0, R = 0, max_q = 0, max_len = 0;
-  bool decode_only = true, verify = false;
+  bool decode_only = true, verify = false, uniform = true;
   query_start_loc_[0] = 0;
   for (int64_t s = 0; s < S; ++s) {
     const SeqWork& w = input.seqs[s];
@@ -242,6 +242,7 @@ StepContext ModelRunner::plan(const StepInput& input) {
       for (int64_t j = w.num_drafts; j >= 0; --j) sample_rows_[R++] = static_cast<int32_t>(T - 1 - j);
     }
     verify = verify || w.num_drafts > 0;
+    uniform = uniform && w.sample && w.num_drafts == input.seqs[0].num_drafts;
     max_q = std::max(max_q, n);
     max_len = std::max(max_len, end);
     decode_only = decode_only && n == 1;
@@ -273,6 +274,7 @@ StepContext ModelRunner::plan(const StepInput& input) {
   ctx.max_seq_len = max_len;
   ctx.decode_only = decode_only;
   ctx.keep_spec_states = verify;
+  ctx.uniform_query_len = verify && uniform ? max_q : 0;
   return ctx;
 }
 

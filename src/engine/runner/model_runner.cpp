@@ -27,7 +27,11 @@ TensorView i32_view(const DeviceBuffer& b, Shape s) { return b.view().reshape(Sh
 }  // namespace
 
 ModelRunner::ModelRunner(std::unique_ptr<Model> model, const RunnerOptions& options)
-    : model_(std::move(model)), opts_(options), graphs_(options.record_graph, options.max_model_len) {
+    : model_(std::move(model)),
+      opts_(options),
+      graphs_(options.record_graph, options.max_model_len),
+      draft_graphs_{DecodeGraphs(options.record_graph, options.max_model_len),
+                    DecodeGraphs(options.record_graph, options.max_model_len)} {
   HYLLM_CHECK(model_ != nullptr, "ModelRunner without a model");
   const ModelOptions& mo = model_->options();
   if (opts_.max_num_tokens > mo.max_num_tokens || opts_.max_num_seqs > mo.max_num_seqs)
@@ -168,6 +172,7 @@ void ModelRunner::profile_run() {
   be.synchronize();
   model_->allocate_cache(0, kBlock, 0);
   graphs_.clear();
+  for (DecodeGraphs& g : draft_graphs_) g.clear();
   num_blocks_ = num_slots_ = 0;
   log::info("Memory profiling took {:.2f} seconds (one step of {} tokens in {} sequences)",
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), tokens,
@@ -182,6 +187,7 @@ void ModelRunner::allocate_cache(const CacheAllocation& a) {
     fail(ErrorCode::kInvalidArgument, "no state slots for {} GDN layers", model_->num_gdn_layers());
   model_->allocate_cache(a.num_blocks, a.block_size, a.num_state_slots);
   graphs_.clear();  // recordings point into the old cache
+  for (DecodeGraphs& g : draft_graphs_) g.clear();
   set_block_geometry(a.block_size);
   num_blocks_ = a.num_blocks;
   num_slots_ = a.num_state_slots;
@@ -254,6 +260,7 @@ StepContext ModelRunner::plan(const StepInput& input) {
   upload(be, dev_.query_start_loc, query_start_loc_, S + 1);
   upload(be, dev_.seq_lens, seq_lens_, S);
   upload(be, dev_.block_tables, block_tables_, S * max_blocks_per_seq_);
+  step_rows_on_device_ = S;
   upload(be, dev_.state_indices, state_indices_, S);
   upload(be, dev_.has_initial_state, has_initial_state_, S);
   upload(be, dev_.sample_rows, sample_rows_, R);

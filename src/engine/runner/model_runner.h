@@ -77,7 +77,7 @@ class ModelRunner final : public ModelExecutor {
   // after a device-sampled step unless RunnerOptions::keep_logits.
   const std::vector<float>& last_logits() const { return logits_host_; }
   // Decode steps replayed from recorded graphs so far.
-  int64_t graph_replays() const { return graphs_.replays(); }
+  int64_t graph_replays() const { return graphs_.replays() + draft_graphs_[0].replays() + draft_graphs_[1].replays(); }
 
  private:
   // Fixed-capacity device copies of the step's metadata.
@@ -132,6 +132,10 @@ class ModelRunner final : public ModelExecutor {
   std::vector<uint8_t> row_masked_;    // per sampled row: its mask applies
   bool profiling_ = false;  // the profile step's tokens are not checked
   DecodeGraphs graphs_;
+  // MTP passes whose sequences all have the same number of tokens: pass 1
+  // (reading the target's hidden states) and passes 2..K (the head's own).
+  DecodeGraphs draft_graphs_[2];
+  int64_t step_rows_on_device_ = 0;  // leading rows of dev_.block_tables that are this step's, in step order
   // Where a step's wall time goes (debug log every kTimingSteps steps): host
   // planning and input upload, enqueueing the forward, sampling (which waits
   // for the GPU). An enqueue time close to the step time means launch-bound.

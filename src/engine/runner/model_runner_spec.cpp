@@ -30,6 +30,7 @@ TensorView prefix_view(const DeviceBuffer& b, int64_t n) {
 StepContext ModelRunner::plan_draft(const std::vector<DraftSeq>& seqs) {
   const int64_t S = static_cast<int64_t>(seqs.size()), bs = block_size_;
   int64_t T = 0, R = 0, max_q = 0, max_len = 0;
+  bool step_order = true, uniform = true;  // the step's block table rows as they are; equal token counts
   query_start_loc_[0] = 0;
   for (int64_t s = 0; s < S; ++s) {
     const DraftSeq& d = seqs[static_cast<size_t>(s)];
@@ -50,6 +51,8 @@ StepContext ModelRunner::plan_draft(const std::vector<DraftSeq>& seqs) {
     max_q = std::max(max_q, n);
     max_len = std::max(max_len, d.start_pos + n);
     // The block table rows, packed in this pass's sequence order.
+    step_order = step_order && d.plan_row == s;
+    uniform = uniform && d.sample && n == static_cast<int64_t>(seqs[0].tokens.size());
     std::copy_n(table, max_blocks_per_seq_, &draft_tables_[s * max_blocks_per_seq_]);
   }
   Backend& be = model_->backend();
@@ -62,7 +65,12 @@ StepContext ModelRunner::plan_draft(const std::vector<DraftSeq>& seqs) {
   up(dev_.hidden_rows, hidden_rows_, T);
   up(dev_.query_start_loc, query_start_loc_, S + 1);
   up(dev_.seq_lens, seq_lens_, S);
-  up(dev_.block_tables, draft_tables_, S * max_blocks_per_seq_);
+  // Passes over the step's sequences in step order (pass 1, and later ones
+  // when every sequence drafts) reuse the step's block tables on the device.
+  if (!step_order || S > step_rows_on_device_) {
+    up(dev_.block_tables, draft_tables_, S * max_blocks_per_seq_);
+    step_rows_on_device_ = step_order ? S : 0;
+  }
   up(dev_.sample_rows, sample_rows_, R);
   StepContext ctx;
   ctx.num_tokens = T;
@@ -76,6 +84,8 @@ StepContext ModelRunner::plan_draft(const std::vector<DraftSeq>& seqs) {
   ctx.sample_rows = prefix_view(dev_.sample_rows, R);
   ctx.max_query_len = max_q;
   ctx.max_seq_len = max_len;
+  ctx.decode_only = uniform && max_q == 1;
+  ctx.uniform_query_len = uniform ? max_q : 0;
   return ctx;
 }
 
@@ -167,7 +177,10 @@ void ModelRunner::verify_and_propose(const StepInput& input, std::vector<Sampled
   bool from_draft = false;
   for (int j = 1; !pass.empty(); ++j) {
     StepContext ctx = plan_draft(pass);
-    const TensorView logits = model_->forward_draft(ctx, prefix_view(dev_.hidden_rows, ctx.num_tokens), from_draft);
+    const TensorView hidden_rows = prefix_view(dev_.hidden_rows, ctx.num_tokens);
+    const TensorView logits = draft_graphs_[from_draft ? 1 : 0].run(ctx, [this, hidden_rows, from_draft](const StepContext& c) {
+      return model_->forward_draft(c, hidden_rows, from_draft);
+    });
     const std::vector<int32_t> tokens = draft_argmax(logits, ctx.sample_rows.numel());
     std::vector<DraftSeq> next_pass;
     std::vector<int64_t> next_seq_of;

@@ -61,6 +61,18 @@ StackedExperts load_bf16(WeightLoader& w, const std::vector<std::string>& module
   return {LinearWeight::bf16(gu), LinearWeight::bf16(dn), I};
 }
 
+// Dummy (generated) expert tensors are filled on the device where they live
+// when no padding is needed; false leaves the host path to do it.
+bool fill_on_device(WeightLoader& w, const std::vector<std::pair<std::string, TensorView>>& tensors) {
+  for (const auto& [name, dst] : tensors) {
+    if (!w.contains(name) || !w.source().generated(name)) return false;
+    const TensorInfo& ti = w.info(name);
+    if (ti.dtype != dst.dtype() || ti.shape.numel() != dst.numel()) return false;
+  }
+  for (const auto& [name, dst] : tensors) HYLLM_CHECK(w.fill_generated(name, dst), "fill_generated {}", name);
+  return true;
+}
+
 // Block FP8 with the intermediate size padded to Ip (a multiple of 128):
 // zero codes in padded rows / columns, scale 1 in padded blocks.
 StackedExperts load_fp8_block(WeightLoader& w, const std::vector<std::string>& modules, int64_t I, int64_t H) {
@@ -74,6 +86,14 @@ StackedExperts load_fp8_block(WeightLoader& w, const std::vector<std::string>& m
   std::vector<float> scales;
   for (int64_t e = 0; e < n; ++e) {
     const std::string& m = modules[e];
+    if (Ip == I && fill_on_device(w, {{m + "gate_proj.weight", expert_view(gu, e).slice_rows(0, I)},
+                                      {m + "up_proj.weight", expert_view(gu, e).slice_rows(I, 2 * I)},
+                                      {m + "gate_proj.weight_scale_inv", expert_view(gus, e).slice_rows(0, Ipb)},
+                                      {m + "up_proj.weight_scale_inv", expert_view(gus, e).slice_rows(Ipb, 2 * Ipb)},
+                                      {m + "down_proj.weight", expert_view(dn, e)},
+                                      {m + "down_proj.weight_scale_inv", expert_view(dns, e)}})) {
+      continue;
+    }
     codes.assign(static_cast<size_t>(2 * Ip * H), 0);
     scales.assign(static_cast<size_t>(2 * Ipb * Hb), 1.0f);
     for (int part = 0; part < 2; ++part) {
@@ -151,36 +171,44 @@ float scalar(WeightLoader& w, const std::string& name) {
   return v[0];
 }
 
-// Per-tensor FP8: gate and up share the larger weight and input scale.
+// Per-tensor FP8 (ModelOpt) experts run as block FP8: the codes as stored,
+// each projection's one weight scale in every cell of its rows of the block
+// grid (gate and up keep their own scales, nothing is re-quantised), and the
+// input quantised dynamically per token per 128 columns like every other
+// expert. The checkpoint's static input scales are not used for experts:
+// dynamic scales are at least as accurate, and one expert kernel family
+// serves both formats. Padding to whole 128-row blocks is zero codes.
 StackedExperts load_fp8_tensor(WeightLoader& w, const std::vector<std::string>& modules, int64_t I, int64_t H) {
-  const int64_t n = static_cast<int64_t>(modules.size());
-  TensorView gu = w.allocate(DType::kF8E4M3, Shape{n, 2 * I, H});
-  TensorView dn = w.allocate(DType::kF8E4M3, Shape{n, H, I});
-  std::vector<float> gu_ws(n), gu_is(n), dn_ws(n), dn_is(n);
-  std::vector<std::byte> codes(static_cast<size_t>(2 * I * H));
+  const int64_t n = static_cast<int64_t>(modules.size()), B = kFp8BlockSize;
+  const int64_t Ip = ceil_div(I, B) * B, Hb = ceil_div(H, B), Ipb = Ip / B;
+  TensorView gu = w.allocate(DType::kF8E4M3, Shape{n, 2 * Ip, H});
+  TensorView gus = w.allocate(DType::kF32, Shape{n, 2 * Ipb, Hb});
+  TensorView dn = w.allocate(DType::kF8E4M3, Shape{n, H, Ip});
+  TensorView dns = w.allocate(DType::kF32, Shape{n, Hb, Ipb});
+  std::vector<std::byte> codes;
+  std::vector<float> scales;
   for (int64_t e = 0; e < n; ++e) {
     const std::string g = modules[e] + "gate_proj", u = modules[e] + "up_proj", d = modules[e] + "down_proj";
-    const float gs = scalar(w, g + ".weight_scale"), us = scalar(w, u + ".weight_scale");
-    const float smax = std::max(gs, us);
-    gu_ws[e] = smax;
-    gu_is[e] = std::max(scalar(w, g + ".input_scale"), scalar(w, u + ".input_scale"));
+    codes.assign(static_cast<size_t>(2 * Ip * H), std::byte{0});
+    scales.assign(static_cast<size_t>(2 * Ipb * Hb), 0.0f);
     for (int part = 0; part < 2; ++part) {
-      auto q = w.read_host((part == 0 ? g : u) + ".weight");
-      const float ratio = (part == 0 ? gs : us) / smax;
-      if (ratio != 1.0f) {
-        for (auto& b : q) b = static_cast<std::byte>(f32_to_f8e4m3(f8e4m3_to_f32(static_cast<uint8_t>(b)) * ratio));
-      }
-      std::memcpy(codes.data() + part * I * H, q.data(), static_cast<size_t>(I * H));
+      const std::string& mod = part == 0 ? g : u;
+      auto q = w.read_host(mod + ".weight");
+      std::memcpy(codes.data() + part * Ip * H, q.data(), static_cast<size_t>(I * H));
+      std::fill_n(scales.begin() + part * Ipb * Hb, Ipb * Hb, scalar(w, mod + ".weight_scale"));
+      scalar(w, mod + ".input_scale");  // validated like every scale, unused (see above)
     }
     w.backend().copy_to_device(expert_view(gu, e).data(), codes.data(), codes.size());
+    w.backend().copy_to_device(expert_view(gus, e).data(), scales.data(), scales.size() * 4);
     auto q = w.read_host(d + ".weight");
-    w.backend().copy_to_device(expert_view(dn, e).data(), q.data(), static_cast<size_t>(H * I));
-    dn_ws[e] = scalar(w, d + ".weight_scale");
-    dn_is[e] = scalar(w, d + ".input_scale");
+    codes.assign(static_cast<size_t>(H * Ip), std::byte{0});
+    for (int64_t h = 0; h < H; ++h) std::memcpy(codes.data() + h * Ip, q.data() + h * I, static_cast<size_t>(I));
+    scales.assign(static_cast<size_t>(Hb * Ipb), scalar(w, d + ".weight_scale"));
+    scalar(w, d + ".input_scale");
+    w.backend().copy_to_device(expert_view(dn, e).data(), codes.data(), codes.size());
+    w.backend().copy_to_device(expert_view(dns, e).data(), scales.data(), scales.size() * 4);
   }
-  auto up = [&](const std::vector<float>& v) { return w.upload(v.data(), DType::kF32, Shape{n}); };
-  return {LinearWeight::fp8_tensor(gu, up(gu_ws), up(gu_is)), LinearWeight::fp8_tensor(dn, up(dn_ws), up(dn_is)),
-          I};
+  return {LinearWeight::fp8_block(gu, gus), LinearWeight::fp8_block(dn, dns), Ip};
 }
 
 }  // namespace

@@ -121,7 +121,12 @@ class Qwen35Model final : public Model {
         fail(ErrorCode::kInvalidArgument, "{}: speculative decoding with method \"mtp\" needs the checkpoint's MTP "
              "head (mtp.* tensors, config.json mtp_num_hidden_layers), which this checkpoint does not have",
              src.describe());
+      const size_t before = w.device_bytes();
       mtp_ = MtpHead::load(w, cfg, opts.max_num_tokens);
+      log::info("speculative decoding: MTP head loaded ({:.1f} MiB), up to {} draft tokens per step; each GDN "
+                "state slot holds {} states (the live one and one per draft position)",
+                (w.device_bytes() - before) / double(1 << 20), opts.num_speculative_tokens,
+                1 + opts.num_speculative_tokens);
     }
 
     auto left = w.unconsumed();

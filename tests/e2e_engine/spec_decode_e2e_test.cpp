@@ -24,7 +24,7 @@ struct SpecEngine {
   std::unique_ptr<EngineCore> core;
 
   SpecEngine(const std::filesystem::path& dir, EngineConfig config, int k, std::optional<int> num_blocks = {},
-             GraphRecorder recorder = nullptr) {
+             GraphRecorder recorder = nullptr, bool profile = false) {
     config.num_speculative_tokens = k;
     ModelOptions mo;
     mo.max_num_tokens = config.max_num_batched_tokens;
@@ -36,6 +36,7 @@ struct SpecEngine {
     ro.max_model_len = config.max_model_len;
     ro.record_graph = std::move(recorder);
     runner = std::make_unique<ModelRunner>(load_model(dir, *backend, mo), ro);
+    if (profile) runner->profile_run();  // what a device runner does before sizing its cache
     config.num_gpu_blocks_override = num_blocks;
     core = std::make_unique<EngineCore>(*runner, config);
   }
@@ -222,6 +223,17 @@ TEST_F(SpecDecodeE2E, VerifyStepsReplayedFromGraphsMatch) {
     EXPECT_GT(spec.runner->graph_replays(), 0) << k;
     EXPECT_GT(spec.core->stats().spec_num_accepted_tokens, 0u) << k;
   }
+}
+
+// The memory profile step samples 1 + K rows per sequence when speculating
+// (so that a device sampler's scratch is sized for verify steps); the engine
+// then runs as usual.
+TEST_F(SpecDecodeE2E, ProfileRunThenDecodeMatches) {
+  SpecEngine plain(*flat_, wide_config(), 0);
+  const auto requests = random_requests(6, 13, plain.runner->vocab_size(), wide_config().max_model_len);
+  const auto want = run_together(*plain.core, requests);
+  SpecEngine spec(*flat_, wide_config(), 4, std::nullopt, nullptr, /*profile=*/true);
+  expect_same_tokens(requests, want, run_together(*spec.core, requests), "after profile_run");
 }
 
 TEST_F(SpecDecodeE2E, MoeModelWithAnMoeHeadMatchesToo) {

@@ -158,6 +158,10 @@ void ModelRunner::profile_run() {
     w.sample = true;
     w.sampling = &sampling;
     w.prompt_ids = w.token_ids;
+    // Speculating, a step samples up to 1 + K rows per sequence: the profile
+    // samples as many, so that the sampler's scratch reaches that size too.
+    w.output_ids = std::span<const int32_t>(ids).first(0);
+    w.num_drafts = static_cast<int>(std::min<int64_t>(num_spec_, n - 1));
     input.seqs.push_back(w);
   }
   profiling_ = true;
@@ -207,8 +211,10 @@ StepContext ModelRunner::plan(const StepInput& input) {
     const int64_t n = static_cast<int64_t>(w.token_ids.size());
     const int64_t end = w.start_pos + n;
     if (n == 0) fail(ErrorCode::kInternal, "sequence {} has no tokens in this step", w.seq_id);
-    // A verify chunk is the last token and its drafts (the rollback keeps one of its first K states).
-    if (w.num_drafts < 0 || w.num_drafts > num_spec_ || (w.num_drafts > 0 && (n != w.num_drafts + 1 || !w.sample)))
+    // A verify chunk is the last token and its drafts (the rollback keeps one
+    // of its first K states); the profile step only samples as many rows.
+    if (w.num_drafts < 0 || w.num_drafts > num_spec_ || w.num_drafts >= n ||
+        (w.num_drafts > 0 && ((n != w.num_drafts + 1 && !profiling_) || !w.sample)))
       fail(ErrorCode::kInternal, "sequence {}: {} drafts in a chunk of {} tokens (at most {})", w.seq_id,
            w.num_drafts, n, num_spec_);
     if (T + n > opts_.max_num_tokens)

@@ -26,6 +26,7 @@
 #include "engine_setup.h"
 #include "engine/engine_client.h"
 #include "engine/runner/model_runner.h"
+#include "engine/speculative_config.h"
 #include "model/config/model_config.h"
 #include "model/loader/weight_source.h"
 #include "model/model.h"
@@ -214,6 +215,8 @@ int run_serve(ServeArgs& a) {
     config.kv_cache_memory_bytes = parse_memory_size(a.kv_cache_memory);
   }
   config.kv_cache_dtype = a.kv_cache_dtype;
+  if (!a.speculative_config.empty())
+    config.num_speculative_tokens = parse_speculative_config(a.speculative_config).num_speculative_tokens;
   config.enable_prefix_caching = a.enable_prefix_caching;
   config.seed = a.seed;
   config.max_logprobs = a.max_logprobs;
@@ -321,6 +324,7 @@ int run_serve(ServeArgs& a) {
   model_options.kv_cache_dtype = config.kv_cache_fp8() ? DType::kF8E4M3 : DType::kBF16;
   model_options.online_fp8 = online_fp8;
   model_options.dummy_router_skew = a.dummy_router_skew;
+  model_options.num_speculative_tokens = config.num_speculative_tokens;
   auto model = load_model(model_dir, *backend, model_options);
   backend->synchronize();  // weights made on the device are done: the time below is the whole load
   const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();

@@ -4,6 +4,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "engine/runner/model_runner.h"
+#include "engine/speculative_config.h"
 #include "model/model.h"
 #include "util/env.h"
 #include "util/log.h"
@@ -20,6 +21,8 @@ void add_engine_flags(CLI::App& sub, EngineFlags& f) {
   sub.add_option("--load-format", f.load_format, "auto, safetensors or dummy")->capture_default_str();
   sub.add_option("--kv-cache-dtype", f.kv_cache_dtype, "auto, bfloat16, fp8 or fp8_e4m3")->capture_default_str();
   sub.add_option("--quantization", f.quantization, "fp8: quantize a BF16 checkpoint's linears to FP8 on load");
+  sub.add_option("--speculative-config", f.speculative_config,
+                 "JSON {\"method\": \"mtp\", \"num_speculative_tokens\": 1-4}: draft with the MTP head");
   sub.add_option("--max-num-seqs", f.max_num_seqs)->capture_default_str();
   sub.add_option("--max-num-batched-tokens", f.max_num_batched_tokens)->capture_default_str();
   sub.add_option("--max-model-len", f.max_model_len, "Prompt + output cap (default: from the model config)");
@@ -134,6 +137,8 @@ InProcessEngine build_engine(const EngineFlags& f) {
   config.gpu_memory_utilization = f.gpu_memory_utilization;
   config.kv_cache_dtype = f.kv_cache_dtype;
   config.seed = f.seed;
+  if (!f.speculative_config.empty())
+    config.num_speculative_tokens = parse_speculative_config(f.speculative_config).num_speculative_tokens;
   config.log_stats_interval_s = 0;
   for (int64_t id : e.model_config.eos_token_ids) config.eos_token_ids.push_back(static_cast<int32_t>(id));
   for (int64_t id : load_generation_config(e.model_dir).eos_token_ids) config.eos_token_ids.push_back(static_cast<int32_t>(id));
@@ -148,6 +153,7 @@ InProcessEngine build_engine(const EngineFlags& f) {
   mo.kv_cache_dtype = config.kv_cache_fp8() ? DType::kF8E4M3 : DType::kBF16;
   mo.online_fp8 = wants_online_fp8(f.quantization, e.model_config);
   mo.dummy_router_skew = f.dummy_router_skew;
+  mo.num_speculative_tokens = config.num_speculative_tokens;
   auto model = load_model(e.model_dir, *e.backend, mo);
   RunnerOptions ro;
   ro.max_num_tokens = config.max_num_batched_tokens;

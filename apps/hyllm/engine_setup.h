@@ -23,6 +23,7 @@ struct EngineFlags {
   std::string device;  // empty: cuda when a GPU is present, else cpu
   std::string load_format = "auto";
   std::string kv_cache_dtype = "auto";  // as `hyllm serve --kv-cache-dtype`
+  std::string speculative_config;       // as `hyllm serve --speculative-config`
   std::string quantization;             // as `hyllm serve --quantization`
   int max_num_seqs = 256;
   int max_num_batched_tokens = 2048;

@@ -88,6 +88,9 @@ void add_serve_flags(CLI::App& sub, ServeArgs& a) {
                  "auto or bfloat16 (the model's dtype), fp8 or fp8_e4m3 (e4m3 K/V with the checkpoint's k/v "
                  "scales, else 1.0)")
       ->capture_default_str();
+  sub.add_option(names("speculative-config"), a.speculative_config,
+                 "Speculative decoding as JSON: '{\"method\": \"mtp\", \"num_speculative_tokens\": 2}' drafts up "
+                 "to 1-4 tokens per step with the checkpoint's MTP head");
   sub.add_flag(negatable("enable-prefix-caching"),
                a.enable_prefix_caching,
                "Reuse the KV cache and GDN state of cached prompt prefixes (default on)");

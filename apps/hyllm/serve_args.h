@@ -27,6 +27,7 @@ struct ServeArgs {
   double gpu_memory_utilization = 0.9;
   std::string kv_cache_memory;         // bytes, with optional k/K/m/M/g/G suffix
   std::string kv_cache_dtype = "auto";
+  std::string speculative_config;      // JSON, e.g. {"method": "mtp", "num_speculative_tokens": 2}
   bool enable_prefix_caching = true;
   std::string load_format = "auto";
   std::string dtype = "auto";

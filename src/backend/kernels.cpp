@@ -20,6 +20,7 @@ void Kernels::attention_prep(const AttentionPrepArgs&) { unsupported("attention_
 void Kernels::paged_attention(const PagedAttentionArgs&) { unsupported("paged_attention"); }
 void Kernels::gdn_conv(const GdnConvArgs&) { unsupported("gdn_conv"); }
 void Kernels::gated_delta_rule(const GatedDeltaRuleArgs&) { unsupported("gated_delta_rule"); }
+void Kernels::select_state(const SelectStateArgs&) { unsupported("select_state"); }
 void Kernels::swiglu(const SwigluArgs&) { unsupported("swiglu"); }
 void Kernels::moe_route(const MoeRouteArgs&) { unsupported("moe_route"); }
 void Kernels::moe(const MoeArgs&) { unsupported("moe"); }

@@ -24,6 +24,7 @@ class Kernels {
   virtual void paged_attention(const PagedAttentionArgs& a);
   virtual void gdn_conv(const GdnConvArgs& a);
   virtual void gated_delta_rule(const GatedDeltaRuleArgs& a);
+  virtual void select_state(const SelectStateArgs& a);
   virtual void swiglu(const SwigluArgs& a);
   virtual void moe_route(const MoeRouteArgs& a);
   virtual void moe(const MoeArgs& a);

@@ -359,6 +359,11 @@ void paged_attention(Backend& be, const PagedAttentionArgs& a);
 // come from this call, then from conv_state (or zeros when the sequence
 // starts). conv_state[slot] holds the last K-1 raw (pre-conv) input rows of the
 // sequence, oldest first, and is updated in place (bf16, exact copies).
+// spec_states (optional, speculative decoding): for every sequence of n <=
+// K_spec + 1 tokens (a verify chunk), the conv state after each of its first
+// n - 1 tokens is also written, to spec_states[slot][j] (the state after the
+// last token goes to conv_state as always), so that select_state can roll
+// back; longer sequences (prefill chunks in the same step) write none.
 struct GdnConvArgs {
   ColSlice x;                    // [T, C] bf16 (the q|k|v part of in_proj_qkv)
   TensorView weight;             // [C, K] or [C, 1, K] bf16
@@ -367,6 +372,7 @@ struct GdnConvArgs {
   TensorView state_indices;      // [S] i32
   TensorView has_initial_state;  // [S] i32 (0 or 1)
   TensorView out;                // [T, C] bf16
+  TensorView spec_states;        // optional [num_slots, K_spec, K - 1, C] bf16
 };
 void gdn_conv(Backend& be, const GdnConvArgs& a);
 
@@ -392,6 +398,9 @@ enum class DeltaRuleAlgorithm : uint8_t {
 // State layout: state[slot][head][v][k] (v-major, k contiguous; vLLM's
 // current layout): a decode kernel owns rows of v and streams k contiguously.
 // Read at the start of each sequence (unless it starts), written at its end.
+// spec_states (optional, speculative decoding): for a sequence of n <=
+// K_spec + 1 tokens, the state after each of its first n - 1 tokens is also
+// written, to spec_states[slot][j], in the same layout (as for gdn_conv).
 struct GatedDeltaRuleArgs {
   TensorView qkv;                // [T, 2 * Hk * Dk + Hv * Dv] bf16
   ColSlice a;                    // [T, Hv] bf16 (in_proj_a output)
@@ -409,8 +418,23 @@ struct GatedDeltaRuleArgs {
   int64_t v_dim = 0;             // Dv
   DeltaRuleAlgorithm algorithm = DeltaRuleAlgorithm::kChunked;
   int64_t max_query_len = 0;     // host hint, 0 = unknown
+  TensorView spec_states;        // optional [num_slots, K_spec, Hv, Dv, Dk] f32
 };
 void gated_delta_rule(Backend& be, const GatedDeltaRuleArgs& a);
+
+// Speculative rollback of per-slot state (GDN conv or recurrent state, any
+// dtype): for every s with keep[s] >= 0,
+//   live[state_indices[s]] = saved[state_indices[s]][keep[s]]
+// (an exact copy; keep[s] < K_spec); sequences with keep[s] < 0 keep their
+// live state. `saved` is what gdn_conv / gated_delta_rule wrote as
+// spec_states: keep[s] = j restores the state after the sequence's token j.
+struct SelectStateArgs {
+  TensorView live;           // [num_slots, ...]
+  TensorView saved;          // [num_slots, K_spec, ...] (the same trailing shape and dtype)
+  TensorView state_indices;  // [S] i32
+  TensorView keep;           // [S] i32
+};
+void select_state(Backend& be, const SelectStateArgs& a);
 
 // ---------------------------------------------------------------------------
 // MLP and MoE.

@@ -88,6 +88,7 @@ void gdn_conv(Backend& be, const GdnConvArgs& a) {
   const int64_t S = c.sequences(a.query_start_loc);
   c.tensor("state_indices", a.state_indices, {DType::kI32}, {S});
   c.tensor("has_initial_state", a.has_initial_state, {DType::kI32}, {S});
+  c.optional("spec_states", a.spec_states, {DType::kBF16}, {a.conv_state.dim(0), kAny, K - 1, C});
   be.kernels().gdn_conv(a);
 }
 
@@ -110,7 +111,24 @@ void gated_delta_rule(Backend& be, const GatedDeltaRuleArgs& a) {
   c.tensor("out", a.out, {DType::kBF16}, {T, Hv * Dv});
   c.require(a.algorithm == DeltaRuleAlgorithm::kChunked || a.algorithm == DeltaRuleAlgorithm::kRecurrent,
             "unknown algorithm {}", static_cast<int>(a.algorithm));
+  c.optional("spec_states", a.spec_states, {DType::kF32}, {a.state.dim(0), kAny, Hv, Dv, Dk});
   be.kernels().gated_delta_rule(a);
+}
+
+void select_state(Backend& be, const SelectStateArgs& a) {
+  OpCheck c(be.device(), "select_state");
+  c.require(a.live.rank() >= 1 && a.saved.rank() == a.live.rank() + 1,
+            "saved has shape {}, expected [num_slots, K_spec] + the shape of live {}", a.saved.shape().str(),
+            a.live.shape().str());
+  bool same = a.saved.dim(0) == a.live.dim(0);
+  for (int i = 1; same && i < a.live.rank(); ++i) same = a.saved.dim(i + 1) == a.live.dim(i);
+  c.require(same, "saved has shape {}, expected [num_slots, K_spec] + the shape of live {}", a.saved.shape().str(),
+            a.live.shape().str());
+  c.require(a.saved.dtype() == a.live.dtype(), "saved is {}, live is {}", dtype_name(a.saved.dtype()),
+            dtype_name(a.live.dtype()));
+  c.tensor("state_indices", a.state_indices, {DType::kI32}, {kAny});
+  c.tensor("keep", a.keep, {DType::kI32}, {a.state_indices.dim(0)});
+  be.kernels().select_state(a);
 }
 
 }  // namespace hyllm

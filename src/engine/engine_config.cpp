@@ -22,6 +22,9 @@ void EngineConfig::validate() const {
   if (kv_cache_memory_bytes && *kv_cache_memory_bytes == 0) {
     fail(ErrorCode::kInvalidArgument, "--kv-cache-memory must be positive");
   }
+  if (num_speculative_tokens < 0 || num_speculative_tokens > 4) {
+    fail(ErrorCode::kInvalidArgument, "num_speculative_tokens must be in [0, 4], got {}", num_speculative_tokens);
+  }
   if (num_gpu_blocks_override && *num_gpu_blocks_override < 1) {
     fail(ErrorCode::kInvalidArgument, "--num-gpu-blocks-override must be >= 1, got {}", *num_gpu_blocks_override);
   }

@@ -38,6 +38,10 @@ struct EngineConfig {
   std::vector<int32_t> eos_token_ids;   // from generation_config.json (else config.json)
   int max_logprobs = 20;                // --max-logprobs: cap on SamplingParams::logprobs
 
+  // --speculative-config (speculative_config.h): draft up to this many tokens
+  // per step with the model's MTP head and verify them in the next step; 0 off.
+  int num_speculative_tokens = 0;
+
   // Logging: the periodic "Avg prompt throughput ..." line; 0 turns it off.
   double log_stats_interval_s = 10.0;
 

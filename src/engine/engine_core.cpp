@@ -39,6 +39,7 @@ EngineCore::EngineCore(ModelExecutor& executor, EngineConfig config)
   stats_.num_kv_blocks = plan_.num_blocks;
   stats_.num_state_slots = plan_.num_state_slots;
   stats_.kv_capacity_tokens = plan_.kv_capacity_tokens;
+  stats_.spec_accepted_per_pos.assign(static_cast<size_t>(config_.num_speculative_tokens), 0);
   last_log_time_ = Clock::now();
 }
 
@@ -153,15 +154,24 @@ std::vector<RequestOutput> EngineCore::step() {
     }
   }
   if (!sched.empty()) {
+    // The drafts sit after the real tokens for the step, so that a verify
+    // chunk's tokens (and the context of each of its rows) are contiguous.
+    for (const ScheduledChunk& c : sched.chunks) {
+      if (c.num_drafts > 0) c.seq->tokens.insert(c.seq->tokens.end(), c.seq->draft_tokens.begin(), c.seq->draft_tokens.end());
+    }
     StepInput input;
     input.seqs.reserve(sched.chunks.size());
     size_t num_samples = 0;
     for (const ScheduledChunk& c : sched.chunks) {
       const Sequence& seq = *c.seq;
+      const int num_real = seq.num_tokens() - c.num_drafts;
       SeqWork w;
       w.seq_id = seq.seq_id;
       w.token_ids = std::span<const int32_t>(seq.tokens).subspan(static_cast<size_t>(c.start_pos),
                                                                  static_cast<size_t>(c.num_tokens));
+      w.num_drafts = c.num_drafts;
+      const int end = c.start_pos + c.num_tokens;
+      if (!c.sample && end < num_real) w.next_token = seq.tokens[static_cast<size_t>(end)];
       w.start_pos = c.start_pos;
       w.block_table = seq.block_table;
       w.state_slot = seq.state_slot;
@@ -171,11 +181,14 @@ std::vector<RequestOutput> EngineCore::step() {
         const auto prompt_len = static_cast<size_t>(seq.num_prompt_tokens);
         w.sampling = &req.sampling;
         w.prompt_ids = std::span<const int32_t>(seq.tokens).first(prompt_len);
-        w.output_ids = std::span<const int32_t>(seq.tokens).subspan(prompt_len);
-        if (seq.num_output_tokens() < req.sampling.min_tokens) w.banned_token_ids = req.min_tokens_banned;
+        w.output_ids = std::span<const int32_t>(seq.tokens).subspan(prompt_len, num_real - prompt_len);
+        const int num_output = num_real - seq.num_prompt_tokens;  // (the drafts are not outputs yet)
+        if (num_output < req.sampling.min_tokens) w.banned_token_ids = req.min_tokens_banned;
         w.seed = seq.seed;
-        w.sample_index = static_cast<uint64_t>(seq.num_output_tokens());
+        w.sample_index = static_cast<uint64_t>(num_output);
         w.constraint = req.constraint(seq.index);
+        // Constrained choices do not speculate: their masks depend on the tokens accepted before.
+        if (w.constraint == nullptr) w.propose_drafts = config_.num_speculative_tokens;
         num_samples++;
       }
       input.seqs.push_back(w);
@@ -196,6 +209,16 @@ std::vector<RequestOutput> EngineCore::step() {
     } catch (const std::exception& e) {
       failure = e.what();
     }
+    for (const ScheduledChunk& c : sched.chunks) {
+      if (c.num_drafts > 0) c.seq->tokens.resize(c.seq->tokens.size() - static_cast<size_t>(c.num_drafts));
+    }
+    const bool speculative = !result.accepted.empty();
+    if (failure.empty() && speculative &&
+        (result.accepted.size() != num_samples || result.drafts.size() != num_samples)) {
+      failure = fmt::format("executor returned {} accepted and {} draft lists for {} sampled sequences",
+                            result.accepted.size(), result.drafts.size(), num_samples);
+    }
+    if (failure.empty()) failure = apply_acceptance(sched, result);
     if (!failure.empty()) {
       // The step's sequences may hold partial cache writes: end their requests,
       // and forget the snapshots whose copies the step may not have made.
@@ -203,26 +226,47 @@ std::vector<RequestOutput> EngineCore::step() {
       for (const ScheduledChunk& c : sched.chunks) fail_request(*c.seq->request, "model execution failed: " + failure);
       for (Sequence* s : sched.copied_into) fail_request(*s->request, "model execution failed: " + failure);
     } else {
-      scheduler_->commit(sched);
-      const Clock::time_point now = Clock::now();
+      // Accepted drafts join the tokens for commit() (which caches the
+      // blocks they complete), then are appended one by one like any token.
       size_t k = 0;
       for (const ScheduledChunk& c : sched.chunks) {
         if (!c.sample) continue;
-        const SampledToken& sampled = result.sampled[k++];
-        // A request that failed earlier in this loop (its hook threw) has finished choices.
-        if (c.seq->finished()) continue;
-        if (sampled.token < 0) {
-          // The request's own mask left nothing to sample; the batch goes on.
-          fail_request(*c.seq->request, "no token may be sampled: the structured-output grammar (or a ban) masks "
-                                        "every token of the vocabulary");
-          continue;
+        if (speculative) {
+          for (const SampledToken& t : result.accepted[k]) c.seq->tokens.push_back(t.token);
         }
-        if (sampled.token >= vocab_size_) {
-          fail_request(*c.seq->request, fmt::format("sampled token id {} is out of vocabulary", sampled.token));
-          continue;
+        ++k;
+      }
+      scheduler_->commit(sched);
+      const Clock::time_point now = Clock::now();
+      k = 0;
+      for (const ScheduledChunk& c : sched.chunks) {
+        if (!c.sample) continue;
+        const size_t i = k++;
+        Sequence& seq = *c.seq;
+        std::vector<SampledToken> emitted;
+        if (speculative) {
+          seq.tokens.resize(seq.tokens.size() - result.accepted[i].size());
+          emitted = std::move(result.accepted[i]);
         }
-        append_token(*c.seq, sampled, now);
-        if (!c.seq->finished()) jump_forward(*c.seq, now);
+        emitted.push_back(std::move(result.sampled[i]));
+        for (const SampledToken& sampled : emitted) {
+          // A request that failed earlier in this loop (its hook threw) has finished choices.
+          if (seq.finished()) break;
+          if (sampled.token < 0) {
+            // The request's own mask left nothing to sample; the batch goes on.
+            fail_request(*seq.request, "no token may be sampled: the structured-output grammar (or a ban) masks "
+                                       "every token of the vocabulary");
+            break;
+          }
+          if (sampled.token >= vocab_size_) {
+            fail_request(*seq.request, fmt::format("sampled token id {} is out of vocabulary", sampled.token));
+            break;
+          }
+          append_token(seq, sampled, now);
+        }
+        if (seq.finished()) continue;
+        jump_forward(seq, now);
+        if (speculative && !seq.finished()) keep_drafts(seq, std::move(result.drafts[i]));
       }
     }
   }
@@ -234,6 +278,43 @@ std::vector<RequestOutput> EngineCore::step() {
     if (sched.num_scheduled_tokens > 0) stats_.iteration_tokens.observe(sched.num_scheduled_tokens);
   }
   return collect_outputs(end);
+}
+
+std::string EngineCore::apply_acceptance(SchedulerOutput& sched, const StepOutput& result) {
+  size_t k = 0;
+  uint64_t drafts = 0, draft_tokens = 0, accepted_tokens = 0;
+  std::vector<uint64_t> per_pos(static_cast<size_t>(config_.num_speculative_tokens), 0);
+  for (ScheduledChunk& c : sched.chunks) {
+    if (!c.sample) continue;
+    const size_t accepted = result.accepted.empty() ? 0 : result.accepted[k].size();
+    ++k;
+    if (accepted > static_cast<size_t>(c.num_drafts))
+      return fmt::format("executor accepted {} of {} drafts", accepted, c.num_drafts);
+    if (c.num_drafts == 0) continue;
+    c.num_tokens -= c.num_drafts - static_cast<int>(accepted);  // the rejected drafts were never computed
+    drafts += 1;
+    draft_tokens += static_cast<uint64_t>(c.num_drafts);
+    accepted_tokens += accepted;
+    for (size_t j = 0; j < accepted && j < per_pos.size(); ++j) per_pos[j]++;
+  }
+  std::lock_guard lock(stats_mutex_);
+  stats_.spec_num_drafts += drafts;
+  stats_.spec_num_draft_tokens += draft_tokens;
+  stats_.spec_num_accepted_tokens += accepted_tokens;
+  for (size_t j = 0; j < per_pos.size(); ++j) stats_.spec_accepted_per_pos[j] += per_pos[j];
+  return {};
+}
+
+void EngineCore::keep_drafts(Sequence& seq, std::vector<int32_t> drafts) {
+  // A step emits up to 1 + drafts tokens: no more drafts than the choice may still generate, less one.
+  const SamplingParams& s = seq.request->sampling;
+  const int room = std::min(s.max_tokens - seq.num_output_tokens(), config_.max_model_len - seq.num_tokens()) - 1;
+  if (room <= 0) return;
+  if (static_cast<int>(drafts.size()) > room) drafts.resize(static_cast<size_t>(room));
+  for (int32_t t : drafts) {
+    if (t < 0 || t >= vocab_size_) return;  // a bad draft is dropped; it could only be rejected
+  }
+  seq.draft_tokens = std::move(drafts);
 }
 
 void EngineCore::jump_forward(Sequence& seq, Clock::time_point now) {
@@ -416,6 +497,30 @@ EngineStats EngineCore::stats() const {
   return stats_;
 }
 
+void EngineCore::log_spec_decode_stats(const EngineStats& s, double elapsed, bool idle) {
+  const auto level = idle ? spdlog::level::debug : spdlog::level::info;
+  const uint64_t drafts = s.spec_num_drafts - last_log_spec_.spec_num_drafts;
+  const uint64_t drafted = s.spec_num_draft_tokens - last_log_spec_.spec_num_draft_tokens;
+  const uint64_t accepted = s.spec_num_accepted_tokens - last_log_spec_.spec_num_accepted_tokens;
+  if (drafts > 0) {
+    std::string per_pos;
+    for (size_t j = 0; j < s.spec_accepted_per_pos.size(); ++j) {
+      const uint64_t before = j < last_log_spec_.spec_accepted_per_pos.size() ? last_log_spec_.spec_accepted_per_pos[j] : 0;
+      per_pos += fmt::format("{}{:.3f}", j ? ", " : "", static_cast<double>(s.spec_accepted_per_pos[j] - before) / drafts);
+    }
+    spdlog::log(level,
+                "SpecDecoding metrics: Mean acceptance length: {:.2f}, Accepted throughput: {:.2f} tokens/s, Drafted "
+                "throughput: {:.2f} tokens/s, Accepted: {} tokens, Drafted: {} tokens, Per-position acceptance rate: "
+                "{}, Avg Draft acceptance rate: {:.1f}%",
+                1.0 + static_cast<double>(accepted) / drafts, accepted / elapsed, drafted / elapsed, accepted, drafted,
+                per_pos, drafted ? 100.0 * static_cast<double>(accepted) / drafted : 0.0);
+  }
+  last_log_spec_.spec_num_drafts = s.spec_num_drafts;
+  last_log_spec_.spec_num_draft_tokens = s.spec_num_draft_tokens;
+  last_log_spec_.spec_num_accepted_tokens = s.spec_num_accepted_tokens;
+  last_log_spec_.spec_accepted_per_pos = s.spec_accepted_per_pos;
+}
+
 void EngineCore::log_stats_if_due() {
   if (config_.log_stats_interval_s <= 0) return;
   const Clock::time_point now = Clock::now();
@@ -432,6 +537,7 @@ void EngineCore::log_stats_if_due() {
               "Running: {} reqs, Waiting: {} reqs, GPU KV cache usage: {:.1f}%, Prefix cache hit rate: {:.1f}%",
               prompt_tps, gen_tps, s.num_requests_running, s.num_requests_waiting, s.kv_cache_usage * 100.0,
               hit_rate);
+  log_spec_decode_stats(s, elapsed, idle);
   last_log_time_ = now;
   last_log_prompt_tokens_ = s.prompt_tokens;
   last_log_generation_tokens_ = s.generation_tokens;

@@ -63,6 +63,12 @@ class EngineCore {
   // Checks the stop conditions after a token was appended; finishes the choice if one holds.
   void check_stop(Sequence& seq, int32_t token);
   void mark_news(Request& req);
+  // Speculative decoding, after a step: shortens each verify chunk to the
+  // tokens it accepted (for commit) and counts drafts; an error message when
+  // the executor's answer is inconsistent.
+  std::string apply_acceptance(SchedulerOutput& sched, const StepOutput& result);
+  // Keeps a choice's proposed drafts for the next step, as many as it may still use.
+  void keep_drafts(Sequence& seq, std::vector<int32_t> drafts);
   void fail_request(Request& req, const std::string& message);
   std::vector<RequestOutput> collect_outputs(Clock::time_point now);
   void record_finished(const Request& req, Clock::time_point now);
@@ -83,6 +89,9 @@ class EngineCore {
   Clock::time_point last_log_time_;
   uint64_t last_log_prompt_tokens_ = 0;
   uint64_t last_log_generation_tokens_ = 0;
+  EngineStats last_log_spec_;  // the speculative-decoding counters at the last log line
+  // vLLM's "SpecDecoding metrics: Mean acceptance length ..." line over the interval, when drafts were verified.
+  void log_spec_decode_stats(const EngineStats& s, double elapsed, bool idle);
   // The prefix cache hit rate of the log line: over the most recent
   // lookups (requests), as vLLM reports it.
   void observe_prefix_lookups(const std::vector<PrefixLookup>& lookups);

@@ -57,6 +57,14 @@ struct EngineStats {
   // admission, and those found (vllm:prefix_cache_queries_total, _hits_total).
   uint64_t prefix_cache_queries = 0;
   uint64_t prefix_cache_hits = 0;
+  // Speculative decoding: verify steps of a sequence with drafts, the drafts
+  // they checked, the drafts accepted, and accepted drafts by position
+  // (vllm:spec_decode_num_drafts / _num_draft_tokens / _num_accepted_tokens
+  // and _num_accepted_tokens_per_pos{position}).
+  uint64_t spec_num_drafts = 0;
+  uint64_t spec_num_draft_tokens = 0;
+  uint64_t spec_num_accepted_tokens = 0;
+  std::vector<uint64_t> spec_accepted_per_pos;  // num_speculative_tokens entries
   // vllm:request_success_total{finished_reason=...}, indexed by FinishReason,
   // counted per choice (vLLM's n children are requests of their own).
   std::array<uint64_t, kNumFinishReasons> request_finished{};

@@ -18,6 +18,24 @@
 //    means the executor must reset the slot (zero conv and recurrent state);
 //  - a sequence appears at most once per step; a seq_id is never reused.
 //
+// Speculative decoding (ModelOptions::num_speculative_tokens > 0): a sampled
+// SeqWork may end with num_drafts draft tokens (proposed by the previous
+// step) after the sequence's last real token; the executor samples the
+// target at each of the last num_drafts + 1 positions as if the tokens
+// before it were the sequence's (row j: output_ids plus the first j drafts,
+// sample_index + j, banned ids while the output is shorter than min_tokens),
+// accepts drafts while each equals the target's sample at its position, and
+// returns the accepted drafts and one more token (the target's sample after
+// them): 1 to num_drafts + 1 tokens. Its GDN states are left after the last
+// accepted token (KV past it is simply overwritten later). Because every row
+// samples exactly as the non-speculative step at that output position would
+// (same logits, context, seed and counter), the tokens are the ones decoding
+// without speculation gives, for every sampling setting: the draft is a
+// point mass q, and "accept d with probability p(d), else sample from p with d
+// removed" is the same as "sample x ~ p, accept iff x == d".
+// Then the MTP head drafts up to propose_drafts tokens for the next step; it
+// runs over every scheduled token, so its KV cache follows the sequence.
+// block_table covers these draft positions too (the scheduler's lookahead).//
 // StepInput's copies run before the forward, in the order listed: they are
 // how n > 1 choices fork from one computed prompt (state slot copies), how
 // a shared partially filled KV block is made private (copy on write), and
@@ -65,8 +83,14 @@ struct SeqWork {
   uint64_t seed = 0;                     // per choice: request seed (+ choice index), or drawn by the engine
   uint64_t sample_index = 0;             // tokens this choice sampled before: the RNG counter
   // Structured output: the executor asks it for the allowed tokens (while
-  // the forward runs) and samples only among them. Null: unconstrained.
+  // the forward runs) and samples only among them. Null: unconstrained
+  // (always null when num_drafts > 0).
   TokenConstraint* constraint = nullptr;
+  // Speculative decoding (see the top). When num_drafts > 0, output_ids is
+  // directly followed in memory by the drafts (the last num_drafts token_ids).
+  int num_drafts = 0;
+  int propose_drafts = 0;   // drafts wanted for the next step (sampled chunks)
+  int32_t next_token = -1;  // an unsampled chunk's next token, when known (the MTP head pairs it with the last)
 };
 
 struct StepInput {
@@ -85,8 +109,14 @@ struct SampledToken {
 };
 
 struct StepOutput {
-  // One entry per SeqWork with sample == true, in the order of StepInput::seqs.
+  // One entry per SeqWork with sample == true, in the order of StepInput::seqs:
+  // the last token the step emits for it.
   std::vector<SampledToken> sampled;
+  // Speculative decoding, parallel to `sampled` (empty without it): the
+  // accepted drafts, emitted before sampled[i], and the drafts proposed for
+  // the next step.
+  std::vector<std::vector<SampledToken>> accepted;
+  std::vector<std::vector<int32_t>> drafts;
 };
 
 class ModelExecutor {

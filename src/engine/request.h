@@ -37,6 +37,9 @@ struct Sequence {
   // cached state stops short of it (a chunk ends there to save the state).
   std::vector<BlockHash> block_hashes;
   int cached_block_end = 0;
+  // Speculative decoding: tokens the MTP head proposed after `tokens`, to be
+  // verified by the next step (empty when none; dropped on preemption).
+  std::vector<int32_t> draft_tokens;
   SeqStatus status = SeqStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
   StopReason stop_reason;

@@ -40,11 +40,17 @@ int Scheduler::chunk_tokens(const Sequence& seq, int budget) const {
   return end - start;
 }
 
+int Scheduler::lookahead(const Sequence& seq, int num_new) const {
+  const int end = seq.num_computed_tokens + num_new;
+  if (config_.num_speculative_tokens == 0 || end < seq.num_tokens()) return 0;
+  return std::max(0, std::min(config_.num_speculative_tokens, config_.max_model_len - end));
+}
+
 bool Scheduler::allocate_blocks(Sequence& seq, int num_new, SchedulerOutput& out) {
   const int bs = config_.block_size;
   const int start = seq.num_computed_tokens;
   const int end = start + num_new;
-  const int blocks_needed = (end + bs - 1) / bs - static_cast<int>(seq.block_table.size());
+  const int blocks_needed = (end + lookahead(seq, num_new) + bs - 1) / bs - static_cast<int>(seq.block_table.size());
   // The block holding position `start` is written by this chunk; if another
   // choice shares it, this sequence writes into a private copy.
   const bool copy_on_write = start % bs != 0 && blocks_.ref_count(seq.block_table[start / bs]) > 1;
@@ -64,7 +70,8 @@ bool Scheduler::allocate_blocks(Sequence& seq, int num_new, SchedulerOutput& out
 void Scheduler::release_resources(Sequence& seq, bool keep_state) {
   const int bs = config_.block_size;
   const int computed = seq.num_computed_tokens;
-  if (keep_state && seq.state_slot >= 0 && computed > 0 && cache_.caching()) {
+  // (A sequence that stopped at an accepted draft has computed tokens past its end: no snapshot.)
+  if (keep_state && seq.state_slot >= 0 && computed > 0 && computed <= seq.num_tokens() && cache_.caching()) {
     const int32_t tail = computed % bs != 0 ? seq.block_table[static_cast<size_t>(computed / bs)] : -1;
     if (cache_.keep_state(seq.tokens, computed, seq.state_slot, tail, seq.block_hashes)) seq.state_slot = -1;
   }
@@ -75,6 +82,7 @@ void Scheduler::release_resources(Sequence& seq, bool keep_state) {
   seq.state_slot = -1;
   seq.num_computed_tokens = 0;
   seq.cached_block_end = 0;
+  seq.draft_tokens.clear();
   Request& req = *seq.request;
   if (seq.index == 0 && req.awaiting_fork()) {
     for (int32_t s : req.reserved_slots) slots_.release(s);
@@ -132,7 +140,10 @@ bool Scheduler::take_prefix_hit(Sequence& seq, const PrefixHit& hit, int num_new
   for (int32_t b : hit.blocks) blocks_.add_ref(b);
   if (hit.tail_block >= 0) blocks_.add_ref(hit.tail_block);
   const int shared = static_cast<int>(hit.blocks.size());
-  if (blocks_.num_free() < (h + num_new + bs - 1) / bs - shared) {
+  seq.num_computed_tokens = h;
+  const int ahead = lookahead(seq, num_new);
+  seq.num_computed_tokens = 0;
+  if (blocks_.num_free() < (h + num_new + ahead + bs - 1) / bs - shared) {
     for (int32_t b : hit.blocks) blocks_.release(b);
     if (hit.tail_block >= 0) blocks_.release(hit.tail_block);
     return false;
@@ -221,7 +232,15 @@ SchedulerOutput Scheduler::schedule() {
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence& seq = *running_[i];
     if (seq.request->awaiting_fork() && seq.num_computed_tokens == seq.request->fork_point()) fork(i, out);
-    const int num_new = chunk_tokens(seq, budget);
+    // Drafts ride along only when the last token is all that is left to compute.
+    int num_drafts = 0;
+    if (!seq.draft_tokens.empty() && seq.num_computed_tokens == seq.num_tokens() - 1) {
+      num_drafts = std::min({static_cast<int>(seq.draft_tokens.size()), budget - 1,
+                             config_.max_model_len - seq.num_tokens()});
+      num_drafts = std::max(num_drafts, 0);
+    }
+    seq.draft_tokens.resize(static_cast<size_t>(num_drafts));
+    const int num_new = num_drafts > 0 ? 1 + num_drafts : chunk_tokens(seq, budget);
     HYLLM_CHECK(num_new > 0, "running sequence {} has nothing to compute", seq.seq_id);
     bool preempted_self = false;
     while (!allocate_blocks(seq, num_new, out)) {
@@ -234,8 +253,9 @@ SchedulerOutput Scheduler::schedule() {
       }
     }
     if (preempted_self) break;
-    out.chunks.push_back({&seq, seq.num_computed_tokens, num_new,
-                          seq.num_computed_tokens + num_new == seq.num_tokens() && !seq.request->awaiting_fork()});
+    const bool sample = seq.num_computed_tokens + num_new - num_drafts == seq.num_tokens() &&
+                        !seq.request->awaiting_fork();
+    out.chunks.push_back({&seq, seq.num_computed_tokens, num_new, sample, num_drafts});
     budget -= num_new;
     ++i;
   }
@@ -264,7 +284,8 @@ void Scheduler::commit(const SchedulerOutput& output) {
     cache_.cache_full_blocks(seq.tokens, seq.block_table, c.start_pos / bs, end / bs, seq.block_hashes);
     if (seq.cached_block_end <= end) seq.cached_block_end = 0;
     // A decode step's state is kept when the sequence ends, not at every boundary.
-    const bool decode = c.num_tokens == 1 && end == seq.num_tokens() && seq.num_output_tokens() > 0;
+    const bool decode =
+        (c.num_tokens == 1 || c.num_drafts > 0) && end == seq.num_tokens() && seq.num_output_tokens() > 0;
     if (end % bs == 0 && !decode) queue_snapshot_save(seq, end);
   }
 }

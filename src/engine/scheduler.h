@@ -33,6 +33,14 @@
 // the previous step first, then restores, copies on write and forks, so a
 // slot or block reused within the step is read before it is overwritten.
 
+// Speculative decoding (config.num_speculative_tokens = K > 0): a running
+// sequence whose tokens are all computed but the last, and which holds
+// drafts, is scheduled as 1 + d tokens (its last token and d <= K drafts,
+// fewer when the budget or max_model_len is short), all from the step's
+// token budget; every chunk that samples also gets KV blocks for K
+// lookahead positions past its end, where the MTP head writes the KV of the
+// drafts it proposes (the next verify step writes there anyway).
+
 #include <cstdint>
 #include <deque>
 #include <utility>
@@ -49,6 +57,10 @@ struct ScheduledChunk {
   int start_pos = 0;     // seq->num_computed_tokens when scheduled
   int num_tokens = 0;
   bool sample = false;   // the chunk ends at the sequence's last token
+  // Speculative decoding: the chunk's last num_drafts tokens are seq->draft_tokens
+  // (after seq->tokens). After the step the engine sets num_tokens to the
+  // tokens that were accepted (1 + accepted drafts) before commit().
+  int num_drafts = 0;
 };
 
 // A snapshot whose state copy is in this step: undone when the step fails.
@@ -116,6 +128,9 @@ class Scheduler {
   int target_tokens(const Sequence& seq) const;
   // Tokens of its next chunk within `budget` (>= 1 when budget >= 1 and it has any left).
   int chunk_tokens(const Sequence& seq, int budget) const;
+  // KV positions a chunk of num_new tokens ending the sequence needs past its
+  // end for the drafts the MTP head writes (0 unless speculating).
+  int lookahead(const Sequence& seq, int num_new) const;
   // Blocks (and a copy on write) for num_new more tokens; false if not enough free.
   bool allocate_blocks(Sequence& seq, int num_new, SchedulerOutput& out);
   // Frees the sequence's blocks and slot; keep_state leaves its state as a snapshot.

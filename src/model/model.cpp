@@ -5,6 +5,14 @@
 
 namespace hyllm {
 
+TensorView Model::forward_draft(const StepContext&, const TensorView&, bool) {
+  fail(ErrorCode::kUnsupported, "{} has no draft head for speculative decoding", config().architecture);
+}
+
+void Model::rollback_states(const TensorView&, const TensorView&) {
+  fail(ErrorCode::kUnsupported, "{} keeps no speculative states", config().architecture);
+}
+
 std::unique_ptr<Model> load_model(const std::filesystem::path& model_dir, Backend& backend,
                                   const ModelOptions& options) {
   ModelConfig config = load_model_config(model_dir);

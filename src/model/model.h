@@ -34,6 +34,12 @@ struct ModelOptions {
   // and run as block FP8 with dynamic per-token activation scales.
   bool online_fp8 = false;
   float dummy_router_skew = 0.0f; // for LoadFormat::kDummy MoE routers (see DummyWeights)
+  // Speculative decoding with the checkpoint's MTP head drafting up to this
+  // many tokens per step (0: off; the MTP tensors are then not loaded). The
+  // model loads the head, gives it a KV cache (a share of kv_bytes_per_token),
+  // keeps the final hidden states of every token, and gives every state slot
+  // room for this many saved states (a share of state_bytes_per_slot).
+  int num_speculative_tokens = 0;
 };
 
 class Model {
@@ -58,6 +64,21 @@ class Model {
   // One step; ctx.num_tokens <= max_num_tokens and rows <= max_num_seqs.
   // Returns logits [R, vocab] f32 in device memory, valid until the next call.
   virtual TensorView forward(const StepContext& ctx) = 0;
+
+  // Speculative decoding (options().num_speculative_tokens > 0).
+  //
+  // The MTP head over ctx's tokens (see model/layers/mtp_head.h): token t
+  // pairs with row hidden_rows[t] of the final hidden states of the last
+  // forward() (from_draft false) or of the last forward_draft()'s outputs
+  // (from_draft true), and its KV goes to the head's own cache at ctx's slot
+  // mapping. Returns the draft logits [R, vocab] f32 of ctx.sample_rows,
+  // valid until the next call of either forward.
+  virtual TensorView forward_draft(const StepContext& ctx, const TensorView& hidden_rows, bool from_draft);
+  // After a forward() with ctx.keep_spec_states: sequence s of that step goes
+  // back to its GDN state (conv and recurrent) after its token keep[s]
+  // (keep[s] < num_speculative_tokens), or keeps its state when keep[s] < 0.
+  // state_indices and keep: [S] i32 device tensors.
+  virtual void rollback_states(const TensorView& state_indices, const TensorView& keep);
 
   // After a step has finished on the device: logs per-step statistics at
   // debug level (a MoE model: its expert load histogram).

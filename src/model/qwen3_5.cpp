@@ -1,6 +1,7 @@
 #include "model/qwen3_5.h"
 
 #include <algorithm>
+#include <optional>
 #include <variant>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "model/layers/linear.h"
 #include "model/layers/mlp.h"
 #include "model/layers/moe.h"
+#include "model/layers/mtp_head.h"
 #include "model/layers/params.h"
 #include "model/layers/scratch.h"
 #include "model/loader/qwen35_catalogue.h"
@@ -64,6 +66,7 @@ struct AttentionCache {
 };
 struct GdnCache {
   DeviceBuffer conv, recurrent;
+  DeviceBuffer spec_conv, spec_recurrent;  // speculative decoding: [slots, K_spec, ...]
 };
 
 class Qwen35Model final : public Model {
@@ -113,8 +116,21 @@ class Qwen35Model final : public Model {
     num_attention_ = attn;
     num_gdn_ = gdn;
     log_kv_cache_dtype(opts.kv_cache_dtype, layers_);
+    if (opts.num_speculative_tokens > 0) {
+      if (!MtpHead::present(w))
+        fail(ErrorCode::kInvalidArgument, "{}: speculative decoding with method \"mtp\" needs the checkpoint's MTP "
+             "head (mtp.* tensors, config.json mtp_num_hidden_layers), which this checkpoint does not have",
+             src.describe());
+      const size_t before = w.device_bytes();
+      mtp_ = MtpHead::load(w, cfg, opts.max_num_tokens);
+      log::info("speculative decoding: MTP head loaded ({:.1f} MiB), up to {} draft tokens per step; each GDN "
+                "state slot holds {} states (the live one and one per draft position)",
+                (w.device_bytes() - before) / double(1 << 20), opts.num_speculative_tokens,
+                1 + opts.num_speculative_tokens);
+    }
 
     auto left = w.unconsumed();
+    if (!mtp_) std::erase_if(left, [](const std::string& n) { return n.starts_with("mtp."); });
     if (!left.empty())
       fail(ErrorCode::kCorruptData, "{}: {} tensors were not used by the model, e.g. {}", src.describe(),
            left.size(), left.front());
@@ -133,26 +149,27 @@ class Qwen35Model final : public Model {
   int64_t num_gdn_layers() const override { return num_gdn_; }
 
   size_t kv_bytes_per_token() const override {
-    return static_cast<size_t>(num_attention_ * 2 * cfg_.num_key_value_heads * cfg_.head_dim) *
+    return static_cast<size_t>((num_attention_ + (mtp_ ? 1 : 0)) * 2 * cfg_.num_key_value_heads * cfg_.head_dim) *
            dtype_size(opts_.kv_cache_dtype);
   }
   size_t state_bytes_per_slot() const override {
     size_t conv = static_cast<size_t>((cfg_.linear_conv_kernel_dim - 1) * cfg_.linear_conv_dim()) * 2;
     size_t rec = static_cast<size_t>(cfg_.linear_num_value_heads * cfg_.linear_value_head_dim *
                                      cfg_.linear_key_head_dim) * 4;
-    return num_gdn_ * (conv + rec);
+    return num_gdn_ * (conv + rec) * static_cast<size_t>(1 + opts_.num_speculative_tokens);
   }
 
   void allocate_cache(int64_t num_blocks, int64_t block_size, int64_t num_slots) override {
     attn_cache_.clear();
     gdn_cache_.clear();
-    for (int i = 0; i < num_attention_; ++i) {
+    for (int i = 0; i < num_attention_ + (mtp_ ? 1 : 0); ++i) {  // the MTP head's cache last
       Shape s{num_blocks, block_size, cfg_.num_key_value_heads, cfg_.head_dim};
       AttentionCache c{DeviceBuffer(be_, opts_.kv_cache_dtype, s), DeviceBuffer(be_, opts_.kv_cache_dtype, s)};
       be_.fill_zero(c.k.data(), c.k.size());
       be_.fill_zero(c.v.data(), c.v.size());
       attn_cache_.push_back(std::move(c));
     }
+    const int64_t K = opts_.num_speculative_tokens;
     for (int i = 0; i < num_gdn_; ++i) {
       GdnCache c{DeviceBuffer(be_, DType::kBF16,
                               Shape{num_slots, cfg_.linear_conv_kernel_dim - 1, cfg_.linear_conv_dim()}),
@@ -161,6 +178,12 @@ class Qwen35Model final : public Model {
                                     cfg_.linear_key_head_dim})};
       be_.fill_zero(c.conv.data(), c.conv.size());
       be_.fill_zero(c.recurrent.data(), c.recurrent.size());
+      if (K > 0) {  // written before they are read (by a verify step, then rollback_states)
+        c.spec_conv = DeviceBuffer(be_, DType::kBF16, Shape{num_slots, K, cfg_.linear_conv_kernel_dim - 1,
+                                                            cfg_.linear_conv_dim()});
+        c.spec_recurrent = DeviceBuffer(be_, DType::kF32, Shape{num_slots, K, cfg_.linear_num_value_heads,
+                                                                cfg_.linear_value_head_dim, cfg_.linear_key_head_dim});
+      }
       gdn_cache_.push_back(std::move(c));
     }
     num_blocks_ = num_blocks;
@@ -201,7 +224,7 @@ class Qwen35Model final : public Model {
     const int64_t T = ctx.num_tokens;
     const int64_t R = ctx.sample_rows.numel();
     HYLLM_CHECK(T > 0 && T <= opts_.max_num_tokens, "step of {} tokens (capacity {})", T, opts_.max_num_tokens);
-    HYLLM_CHECK(R <= opts_.max_num_seqs, "{} sampled rows (capacity {})", R, opts_.max_num_seqs);
+    HYLLM_CHECK(R <= logits_.view().dim(0), "{} sampled rows (capacity {})", R, logits_.view().dim(0));
     HYLLM_CHECK(num_attention_ == 0 || !attn_cache_.empty(), "forward before allocate_cache");
     scratch_.release(0);
     const int64_t H = cfg_.hidden_size;
@@ -221,8 +244,13 @@ class Qwen35Model final : public Model {
           m = a->forward(be_, scratch_, x, ctx, KvCacheView{c.k.view(), c.v.view()});
         } else {
           const auto& c = gdn_cache_[l.cache_index];
-          m = std::get<GatedDeltaNet>(l.mixer).forward(be_, scratch_, x, ctx,
-                                                        GdnStateView{c.conv.view(), c.recurrent.view()});
+          GdnStateView state{c.conv.view(), c.recurrent.view()};
+          if (ctx.keep_spec_states) {
+            HYLLM_CHECK(opts_.num_speculative_tokens > 0, "a verify step without speculative state room");
+            state.spec_conv = c.spec_conv.view();
+            state.spec_recurrent = c.spec_recurrent.view();
+          }
+          m = std::get<GatedDeltaNet>(l.mixer).forward(be_, scratch_, x, ctx, state);
         }
         x = inputs_.view(l.ffn_needs, T);
         l.post_norm.apply(be_, m, x, residual, residual);
@@ -238,6 +266,15 @@ class Qwen35Model final : public Model {
         layers_[i + 1].input_norm.apply(be_, f, x, residual, residual);
         continue;
       }
+      if (mtp_) {  // the draft head reads every token's final hidden state
+        TensorView hidden = hidden_.view().slice_rows(0, T);
+        final_norm_.apply(be_, f, hidden, residual, residual);
+        if (R == 0) break;
+        TensorView rows = scratch_.take(DType::kBF16, Shape{R, H});
+        gather_rows(be_, {hidden, ctx.sample_rows, rows});
+        linear(be_, {rows, lm_head_, logits});
+        break;
+      }
       // Last layer: finish the residual stream only at the sampled rows.
       if (R == 0) break;
       TensorView f_rows = scratch_.take(DType::kBF16, Shape{R, H});
@@ -251,6 +288,34 @@ class Qwen35Model final : public Model {
     return logits;
   }
 
+  TensorView forward_draft(const StepContext& ctx, const TensorView& hidden_rows, bool from_draft) override {
+    HYLLM_CHECK(mtp_.has_value(), "forward_draft without an MTP head");
+    const int64_t T = ctx.num_tokens, R = ctx.sample_rows.numel(), H = cfg_.hidden_size;
+    HYLLM_CHECK(T > 0 && T <= opts_.max_num_tokens, "draft step of {} tokens (capacity {})", T, opts_.max_num_tokens);
+    HYLLM_CHECK(R <= logits_.view().dim(0), "{} sampled draft rows (capacity {})", R, logits_.view().dim(0));
+    scratch_.release(0);
+    TensorView in = scratch_.take(DType::kBF16, Shape{T, H});
+    gather_rows(be_, {(from_draft ? draft_hidden_ : hidden_).view(), hidden_rows, in});
+    TensorView out = draft_hidden_.view().slice_rows(0, T);
+    const auto& c = attn_cache_.back();
+    mtp_->forward(be_, scratch_, embed_, ctx, in, KvCacheView{c.k.view(), c.v.view()}, out);
+    TensorView logits = logits_.view().slice_rows(0, R);
+    if (R > 0) {
+      TensorView rows = scratch_.take(DType::kBF16, Shape{R, H});
+      gather_rows(be_, {out, ctx.sample_rows, rows});
+      linear(be_, {rows, lm_head_, logits});
+    }
+    return logits;
+  }
+
+  void rollback_states(const TensorView& state_indices, const TensorView& keep) override {
+    HYLLM_CHECK(opts_.num_speculative_tokens > 0, "rollback_states without speculative decoding");
+    for (auto& c : gdn_cache_) {
+      select_state(be_, {c.conv.view(), c.spec_conv.view(), state_indices, keep});
+      select_state(be_, {c.recurrent.view(), c.spec_recurrent.view(), state_indices, keep});
+    }
+  }
+
  private:
   void allocate_activations() {
     const int64_t T = opts_.max_num_tokens, R = opts_.max_num_seqs, H = cfg_.hidden_size;
@@ -259,15 +324,23 @@ class Qwen35Model final : public Model {
       mixer = std::max(mixer, std::visit([&](const auto& m) { return m.scratch_bytes(T); }, l.mixer));
       ffn = std::max(ffn, std::visit([&](const auto& f) { return f.scratch_bytes(T); }, l.ffn));
     }
-    size_t final_rows = 3 * Scratch::bytes_for(DType::kBF16, R, H);
-    scratch_ = Scratch(be_, mixer + ffn + final_rows);
+    const int64_t rows = R * (1 + opts_.num_speculative_tokens);  // a verify step samples 1 + K rows per sequence
+    size_t final_rows = 3 * Scratch::bytes_for(DType::kBF16, rows, H);
+    size_t draft = 0;
+    if (mtp_) draft = 2 * Scratch::bytes_for(DType::kBF16, T, H) + mtp_->scratch_bytes(T) + final_rows;
+    scratch_ = Scratch(be_, std::max(mixer + ffn + final_rows, draft));
     bool fp8 = false;
     for (const auto& l : layers_) fp8 = fp8 || l.mixer_needs.mode != ActQuantMode::kNone ||
                                         l.ffn_needs.mode != ActQuantMode::kNone;
     residual_ = DeviceBuffer(be_, DType::kBF16, Shape{T, H});
     inputs_ = ActivationBuffers(be_, T, H, fp8);
-    logits_ = DeviceBuffer(be_, DType::kF32, Shape{R, cfg_.vocab_size});
-    activation_bytes_ = scratch_.capacity() + residual_.size() + inputs_.bytes() + logits_.size();
+    logits_ = DeviceBuffer(be_, DType::kF32, Shape{rows, cfg_.vocab_size});
+    if (mtp_) {
+      hidden_ = DeviceBuffer(be_, DType::kBF16, Shape{T, H});
+      draft_hidden_ = DeviceBuffer(be_, DType::kBF16, Shape{T, H});
+    }
+    activation_bytes_ = scratch_.capacity() + residual_.size() + inputs_.bytes() + logits_.size() + hidden_.size() +
+                        draft_hidden_.size();
   }
 
   ModelConfig cfg_;
@@ -278,14 +351,16 @@ class Qwen35Model final : public Model {
   std::vector<Layer> layers_;
   RmsNorm final_norm_;
   LinearWeight lm_head_;
+  std::optional<MtpHead> mtp_;  // speculative decoding only
   int num_attention_ = 0, num_gdn_ = 0;
   size_t weight_bytes_ = 0, activation_bytes_ = 0;
 
   Scratch scratch_;
   DeviceBuffer residual_, logits_;
+  DeviceBuffer hidden_, draft_hidden_;  // with the MTP head: final hidden states of forward() / forward_draft()
   ActivationBuffers inputs_;  // the normalised input of the current block
   DeviceBuffer expert_load_;  // [layers, E] i32 at debug level (MoE)
-  std::vector<AttentionCache> attn_cache_;
+  std::vector<AttentionCache> attn_cache_;  // the attention layers', then the MTP head's
   std::vector<GdnCache> gdn_cache_;
   int64_t num_blocks_ = 0, num_slots_ = 0;
 };

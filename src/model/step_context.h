@@ -28,6 +28,15 @@ struct StepContext {
   // True when every sequence computes one token (pure decode): the GDN uses
   // its recurrent form.
   bool decode_only = false;
+  // Speculative verify step: the GDN layers also keep their state after each
+  // of a sequence's first K tokens (K = ModelOptions::num_speculative_tokens),
+  // so that Model::rollback_states can return to any of them.
+  bool keep_spec_states = false;
+  // Every sequence computes this many tokens and samples each of them (a
+  // speculative verify step with the same number of drafts everywhere); 0
+  // otherwise. Such steps depend only on their shape, like decode steps, and
+  // are replayed from device graphs too.
+  int64_t uniform_query_len = 0;
 };
 
 }  // namespace hyllm

@@ -20,6 +20,19 @@ std::string render_metrics(const EngineStats& s, std::string_view model_name) {
             static_cast<double>(s.prefix_cache_queries));
   w.counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
             static_cast<double>(s.prefix_cache_hits));
+  if (!s.spec_accepted_per_pos.empty()) {  // speculative decoding is on
+    w.counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.",
+              static_cast<double>(s.spec_num_drafts));
+    w.counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.",
+              static_cast<double>(s.spec_num_draft_tokens));
+    w.counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.",
+              static_cast<double>(s.spec_num_accepted_tokens));
+    std::vector<std::pair<std::string, double>> per_pos;
+    for (size_t j = 0; j < s.spec_accepted_per_pos.size(); ++j)
+      per_pos.emplace_back(std::to_string(j), static_cast<double>(s.spec_accepted_per_pos[j]));
+    w.labelled_counter("vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per draft position.",
+                       "position", per_pos);
+  }
   std::vector<std::pair<std::string, double>> finished;
   for (int r = 0; r < kNumFinishReasons; ++r) {
     finished.emplace_back(std::string(finish_reason_name(static_cast<FinishReason>(r))),

@@ -121,5 +121,69 @@ INSTANTIATE_TEST_SUITE_P(
                       DeltaCase{"chunked_short_only", 2, 4, 64, 32, {63, 1, 2}, DeltaRuleAlgorithm::kChunked, true}),
     [](const ::testing::TestParamInfo<DeltaCase>& i) { return std::string(i.param.name); });
 
+// Speculative verify steps: the conv windows and recurrent states saved after
+// each token of a chunk of at most K + 1 tokens (none for a longer chunk in
+// the same step), and select_state's rollback, against the CPU reference.
+// Verify chunks of 2..5 tokens run the direct kernel (hint <= 4) or the
+// staged one (hint 5).
+TEST_F(CudaOpTest, SpeculativeStatesAndRollback) {
+  Rng rng(seed_);
+  const int64_t Hk = 16, Hv = 48, Dk = 128, Dv = 128, K = 4, C = 2 * Hk * Dk + Hv * Dv, KC = 4;
+  for (const auto& lens : std::vector<std::vector<int64_t>>{{2, 5, 1, 3, 70}, {4, 2, 3}}) {
+    const int64_t slots = static_cast<int64_t>(lens.size()) + 2;
+    const Batch b = make_batch(rng, lens, slots);
+    const int64_t hint = *std::max_element(lens.begin(), lens.end());
+    HostTensor x = bf16_tensor({b.T, C}), w = bf16_tensor({C, 1, KC}), conv = bf16_tensor({slots, KC - 1, C}),
+               conv_spec = bf16_tensor({slots, K, KC - 1, C}), conv_out = bf16_tensor({b.T, C});
+    HostTensor ab = bf16_tensor({b.T, 2 * Hv}), A_log = f32_tensor({Hv}), dt = bf16_tensor({Hv}),
+               state = f32_tensor({slots, Hv, Dv, Dk}), spec = f32_tensor({slots, K, Hv, Dv, Dk}),
+               out = bf16_tensor({b.T, Hv * Dv});
+    x.fill_normal(rng, 2.0);
+    w.fill_normal(rng, 0.5);
+    conv.fill_normal(rng, 2.0);
+    ab.fill_normal(rng, 1.5);
+    A_log.fill_uniform(rng, -1.0, 1.0);
+    dt.fill_normal(rng, 0.5);
+    state.fill_normal(rng, 0.1);
+    conv_spec.fill_normal(rng);  // untouched parts must stay as they are on both
+    spec.fill_normal(rng);
+    HostTensor qsl = i32_tensor(b.qsl), idx = i32_tensor(b.slots), init = i32_tensor(b.init);
+    Mirror dx(*gpu_, x), dw(*gpu_, w), dconv(*gpu_, conv), dconv_spec(*gpu_, conv_spec), dconv_out(*gpu_, conv_out),
+        dab(*gpu_, ab), dA(*gpu_, A_log), ddt(*gpu_, dt), dstate(*gpu_, state), dspec(*gpu_, spec), dout(*gpu_, out),
+        dqsl(*gpu_, qsl), didx(*gpu_, idx), dinit(*gpu_, init);
+    gdn_conv(*cpu_, {x.view(), w.view(), conv.view(), qsl.view(), idx.view(), init.view(), conv_out.view(),
+                     conv_spec.view()});
+    gdn_conv(*gpu_, {dx.view(), dw.view(), dconv.view(), dqsl.view(), didx.view(), dinit.view(), dconv_out.view(),
+                     dconv_spec.view()});
+    expect_equal("spec gdn_conv state", dconv, conv);
+    expect_equal("spec gdn_conv saved windows", dconv_spec, conv_spec);
+    auto args = [&](const TensorView& q, const TensorView& abv, const TensorView& A, const TensorView& d,
+                    const TensorView& st, const TensorView& qs, const TensorView& ix, const TensorView& in,
+                    const TensorView& o, const TensorView& sp) {
+      GatedDeltaRuleArgs a{q, ColSlice(abv, Hv, Hv), ColSlice(abv, 0, Hv), A, d, st, qs, ix, in, o,
+                           Hk, Hv, Dk, Dv, DeltaRuleAlgorithm::kChunked, hint};
+      a.spec_states = sp;
+      return a;
+    };
+    gated_delta_rule(*cpu_, args(conv_out.view(), ab.view(), A_log.view(), dt.view(), state.view(), qsl.view(),
+                                 idx.view(), init.view(), out.view(), spec.view()));
+    gated_delta_rule(*gpu_, args(dconv_out.view(), dab.view(), dA.view(), ddt.view(), dstate.view(), dqsl.view(),
+                                 didx.view(), dinit.view(), dout.view(), dspec.view()));
+    expect_close("spec gated_delta_rule out", dout, out, kTolDeltaOut);
+    expect_close("spec gated_delta_rule saved states", dspec, spec, kTolDeltaState);
+    std::vector<int64_t> keep_values;
+    for (int64_t n : lens) keep_values.push_back(n >= 2 && n <= K + 1 ? rng.integer(-1, n - 2) : -1);
+    HostTensor keep = i32_tensor(keep_values);
+    Mirror dkeep(*gpu_, keep);
+    for (auto [live, saved, dlive, dsaved] : {std::tuple{&conv, &conv_spec, &dconv, &dconv_spec},
+                                              std::tuple{&state, &spec, &dstate, &dspec}}) {
+      select_state(*cpu_, {live->view(), saved->view(), idx.view(), keep.view()});
+      select_state(*gpu_, {dlive->view(), dsaved->view(), didx.view(), dkeep.view()});
+    }
+    expect_equal("select_state conv", dconv, conv);
+    expect_close("select_state recurrent", dstate, state, kTolDeltaState);
+  }
+}
+
 }  // namespace
 }  // namespace hyllm::test

@@ -17,6 +17,8 @@ void CpuKernels::gdn_conv(const GdnConvArgs& a) {
   const uint16_t* w = a.weight.data_as<const uint16_t>();
   uint16_t* state = a.conv_state.data_as<uint16_t>();
   uint16_t* out = a.out.data_as<uint16_t>();
+  uint16_t* spec = a.spec_states.empty() ? nullptr : a.spec_states.data_as<uint16_t>();
+  const int64_t K_spec = spec ? a.spec_states.dim(1) : 0;
   // Each task owns a range of channels for all sequences: state writes are disjoint.
   cpu::parallel(C, 64, [&](int64_t c0, int64_t c1) {
     const int64_t nc = c1 - c0;
@@ -43,6 +45,13 @@ void CpuKernels::gdn_conv(const GdnConvArgs& a) {
           float acc = 0.0f;
           for (int64_t j = 0; j < K; ++j) acc += wf[c * K + j] * cpu::bf(ext[(t + j) * nc + c]);
           o[c] = cpu::to_bf(cpu::silu(acc));
+        }
+      }
+      // The state after token j is rows [j + 1, j + 1 + H) of history + new inputs.
+      for (int64_t j = 0; n <= K_spec + 1 && j < n - 1; ++j) {
+        uint16_t* sp = spec + (int64_t{idx[s]} * K_spec + j) * H * C;
+        for (int64_t r = 0; r < H; ++r) {
+          std::copy(ext.data() + (j + 1 + r) * nc, ext.data() + (j + 2 + r) * nc, sp + r * C + c0);
         }
       }
       // The new state is the last H raw rows of history + new inputs.

@@ -11,6 +11,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "backend/cpu/cpu_gemm.h"
@@ -129,8 +130,11 @@ float update_row_generic(float* row, const float* k, const float* q, int64_t Dk,
   return o;
 }
 
-// Tokens [t0, t0 + n) of one value head, one at a time.
-void recurrent(const DeltaInputs& in, int64_t vh, int64_t t0, int64_t n, float* Sv, uint16_t* out) {
+// Tokens [t0, t0 + n) of one value head, one at a time. spec (optional):
+// where the state after token t0 + j goes for j < num_spec, spec_stride
+// floats apart.
+void recurrent(const DeltaInputs& in, int64_t vh, int64_t t0, int64_t n, float* Sv, uint16_t* out,
+               float* spec = nullptr, int64_t num_spec = 0, int64_t spec_stride = 0) {
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const int64_t Dk = in.Dk, Dv = in.Dv, kh = vh / (in.Hv / in.Hk);
   for (int64_t t = t0; t < t0 + n; ++t) {
@@ -145,6 +149,7 @@ void recurrent(const DeltaInputs& in, int64_t vh, int64_t t0, int64_t n, float* 
                             : update_row_generic(row, k, q, Dk, decay, beta, v[j]);
       o[j] = cpu::to_bf(oj);
     }
+    if (t - t0 < num_spec) std::copy(Sv, Sv + Dv * Dk, spec + (t - t0) * spec_stride);
   }
 }
 
@@ -160,15 +165,39 @@ void CpuKernels::gated_delta_rule(const GatedDeltaRuleArgs& a) {
   const int32_t* init = a.has_initial_state.data_as<const int32_t>();
   float* state = a.state.data_as<float>();
   uint16_t* out = a.out.data_as<uint16_t>();
+  float* spec = a.spec_states.empty() ? nullptr : a.spec_states.data_as<float>();
+  const int64_t K_spec = spec ? a.spec_states.dim(1) : 0;
   cpu::parallel(S * Hv, 1, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t s = i / Hv, h = i % Hv, t0 = qsl[s], n = qsl[s + 1] - t0;
       if (n == 0) continue;
       float* Sv = state + (int64_t{idx[s]} * Hv + h) * Dv * Dk;
       if (init[s] == 0) std::fill(Sv, Sv + Dv * Dk, 0.0f);
-      recurrent(in, h, t0, n, Sv, out);  // a.algorithm is a GPU choice (see the top of this file)
+      // a.algorithm is a GPU choice (see the top of this file).
+      if (spec == nullptr || n > K_spec + 1) {
+        recurrent(in, h, t0, n, Sv, out);
+        continue;
+      }
+      float* spec_head = spec + ((int64_t{idx[s]} * K_spec) * Hv + h) * Dv * Dk;
+      recurrent(in, h, t0, n, Sv, out, spec_head, n - 1, Hv * Dv * Dk);
     }
   });
+}
+
+void CpuKernels::select_state(const SelectStateArgs& a) {
+  const int64_t S = a.state_indices.dim(0), slots = a.live.dim(0), K_spec = a.saved.dim(1);
+  const size_t bytes = a.live.nbytes() / static_cast<size_t>(slots);
+  const int32_t* idx = a.state_indices.data_as<const int32_t>();
+  const int32_t* keep = a.keep.data_as<const int32_t>();
+  for (int64_t s = 0; s < S; ++s) {
+    if (keep[s] < 0) continue;
+    if (keep[s] >= K_spec || idx[s] < 0 || idx[s] >= slots) {
+      fail(ErrorCode::kInvalidArgument, "select_state: sequence {} keeps state {} of slot {} ({} saved, {} slots)", s,
+           keep[s], idx[s], K_spec, slots);
+    }
+    const auto* src = static_cast<const std::byte*>(a.saved.data()) + (int64_t{idx[s]} * K_spec + keep[s]) * bytes;
+    std::memcpy(static_cast<std::byte*>(a.live.data()) + int64_t{idx[s]} * bytes, src, bytes);
+  }
 }
 
 }  // namespace hyllm

@@ -36,6 +36,7 @@ class CudaKernels final : public Kernels {
   void paged_attention(const PagedAttentionArgs& a) override;
   void gdn_conv(const GdnConvArgs& a) override;
   void gated_delta_rule(const GatedDeltaRuleArgs& a) override;
+  void select_state(const SelectStateArgs& a) override;
   void swiglu(const SwigluArgs& a) override;
   void moe_route(const MoeRouteArgs& a) override;
   void moe(const MoeArgs& a) override;

@@ -103,6 +103,10 @@ void CudaKernels::gdn_conv(const GdnConvArgs& a) {
   p.num_seqs = to_int(a.state_indices.dim(0), "sequences");
   p.channels = to_int(a.weight.dim(0), "channels");
   p.kernel = static_cast<int>(K);
+  if (!a.spec_states.empty()) {
+    p.spec_states = bf_mut(a.spec_states);
+    p.spec_k = to_int(a.spec_states.dim(1), "spec_states K");
+  }
   cuda::launch_gdn_conv(p, stream_);
   check_launch("gdn_conv");
 }
@@ -135,9 +139,28 @@ void CudaKernels::gated_delta_rule(const GatedDeltaRuleArgs& a) {
   p.v_dim = to_int(a.v_dim, "v_dim");
   p.max_query_len = to_int(a.max_query_len, "max_query_len");
   p.chunked = a.algorithm == DeltaRuleAlgorithm::kChunked;
+  if (!a.spec_states.empty()) {
+    p.spec_states = a.spec_states.data_as<float>();
+    p.spec_k = to_int(a.spec_states.dim(1), "spec_states K");
+  }
   const size_t bytes = cuda::gated_delta_rule_scratch_bytes(p);
   cuda::launch_gated_delta_rule(p, bytes ? scratch(bytes) : nullptr, stream_);
   check_launch("gated_delta_rule");
+}
+
+void CudaKernels::select_state(const SelectStateArgs& a) {
+  cuda::SelectStateParams p;
+  p.live = a.live.data();
+  p.saved = a.saved.data();
+  p.num_slots = a.live.dim(0);
+  p.slot_bytes = p.num_slots > 0 ? static_cast<int64_t>(a.live.nbytes()) / p.num_slots : 0;
+  p.spec_k = to_int(a.saved.dim(1), "saved K");
+  p.state_indices = i32(a.state_indices);
+  p.keep = i32(a.keep);
+  p.num_seqs = to_int(a.state_indices.dim(0), "sequences");
+  if (p.slot_bytes % 2 != 0) fail(ErrorCode::kUnsupported, "select_state: {} bytes per slot", p.slot_bytes);
+  cuda::launch_select_state(p, stream_);
+  check_launch("select_state");
 }
 
 }  // namespace hyllm

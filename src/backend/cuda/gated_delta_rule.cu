@@ -9,6 +9,9 @@
 //
 // A first kernel computes the per-token inputs once for both: L2-normalised q
 // (scaled by 1/sqrt(Dk)) and k, q.k, the log decay g, exp(g) and beta.
+//
+// Speculative verify chunks (at most spec_k + 1 tokens, so never chunked)
+// also store the state after each token but the last (spec_states, ops.h).
 #include <climits>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -91,6 +94,22 @@ __device__ __forceinline__ void load_token(TokenIn<EPL>& in, const GatedDeltaRul
   in.kq = s.kq[static_cast<int64_t>(t) * p.num_k_heads + kh];
 }
 
+// Where a verify chunk's state row after its token i goes (row j of value
+// head vh), or null when the sequence saves none.
+__device__ __forceinline__ float* spec_row(const GatedDeltaRuleParams& p, int64_t slot, int vh, int j, int n) {
+  if (p.spec_states == nullptr || n > p.spec_k + 1) return nullptr;
+  return p.spec_states + ((slot * p.spec_k * p.num_v_heads + vh) * p.v_dim + j) * p.k_dim;
+}
+
+template <int EPL>
+__device__ __forceinline__ void save_row(float* dst, const float (&st)[EPL], int sub, int Dk) {
+#pragma unroll
+  for (int e = 0; e < EPL; ++e) {
+    const int d = e * kLanesPerRow + sub;
+    if (d < Dk) dst[d] = st[e];
+  }
+}
+
 // Block = 16 state rows of one (sequence, value head); 8 lanes per row, each
 // holding EPL elements d = i * 8 + sub of the row.
 template <int EPL>
@@ -115,6 +134,8 @@ __global__ void __launch_bounds__(kRowsPerBlock * kLanesPerRow) recurrent_kernel
   }
   const int64_t out_stride = static_cast<int64_t>(p.num_v_heads) * p.v_dim;
   uint16_t* out = p.out + static_cast<int64_t>(vh) * p.v_dim + j;
+  float* spec = row_ok ? spec_row(p, slot, vh, j, n) : nullptr;
+  const int64_t spec_stride = static_cast<int64_t>(p.num_v_heads) * p.v_dim * Dk;
   TokenIn<EPL> cur, next;
   load_token(cur, p, s, t0, kh, vh, j, sub, row_ok);
   for (int i = 0; i < n; ++i) {
@@ -138,6 +159,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * kLanesPerRow) recurrent_kernel
 #pragma unroll
     for (int e = 0; e < EPL; ++e) st[e] = __fmaf_rn(cur.decay, st[e], u * cur.k[e]);
     if (row_ok && sub == 0) out[static_cast<int64_t>(t) * out_stride] = f2bf(o);
+    if (spec != nullptr && i + 1 < n) save_row<EPL>(spec + i * spec_stride, st, sub, Dk);
     if (i + 1 < n) cur = next;
   }
   if (row_ok) {
@@ -218,6 +240,8 @@ __global__ void __launch_bounds__(kRowsPerBlock * kLanesPerRow) staged_kernel(Ga
   }
   const int64_t out_stride = static_cast<int64_t>(Hv) * p.v_dim;
   uint16_t* out = p.out + static_cast<int64_t>(vh) * p.v_dim + j;
+  float* spec = row_ok ? spec_row(p, slot, vh, j, n) : nullptr;
+  const int64_t spec_stride = static_cast<int64_t>(Hv) * p.v_dim * Dk;
 
   issue(0, 0);
   for (int c0 = 0, buf = 0; c0 < n; c0 += kChunk, buf ^= 1) {
@@ -259,6 +283,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * kLanesPerRow) staged_kernel(Ga
 #pragma unroll
       for (int e = 0; e < EPL; ++e) st[e] = __fmaf_rn(decay, st[e], u * k[e]);
       if (row_ok && sub == 0) out[static_cast<int64_t>(t0 + c0 + tt) * out_stride] = f2bf(o);
+      if (spec != nullptr && c0 + tt + 1 < n) save_row<EPL>(spec + (c0 + tt) * spec_stride, st, sub, Dk);
     }
     __syncthreads();
   }

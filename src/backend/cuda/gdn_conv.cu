@@ -67,6 +67,25 @@ __global__ void conv_state_kernel(GdnConvParams p) {
   if (slot < 0 || slot >= p.num_slots) return;
   const bool init = p.has_initial_state[s] != 0;
   uint16_t* st = p.conv_state + slot * (K - 1) * p.channels + c;
+  // A verify chunk also saves the window after each token but its last
+  // (rows j + 1 .. j + K - 1 of the same concatenation), before the state
+  // below overwrites the history it reads.
+  if (p.spec_states != nullptr && n <= p.spec_k + 1) {
+    for (int j = 0; j + 1 < n; ++j) {
+      uint16_t* sp = p.spec_states + ((slot * p.spec_k + j) * (K - 1)) * p.channels + c;
+#pragma unroll
+      for (int r = 0; r < K - 1; ++r) {
+        const int src = j + 1 + r;
+        uint16_t v;
+        if (src >= K - 1) {
+          v = p.x[static_cast<int64_t>(start + src - (K - 1)) * p.x_stride + c];
+        } else {
+          v = init ? st[static_cast<int64_t>(src) * p.channels] : uint16_t{0};
+        }
+        sp[static_cast<int64_t>(r) * p.channels] = v;
+      }
+    }
+  }
   // Row r of the new state is row n + r of [history (K-1 rows) | new (n rows)];
   // rows are written in increasing r and read at n + r > r, so in place is safe.
 #pragma unroll

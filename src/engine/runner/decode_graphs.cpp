@@ -17,9 +17,10 @@ int64_t DecodeGraphs::seq_len_bucket(int64_t max_seq_len, int64_t max_model_len)
 }
 
 TensorView DecodeGraphs::run(StepContext& ctx, const std::function<TensorView(const StepContext&)>& forward) {
-  if (!recorder_ || !ctx.decode_only || ctx.num_seqs > kMaxBatch) return forward(ctx);
+  const bool uniform = ctx.decode_only || ctx.uniform_query_len > 0;
+  if (!recorder_ || !uniform || ctx.num_seqs > kMaxBatch) return forward(ctx);
   ctx.max_seq_len = seq_len_bucket(ctx.max_seq_len, max_model_len_);
-  const Key key{ctx.num_seqs, ctx.sample_rows.numel(), ctx.max_seq_len};
+  const Key key{ctx.num_seqs, ctx.sample_rows.numel(), ctx.max_seq_len, ctx.max_query_len};
   auto it = graphs_.find(key);
   if (it == graphs_.end()) {
     if (graphs_.size() < kMaxGraphs) graphs_.emplace(key, Entry{});

@@ -1,6 +1,7 @@
 #pragma once
-// Decode steps replayed from recorded device graphs (what vLLM does with CUDA
-// graphs): enqueueing a large model op by op costs the host several
+// Decode steps, and speculative verify steps whose sequences all bring the
+// same number of drafts, replayed from recorded device graphs (what vLLM
+// does with CUDA graphs): enqueueing a large model op by op costs the host several
 // milliseconds a step, which for a small-active-parameter MoE is longer than
 // the GPU's work. A decode step's launches depend only on its batch, its
 // sampled rows and the bound on sequence lengths that sizes split-KV
@@ -49,7 +50,7 @@ class DecodeGraphs {
 
  private:
   struct Key {
-    int64_t seqs, rows, seq_len_bound;
+    int64_t seqs, rows, seq_len_bound, query_len;
     auto operator<=>(const Key&) const = default;
   };
   struct Entry {

@@ -27,7 +27,11 @@ TensorView i32_view(const DeviceBuffer& b, Shape s) { return b.view().reshape(Sh
 }  // namespace
 
 ModelRunner::ModelRunner(std::unique_ptr<Model> model, const RunnerOptions& options)
-    : model_(std::move(model)), opts_(options), graphs_(options.record_graph, options.max_model_len) {
+    : model_(std::move(model)),
+      opts_(options),
+      graphs_(options.record_graph, options.max_model_len),
+      draft_graphs_{DecodeGraphs(options.record_graph, options.max_model_len),
+                    DecodeGraphs(options.record_graph, options.max_model_len)} {
   HYLLM_CHECK(model_ != nullptr, "ModelRunner without a model");
   const ModelOptions& mo = model_->options();
   if (opts_.max_num_tokens > mo.max_num_tokens || opts_.max_num_seqs > mo.max_num_seqs)
@@ -35,6 +39,8 @@ ModelRunner::ModelRunner(std::unique_ptr<Model> model, const RunnerOptions& opti
          opts_.max_num_tokens, opts_.max_num_seqs, mo.max_num_tokens, mo.max_num_seqs);
   Backend& be = model_->backend();
   const int64_t T = opts_.max_num_tokens, S = opts_.max_num_seqs;
+  num_spec_ = mo.num_speculative_tokens;
+  const int64_t R = S * (1 + num_spec_);  // a verify chunk samples 1 + drafts rows
   dev_.token_ids = i32_buffer(be, T);
   dev_.positions = i32_buffer(be, T);
   dev_.slot_mapping = i32_buffer(be, T);
@@ -42,7 +48,13 @@ ModelRunner::ModelRunner(std::unique_ptr<Model> model, const RunnerOptions& opti
   dev_.seq_lens = i32_buffer(be, S);
   dev_.state_indices = i32_buffer(be, S);
   dev_.has_initial_state = i32_buffer(be, S);
-  dev_.sample_rows = i32_buffer(be, S);
+  dev_.sample_rows = i32_buffer(be, R);
+  if (num_spec_ > 0) {
+    dev_.hidden_rows = i32_buffer(be, T);
+    dev_.keep = i32_buffer(be, S);
+    hidden_rows_.resize(T);
+    keep_.resize(S);
+  }
   token_ids_.resize(T);
   positions_.resize(T);
   slot_mapping_.resize(T);
@@ -50,7 +62,7 @@ ModelRunner::ModelRunner(std::unique_ptr<Model> model, const RunnerOptions& opti
   seq_lens_.resize(S);
   state_indices_.resize(S);
   has_initial_state_.resize(S);
-  sample_rows_.resize(S);
+  sample_rows_.resize(R);
 }
 
 CacheLayout ModelRunner::cache_layout() const {
@@ -100,6 +112,7 @@ void ModelRunner::set_block_geometry(int block_size) {
     dev_.block_tables = i32_buffer(model_->backend(), n);
   }
   block_tables_.assign(static_cast<size_t>(n), 0);
+  if (num_spec_ > 0) draft_tables_.assign(static_cast<size_t>(n), 0);
 }
 
 void ModelRunner::profile_run() {
@@ -145,6 +158,10 @@ void ModelRunner::profile_run() {
     w.sample = true;
     w.sampling = &sampling;
     w.prompt_ids = w.token_ids;
+    // Speculating, a step samples up to 1 + K rows per sequence: the profile
+    // samples as many, so that the sampler's scratch reaches that size too.
+    w.output_ids = std::span<const int32_t>(ids).first(0);
+    w.num_drafts = static_cast<int>(std::min<int64_t>(num_spec_, n - 1));
     input.seqs.push_back(w);
   }
   profiling_ = true;
@@ -159,6 +176,7 @@ void ModelRunner::profile_run() {
   be.synchronize();
   model_->allocate_cache(0, kBlock, 0);
   graphs_.clear();
+  for (DecodeGraphs& g : draft_graphs_) g.clear();
   num_blocks_ = num_slots_ = 0;
   log::info("Memory profiling took {:.2f} seconds (one step of {} tokens in {} sequences)",
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), tokens,
@@ -173,6 +191,7 @@ void ModelRunner::allocate_cache(const CacheAllocation& a) {
     fail(ErrorCode::kInvalidArgument, "no state slots for {} GDN layers", model_->num_gdn_layers());
   model_->allocate_cache(a.num_blocks, a.block_size, a.num_state_slots);
   graphs_.clear();  // recordings point into the old cache
+  for (DecodeGraphs& g : draft_graphs_) g.clear();
   set_block_geometry(a.block_size);
   num_blocks_ = a.num_blocks;
   num_slots_ = a.num_state_slots;
@@ -185,13 +204,19 @@ StepContext ModelRunner::plan(const StepInput& input) {
   HYLLM_CHECK(block_size_ > 0, "execute before allocate_cache");
   const int64_t bs = block_size_, V = model_->vocab_size();
   int64_t T = 0, R = 0, max_q = 0, max_len = 0;
-  bool decode_only = true;
+  bool decode_only = true, verify = false, uniform = true;
   query_start_loc_[0] = 0;
   for (int64_t s = 0; s < S; ++s) {
     const SeqWork& w = input.seqs[s];
     const int64_t n = static_cast<int64_t>(w.token_ids.size());
     const int64_t end = w.start_pos + n;
     if (n == 0) fail(ErrorCode::kInternal, "sequence {} has no tokens in this step", w.seq_id);
+    // A verify chunk is the last token and its drafts (the rollback keeps one
+    // of its first K states); the profile step only samples as many rows.
+    if (w.num_drafts < 0 || w.num_drafts > num_spec_ || w.num_drafts >= n ||
+        (w.num_drafts > 0 && ((n != w.num_drafts + 1 && !profiling_) || !w.sample)))
+      fail(ErrorCode::kInternal, "sequence {}: {} drafts in a chunk of {} tokens (at most {})", w.seq_id,
+           w.num_drafts, n, num_spec_);
     if (T + n > opts_.max_num_tokens)
       fail(ErrorCode::kInternal, "step has more than {} tokens", opts_.max_num_tokens);
     if (w.start_pos < 0 || end > opts_.max_model_len)
@@ -225,7 +250,11 @@ StepContext ModelRunner::plan(const StepInput& input) {
     seq_lens_[s] = static_cast<int32_t>(end);
     state_indices_[s] = std::max<int32_t>(w.state_slot, 0);
     has_initial_state_[s] = w.start_pos > 0 ? 1 : 0;
-    if (w.sample) sample_rows_[R++] = static_cast<int32_t>(T - 1);
+    if (w.sample) {
+      for (int64_t j = w.num_drafts; j >= 0; --j) sample_rows_[R++] = static_cast<int32_t>(T - 1 - j);
+    }
+    verify = verify || w.num_drafts > 0;
+    uniform = uniform && w.sample && w.num_drafts == input.seqs[0].num_drafts;
     max_q = std::max(max_q, n);
     max_len = std::max(max_len, end);
     decode_only = decode_only && n == 1;
@@ -237,6 +266,7 @@ StepContext ModelRunner::plan(const StepInput& input) {
   upload(be, dev_.query_start_loc, query_start_loc_, S + 1);
   upload(be, dev_.seq_lens, seq_lens_, S);
   upload(be, dev_.block_tables, block_tables_, S * max_blocks_per_seq_);
+  step_rows_on_device_ = S;
   upload(be, dev_.state_indices, state_indices_, S);
   upload(be, dev_.has_initial_state, has_initial_state_, S);
   upload(be, dev_.sample_rows, sample_rows_, R);
@@ -256,6 +286,8 @@ StepContext ModelRunner::plan(const StepInput& input) {
   ctx.max_query_len = max_q;
   ctx.max_seq_len = max_len;
   ctx.decode_only = decode_only;
+  ctx.keep_spec_states = verify;
+  ctx.uniform_query_len = verify && uniform ? max_q : 0;
   return ctx;
 }
 
@@ -267,10 +299,31 @@ bool ModelRunner::can_sample_on_device(const StepInput& input) const {
   return true;
 }
 
-void ModelRunner::sample_on_device(const StepInput& input, const TensorView& logits, StepOutput& out) {
-  device_rows_.clear();
+void ModelRunner::expand_rows(const StepInput& input) {
+  rows_.clear();
+  row_seq_.clear();
+  size_t seq = 0;
   for (const SeqWork& w : input.seqs) {
     if (!w.sample) continue;
+    if (w.num_drafts > 0 && w.constraint != nullptr)
+      fail(ErrorCode::kInternal, "sequence {}: drafts with a structured-output constraint", w.seq_id);
+    for (int j = 0; j <= w.num_drafts; ++j) {
+      // Row j samples as a decode step after the first j drafts would (executor.h).
+      SeqWork r = w;
+      r.output_ids = std::span<const int32_t>(w.output_ids.data(), w.output_ids.size() + static_cast<size_t>(j));
+      r.sample_index = w.sample_index + static_cast<uint64_t>(j);
+      if (static_cast<int>(r.output_ids.size()) >= w.sampling->min_tokens) r.banned_token_ids = {};
+      rows_.push_back(r);
+      row_seq_.push_back(seq);
+    }
+    ++seq;
+  }
+}
+
+void ModelRunner::sample_on_device(const TensorView& logits, std::vector<SampledToken>& out) {
+  device_rows_.clear();
+  for (size_t row = 0; row < rows_.size(); ++row) {
+    const SeqWork& w = rows_[row];
     const SamplingParams& p = *w.sampling;
     DeviceSamplingRow r;
     r.temperature = p.temperature;
@@ -286,28 +339,24 @@ void ModelRunner::sample_on_device(const StepInput& input, const TensorView& log
     r.banned_ids = w.banned_token_ids;
     r.prompt_ids = w.prompt_ids;
     r.output_ids = w.output_ids;
-    r.allowed = token_mask(device_rows_.size());
+    r.allowed = token_mask(row_seq_[row]);
     device_rows_.push_back(r);
   }
   std::vector<DeviceSampledToken> tokens = opts_.device_sampler->sample(logits, device_rows_);
   HYLLM_CHECK(tokens.size() == device_rows_.size(), "device sampler returned {} rows for {}", tokens.size(),
               device_rows_.size());
-  size_t row = 0;
-  for (const SeqWork& w : input.seqs) {
-    if (!w.sample) continue;
-    DeviceSampledToken& t = tokens[row++];
-    out.sampled.push_back(SampledToken{t.token, t.logprob, std::move(t.top_logprobs)});
+  for (size_t row = 0; row < rows_.size(); ++row) {
+    // A row whose mask allows nothing comes back as -1: the engine fails that request alone.
+    DeviceSampledToken& t = tokens[row];
+    out.push_back(SampledToken{t.token, t.logprob, std::move(t.top_logprobs)});
   }
 }
 
-void ModelRunner::sample_on_host(const StepInput& input, StepOutput& out) {
+void ModelRunner::sample_on_host(std::vector<SampledToken>& out) {
   const int64_t V = model_->vocab_size();
-  int64_t row = 0;
-  for (const SeqWork& w : input.seqs) {
-    if (!w.sample) continue;
-    std::span<const float> l(logits_host_.data() + row * V, static_cast<size_t>(V));
-    ++row;
-    out.sampled.push_back(sampler_.sample(l, w, token_mask(static_cast<size_t>(row - 1))));
+  for (size_t row = 0; row < rows_.size(); ++row) {
+    std::span<const float> l(logits_host_.data() + static_cast<int64_t>(row) * V, static_cast<size_t>(V));
+    out.push_back(sampler_.sample(l, rows_[row], token_mask(row_seq_[row])));
   }
 }
 
@@ -363,12 +412,19 @@ StepOutput ModelRunner::execute(const StepInput& input) {
   // Enqueued before the device sampler's one synchronisation, so it is done by then.
   if (to_host) be.copy_to_host(logits_host_.data(), logits.data(), logits_host_.size() * sizeof(float));
 
-  StepOutput out;
+  expand_rows(input);
+  std::vector<SampledToken> rows;
   if (on_device) {
-    sample_on_device(input, logits, out);
+    sample_on_device(logits, rows);
   } else {
     be.synchronize();
-    sample_on_host(input, out);
+    sample_on_host(rows);
+  }
+  StepOutput out;
+  if (num_spec_ > 0 && !profiling_) {
+    verify_and_propose(input, std::move(rows), out);
+  } else {
+    out.sampled = std::move(rows);
   }
   auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   record_timing(secs(t1 - t0), secs(t2 - t1), secs(Clock::now() - t2), ctx.num_tokens);

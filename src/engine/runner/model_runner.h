@@ -12,6 +12,12 @@
 //   auto runner = ModelRunner(load_model(dir, backend, {...}), RunnerOptions{...});
 //   runner.allocate_cache({.block_size = 16, .num_blocks = n, .num_state_slots = m});
 //   StepOutput out = runner.execute(step);
+//
+// Speculative decoding (the model's options().num_speculative_tokens > 0)
+// follows executor.h: the verify rows are sampled like the rows of separate
+// decode steps, drafts are accepted while they equal those samples, the GDN
+// states roll back to the last accepted token (Model::rollback_states), and
+// the MTP head proposes the next drafts (model_runner_spec.cpp).
 
 #include <memory>
 #include <vector>
@@ -71,19 +77,36 @@ class ModelRunner final : public ModelExecutor {
   // after a device-sampled step unless RunnerOptions::keep_logits.
   const std::vector<float>& last_logits() const { return logits_host_; }
   // Decode steps replayed from recorded graphs so far.
-  int64_t graph_replays() const { return graphs_.replays(); }
+  int64_t graph_replays() const { return graphs_.replays() + draft_graphs_[0].replays() + draft_graphs_[1].replays(); }
 
  private:
   // Fixed-capacity device copies of the step's metadata.
   struct DeviceInputs {
     DeviceBuffer token_ids, positions, slot_mapping, query_start_loc, seq_lens, block_tables, state_indices,
         has_initial_state, sample_rows;
+    DeviceBuffer hidden_rows, keep;  // speculative decoding: draft passes, state rollback
+  };
+  // One sequence of an MTP pass: n tokens at positions start_pos.., reading
+  // hidden rows hidden_row.., with the block table of row plan_row of the step.
+  struct DraftSeq {
+    int64_t plan_row = 0;
+    int64_t start_pos = 0;
+    std::vector<int32_t> tokens;
+    int64_t hidden_row = 0;
+    bool sample = false;
   };
   StepContext plan(const StepInput& input);
   void set_block_geometry(int block_size);
   bool can_sample_on_device(const StepInput& input) const;
-  void sample_on_device(const StepInput& input, const TensorView& logits, StepOutput& out);
-  void sample_on_host(const StepInput& input, StepOutput& out);
+  // The rows to sample: one per sampled SeqWork, 1 + num_drafts for a verify chunk (rows_).
+  void expand_rows(const StepInput& input);
+  void sample_on_device(const TensorView& logits, std::vector<SampledToken>& out);
+  void sample_on_host(std::vector<SampledToken>& out);
+  // Speculative decoding after the target step (model_runner_spec.cpp):
+  // acceptance, GDN rollback, the MTP passes that propose the next drafts.
+  void verify_and_propose(const StepInput& input, std::vector<SampledToken> rows, StepOutput& out);
+  StepContext plan_draft(const std::vector<DraftSeq>& seqs);
+  std::vector<int32_t> draft_argmax(const TensorView& logits, int64_t rows);
   // Structured output: the bitmask of every constrained sampled row, computed
   // on the host while the device runs the forward.
   void fill_token_masks(const StepInput& input);
@@ -98,12 +121,21 @@ class ModelRunner final : public ModelExecutor {
   std::vector<int32_t> token_ids_, positions_, slot_mapping_, query_start_loc_, seq_lens_, block_tables_,
       state_indices_, has_initial_state_, sample_rows_;
   std::vector<float> logits_host_;
+  int64_t num_spec_ = 0;               // the model's num_speculative_tokens
+  std::vector<SeqWork> rows_;          // this step's sampled rows
+  std::vector<size_t> row_seq_;        // the sampled sequence (its index among them) of each row
+  std::vector<int32_t> hidden_rows_, keep_, draft_tables_;
+  std::vector<float> draft_logits_;
   Sampler sampler_;
   std::vector<DeviceSamplingRow> device_rows_;
   std::vector<uint32_t> token_masks_;  // [sampled rows, bitmask_words(vocab)]
   std::vector<uint8_t> row_masked_;    // per sampled row: its mask applies
   bool profiling_ = false;  // the profile step's tokens are not checked
   DecodeGraphs graphs_;
+  // MTP passes whose sequences all have the same number of tokens: pass 1
+  // (reading the target's hidden states) and passes 2..K (the head's own).
+  DecodeGraphs draft_graphs_[2];
+  int64_t step_rows_on_device_ = 0;  // leading rows of dev_.block_tables that are this step's, in step order
   // Where a step's wall time goes (debug log every kTimingSteps steps): host
   // planning and input upload, enqueueing the forward, sampling (which waits
   // for the GPU). An enqueue time close to the step time means launch-bound.

@@ -247,6 +247,12 @@ ModelConfig parse_model_config(const json& config, const json* hf_quant_config, 
   std::optional<bool> tie = top.opt_bool("tie_word_embeddings");
   if (!tie) tie = text.opt_bool("tie_word_embeddings");
   c.tie_word_embeddings = tie.value_or(false);
+  if (auto mtp = text.opt_int("mtp_num_hidden_layers")) {
+    if (*mtp < 0 || *mtp > kMaxLayers)
+      fail(ErrorCode::kInvalidArgument, "{}: mtp_num_hidden_layers must be in [0, {}], got {}", text.where(),
+           kMaxLayers, *mtp);
+    c.mtp_num_hidden_layers = *mtp;
+  }
 
   DType top_dtype = parse_dtype_field(top, "torch_dtype", DType::kBF16);
   top_dtype = parse_dtype_field(top, "dtype", top_dtype);

@@ -107,6 +107,9 @@ struct ModelConfig {
   int64_t max_position_embeddings = 0;
 
   bool tie_word_embeddings = false;
+  // Multi-token prediction layers after the decoder (mtp.layers.*, one full
+  // attention layer each); they share embed_tokens and lm_head.
+  int64_t mtp_num_hidden_layers = 0;
   DType dtype = DType::kBF16;            // torch_dtype / dtype
   DType mamba_ssm_dtype = DType::kF32;   // GDN recurrent state
   std::vector<int64_t> eos_token_ids;    // from config.json; generation_config may add more

@@ -15,10 +15,14 @@
 namespace hyllm {
 
 // One GDN layer's state slots: conv [slots, K-1, C] bf16, recurrent
-// [slots, Hv, Dv, Dk] f32.
+// [slots, Hv, Dv, Dk] f32; for a speculative verify step also the saved
+// states after each of a sequence's first K_spec tokens (ops.h spec_states):
+// spec_conv [slots, K_spec, K-1, C], spec_recurrent [slots, K_spec, Hv, Dv, Dk].
 struct GdnStateView {
   TensorView conv;
   TensorView recurrent;
+  TensorView spec_conv;       // optional
+  TensorView spec_recurrent;  // optional
 };
 
 class GatedDeltaNet {

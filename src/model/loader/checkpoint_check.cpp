@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <regex>
@@ -92,7 +93,13 @@ CheckpointCheck check_checkpoint_tensors(const std::vector<TensorInfo>& tensors,
     if (!is_float(s->dtype)) bad_dtype.add(fmt::format("{} {} (expected a float type)", s->name, dtype_name(s->dtype)));
   };
 
+  // The MTP head is all there or absent; a config without MTP layers makes
+  // any mtp.* tensor irrelevant (dropped, like the vision tower).
+  const bool has_mtp = std::any_of(tensors.begin(), tensors.end(),
+                                   [](const TensorInfo& t) { return t.name.starts_with("mtp."); });
+  size_t mtp_dropped = 0;
   for (const TensorSpec& spec : specs) {
+    if (spec.mtp && !has_mtp) continue;
     if (spec.role == TensorRole::kBlockScale || spec.role == TensorRole::kWeightScale ||
         spec.role == TensorRole::kInputScale || spec.role == TensorRole::kKvScale) {
       continue;  // claimed through their weight, or below
@@ -150,7 +157,10 @@ CheckpointCheck check_checkpoint_tensors(const std::vector<TensorInfo>& tensors,
       orphan_scale.add(t.name + " (not a scalar on a full-attention layer)");
       continue;
     }
-    if (ends_with_any(t.name, {".weight_scale_inv", ".weight_scale", ".input_scale", "_scale_inv"})) {
+    if (config.mtp_num_hidden_layers == 0 && t.name.starts_with("mtp.")) {
+      result.ignored.push_back(t.name);
+      ++mtp_dropped;
+    } else if (ends_with_any(t.name, {".weight_scale_inv", ".weight_scale", ".input_scale", "_scale_inv"})) {
       orphan_scale.add(t.name);
     } else if ((t.name == "lm_head.weight" && config.tie_word_embeddings) || t.name.ends_with("rotary_emb.inv_freq")) {
       result.ignored.push_back(t.name);
@@ -168,7 +178,11 @@ CheckpointCheck check_checkpoint_tensors(const std::vector<TensorInfo>& tensors,
     fail(ErrorCode::kCorruptData, "{}: the checkpoint does not match {} ({} experts):{}", source_name,
          config.architecture, expert_layout_name(result.expert_layout), message);
   }
-  for (const std::string& name : result.ignored) log::info("{}: ignoring {}", source_name, name);
+  for (const std::string& name : result.ignored) {
+    if (!name.starts_with("mtp.")) log::info("{}: ignoring {}", source_name, name);
+  }
+  if (mtp_dropped > 0)
+    log::info("{}: ignoring {} MTP tensors (mtp.*): config.json has no mtp_num_hidden_layers", source_name, mtp_dropped);
   return result;
 }
 

@@ -15,6 +15,10 @@
 // - every scale tensor belongs to an FP8 weight (orphans are errors);
 //   KV-cache scales (layers.i.self_attn.{k,v}_scale, scalars) are accepted on
 //   full-attention layers whenever present;
+// - the MTP head (mtp.*, when config.json has mtp_num_hidden_layers) is
+//   checked like the rest when the checkpoint has any mtp.* tensor and may
+//   be absent as a whole; mtp.* tensors of a config without MTP layers are
+//   dropped;
 // - anything else is unexpected and an error (a strict rule, because a
 //   silently ignored tensor is how name-mapping bugs turn into garbage
 //   output), except lm_head.weight in a tied model and rotary inv_freq

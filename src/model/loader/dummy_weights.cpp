@@ -34,7 +34,8 @@ Fill fill_for(const TensorSpec& s) {
     case TensorRole::kParameter: break;
   }
   if (n.ends_with("linear_attn.norm.weight")) return Fill::kNearOne;
-  if (n.ends_with("norm.weight")) return Fill::kNearZero;  // (1+w) norms: layernorms, q/k norm, final norm
+  if (n.ends_with("norm.weight") || n.starts_with("mtp.pre_fc_norm_"))
+    return Fill::kNearZero;  // (1+w) norms: layernorms, q/k norm, final norm, the MTP norms
   if (n.ends_with("A_log")) return Fill::kALog;
   if (n.ends_with("dt_bias")) return Fill::kDtBias;
   if (n.ends_with("conv1d.weight")) return Fill::kConv;

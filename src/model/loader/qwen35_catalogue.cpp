@@ -93,22 +93,35 @@ class Catalogue {
     param(p + "mlp.shared_expert_gate.weight", Shape{1, H});
   }
 
+  void decoder_layer(const std::string& p, bool full_attention, ExpertLayout layout) {
+    const int64_t H = c_.hidden_size;
+    param(p + "input_layernorm.weight", Shape{H});
+    if (full_attention) attention(p);
+    else linear_attention(p);
+    param(p + "post_attention_layernorm.weight", Shape{H});
+    if (c_.is_moe) moe(p, layout);
+    else dense_mlp(p + "mlp.", c_.intermediate_size);
+  }
+
   std::vector<TensorSpec> build(ExpertLayout layout) {
     const int64_t H = c_.hidden_size;
     param("embed_tokens.weight", Shape{c_.vocab_size, H});
-    for (int64_t i = 0; i < c_.num_hidden_layers; ++i) {
-      std::string p = fmt::format("layers.{}.", i);
-      param(p + "input_layernorm.weight", Shape{H});
-      if (c_.layer_types[i] == LayerType::kFullAttention) attention(p);
-      else linear_attention(p);
-      param(p + "post_attention_layernorm.weight", Shape{H});
-      if (c_.is_moe) moe(p, layout);
-      else dense_mlp(p + "mlp.", c_.intermediate_size);
-    }
+    for (int64_t i = 0; i < c_.num_hidden_layers; ++i)
+      decoder_layer(fmt::format("layers.{}.", i), c_.layer_types[i] == LayerType::kFullAttention, layout);
     param("norm.weight", Shape{H});
     // lm_head is never quantized: vLLM builds it as an embedding-like layer
     // outside the FP8 linear path, and the official repos keep it in BF16.
     if (!c_.tie_word_embeddings) param("lm_head.weight", Shape{c_.vocab_size, H});
+    const size_t first_mtp = out_.size();
+    if (c_.mtp_num_hidden_layers > 0) {
+      linear("mtp.fc", H, 2 * H);
+      param("mtp.pre_fc_norm_embedding.weight", Shape{H});
+      param("mtp.pre_fc_norm_hidden.weight", Shape{H});
+      for (int64_t i = 0; i < c_.mtp_num_hidden_layers; ++i)
+        decoder_layer(fmt::format("mtp.layers.{}.", i), /*full_attention=*/true, layout);
+      param("mtp.norm.weight", Shape{H});
+    }
+    for (size_t i = first_mtp; i < out_.size(); ++i) out_[i].mtp = true;
     return std::move(out_);
   }
 

@@ -46,6 +46,9 @@ struct TensorSpec {
   // scale tensors. Empty otherwise.
   std::vector<std::string> related;
   bool optional = false;  // KV scales only
+  // Part of the MTP head (mtp.*): a checkpoint holds all of the head or none
+  // of it (many repos strip it); the model loads it only for speculative decoding.
+  bool mtp = false;
   bool quantized() const { return role == TensorRole::kLinearWeight && dtype == DType::kF8E4M3; }
 };
 
@@ -53,7 +56,10 @@ struct TensorSpec {
 // expert in FP8.
 ExpertLayout default_expert_layout(const ModelConfig& config);
 
-// In model order: embed_tokens, layers 0..L-1, norm, lm_head (absent when tied).
+// In model order: embed_tokens, layers 0..L-1, norm, lm_head (absent when
+// tied), then the MTP head when config.mtp_num_hidden_layers > 0: mtp.fc
+// [H, 2H], mtp.pre_fc_norm_embedding / pre_fc_norm_hidden / norm [H], and
+// mtp.layers.{i}.* as full-attention decoder layers (dense MLP or MoE).
 // Throws kUnsupported for fused experts in FP8 (no checkpoint is known to use it).
 std::vector<TensorSpec> qwen35_expected_tensors(const ModelConfig& config, ExpertLayout experts);
 inline std::vector<TensorSpec> qwen35_expected_tensors(const ModelConfig& config) {

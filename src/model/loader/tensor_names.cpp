@@ -15,7 +15,7 @@ bool replace_suffix(std::string& s, std::string_view from, std::string_view to) 
 }  // namespace
 
 std::optional<std::string> canonical_tensor_name(std::string_view checkpoint_name) {
-  for (std::string_view skipped : {"model.visual.", "visual.", "mtp.", "model.mtp.", "model.language_model.mtp."}) {
+  for (std::string_view skipped : {"model.visual.", "visual."}) {
     if (checkpoint_name.starts_with(skipped)) return std::nullopt;
   }
   std::string name = canonical_module_name(checkpoint_name);

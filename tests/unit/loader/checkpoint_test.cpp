@@ -60,8 +60,10 @@ TEST(TensorNames, Canonical) {
             "layers.3.self_attn.k_proj.weight_scale");
   EXPECT_FALSE(canonical_tensor_name("model.visual.blocks.0.attn.qkv.weight"));
   EXPECT_FALSE(canonical_tensor_name("visual.merger.linear_fc1.weight"));
-  EXPECT_FALSE(canonical_tensor_name("mtp.fc.weight"));
-  EXPECT_FALSE(canonical_tensor_name("mtp.layers.0.self_attn.q_proj.weight"));
+  EXPECT_EQ(canonical_tensor_name("mtp.fc.weight"), "mtp.fc.weight");
+  EXPECT_EQ(canonical_tensor_name("model.mtp.norm.weight"), "mtp.norm.weight");
+  EXPECT_EQ(canonical_tensor_name("model.language_model.mtp.layers.0.self_attn.q_proj.weight"),
+            "mtp.layers.0.self_attn.q_proj.weight");
 }
 
 TEST(Checkpoint, DenseNestedRoundTrip) {
@@ -69,7 +71,7 @@ TEST(Checkpoint, DenseNestedRoundTrip) {
   auto dir = fresh_dir("dense_nested");
   Checkpoint ck = checkpoint_from_dummy(c, ExpertLayout::kFused);
   ck["model.visual.blocks.0.attn.qkv.weight"] = {"model.visual.blocks.0.attn.qkv.weight", "BF16", {2}, "abcd"};
-  ck["mtp.fc.weight"] = {"mtp.fc.weight", "F8_E8M0", {2}, "ab"};  // skipped, so its dtype does not matter
+  ck["mtp.fc.weight"] = {"mtp.fc.weight", "BF16", {1}, "ab"};  // no MTP layers in the config: dropped
   write_checkpoint(dir, ck);
   auto w = open_weights(dir, c, LoadFormat::kAuto);
   DummyWeights dummy(c, 7);
@@ -87,6 +89,44 @@ TEST(Checkpoint, DenseNestedRoundTrip) {
     ++visited;
   });
   EXPECT_EQ(visited, w->tensors().size());
+}
+
+TEST(Checkpoint, MtpHeadIsLoadedWholeOrNotAtAll) {
+  ModelConfig c = tiny(false);
+  c.mtp_num_hidden_layers = 1;
+  ModelConfig without = c;
+  without.mtp_num_hidden_layers = 0;
+  // The head at the top level (nested form) or under "model." (flat form).
+  for (const char* mtp_prefix : {"", "model."}) {
+    auto dir = fresh_dir(std::string("mtp_whole") + mtp_prefix);
+    Checkpoint ck;
+    for (auto& [name, t] : checkpoint_from_dummy(c, ExpertLayout::kFused, "model.")) {
+      StTensor moved = t;
+      if (name.starts_with("mtp.")) moved.name = mtp_prefix + name;
+      ck[moved.name] = moved;
+    }
+    write_checkpoint(dir, ck);
+    auto w = open_weights(dir, c, LoadFormat::kAuto);
+    expect_same_bytes(*w, DummyWeights(c, 7));
+    EXPECT_EQ(w->info("mtp.fc.weight").shape, (Shape{c.hidden_size, 2 * c.hidden_size}));
+    EXPECT_TRUE(w->contains("mtp.layers.0.self_attn.q_norm.weight"));
+    // A config without MTP layers drops the head.
+    auto plain = open_weights(dir, without, LoadFormat::kAuto);
+    EXPECT_FALSE(plain->contains("mtp.fc.weight"));
+    expect_same_bytes(*plain, DummyWeights(without, 7));
+  }
+  // A checkpoint without the head is fine (many repos strip it).
+  auto none = fresh_dir("mtp_none");
+  write_checkpoint(none, checkpoint_from_dummy(without, ExpertLayout::kFused));
+  EXPECT_FALSE(open_weights(none, c, LoadFormat::kAuto)->contains("mtp.fc.weight"));
+  // Part of a head is an error that names what is missing.
+  auto partial = fresh_dir("mtp_partial");
+  Checkpoint ck = checkpoint_from_dummy(c, ExpertLayout::kFused);
+  ck.erase("mtp.layers.0.mlp.down_proj.weight");
+  write_checkpoint(partial, ck);
+  const Error e = open_error(partial, c);
+  EXPECT_EQ(e.code(), ErrorCode::kCorruptData);
+  EXPECT_NE(std::string(e.what()).find("mtp.layers.0.mlp.down_proj.weight"), std::string::npos) << e.what();
 }
 
 TEST(Checkpoint, FlatNamesAndShards) {

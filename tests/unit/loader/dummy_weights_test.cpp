@@ -17,9 +17,12 @@ ModelConfig fixture(const std::string& name) {
   return load_model_config(std::filesystem::path(HYLLM_SOURCE_DIR) / "tests/data/configs" / name);
 }
 
-int64_t total_parameters(const WeightSource& w) {
+// Parameters of the language model, or of its MTP head (mtp.*).
+int64_t total_parameters(const WeightSource& w, bool mtp = false) {
   int64_t n = 0;
-  for (const TensorInfo& t : w.tensors()) n += t.shape.numel();
+  for (const TensorInfo& t : w.tensors()) {
+    if (t.name.starts_with("mtp.") == mtp) n += t.shape.numel();
+  }
   return n;
 }
 
@@ -60,8 +63,12 @@ TEST(DummyWeights, Qwen35_27B) {
   ModelConfig c = fixture("qwen3_5_27b");
   DummyWeights w(c, 0);
   expect_matches_catalogue(w);
-  // Per layer: 2 norms + 3 MLP + (GDN 9 | attention 6); plus embed, norm, lm_head.
-  EXPECT_EQ(w.tensors().size(), 3u + 48 * (5 + 9) + 16 * (5 + 6));
+  // Per layer: 2 norms + 3 MLP + (GDN 9 | attention 6); plus embed, norm,
+  // lm_head; plus the MTP head: fc, 3 norms and one attention layer.
+  EXPECT_EQ(w.tensors().size(), 3u + 48 * (5 + 9) + 16 * (5 + 6) + 4 + (5 + 6));
+  EXPECT_EQ(w.info("mtp.fc.weight").shape, (Shape{5120, 10240}));
+  EXPECT_EQ(w.info("mtp.layers.0.self_attn.q_proj.weight").shape, (Shape{12288, 5120}));
+  EXPECT_EQ(w.info("mtp.layers.0.mlp.down_proj.weight").shape, (Shape{5120, 17408}));
   EXPECT_EQ(w.info("embed_tokens.weight").shape, (Shape{248320, 5120}));
   EXPECT_EQ(w.info("lm_head.weight").shape, (Shape{248320, 5120}));
   EXPECT_EQ(w.info("layers.3.self_attn.q_proj.weight").shape, (Shape{12288, 5120}));
@@ -78,6 +85,8 @@ TEST(DummyWeights, Qwen35_27B) {
   EXPECT_FALSE(w.contains("layers.3.linear_attn.A_log"));
   // The language model of Qwen3.5-27B has about 26.9 B parameters.
   EXPECT_NEAR(static_cast<double>(total_parameters(w)) / 1e9, 26.9, 0.3);
+  // Its MTP head: fc 52 M, one attention layer with a dense MLP 372 M.
+  EXPECT_NEAR(static_cast<double>(total_parameters(w, /*mtp=*/true)) / 1e6, 424.7, 1.0);
 }
 
 TEST(DummyWeights, Qwen35_35B_A3B) {
@@ -93,6 +102,7 @@ TEST(DummyWeights, Qwen35_35B_A3B) {
   EXPECT_EQ(w.info("layers.0.linear_attn.in_proj_qkv.weight").shape, (Shape{8192, 2048}));
   EXPECT_EQ(w.info("layers.0.linear_attn.in_proj_a.weight").shape, (Shape{32, 2048}));
   EXPECT_NEAR(static_cast<double>(total_parameters(w)) / 1e9, 34.7, 0.5);
+  EXPECT_EQ(w.info("mtp.layers.0.mlp.experts.gate_up_proj").shape, (Shape{256, 1024, 2048}));
 }
 
 TEST(DummyWeights, Qwen35_35B_A3B_Fp8PerExpert) {

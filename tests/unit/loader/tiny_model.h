@@ -54,7 +54,7 @@ inline nlohmann::json modelopt_fp8(bool kv) {
 using Checkpoint = std::map<std::string, StTensor>;
 
 // The dummy weights of `config` under HF names with `prefix` ("model.language_model."
-// or "model."), lm_head at the top level.
+// or "model."), lm_head and mtp.* at the top level.
 inline Checkpoint checkpoint_from_dummy(const ModelConfig& config, ExpertLayout layout,
                                         const std::string& prefix = "model.language_model.") {
   DummyWeights dummy(config, /*seed=*/7, layout);
@@ -62,7 +62,8 @@ inline Checkpoint checkpoint_from_dummy(const ModelConfig& config, ExpertLayout 
   for (const TensorInfo& t : dummy.tensors()) {
     std::string bytes(t.nbytes, '\0');
     dummy.read(t.name, bytes.data());
-    std::string name = t.name == "lm_head.weight" ? t.name : prefix + t.name;
+    // lm_head and the MTP head (mtp.*) sit at the top level, as in the official repos.
+    std::string name = t.name == "lm_head.weight" || t.name.starts_with("mtp.") ? t.name : prefix + t.name;
     out[name] = {name, dtype_safetensors_name(t.dtype), {t.shape.begin(), t.shape.end()}, std::move(bytes)};
   }
   return out;

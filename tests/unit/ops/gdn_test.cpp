@@ -269,5 +269,93 @@ TEST(DeltaRuleState, ChunkSplitAcrossCallsAndBatchingAgree) {
   }
 }
 
+// ---------------------------------------------------------------- speculative states
+
+// Slot `slot` of a [slots, ...] tensor (or [slots, K, ...] at index j) as values.
+std::vector<double> slab(const std::vector<double>& v, int64_t index, int64_t per) {
+  return {v.begin() + index * per, v.begin() + (index + 1) * per};
+}
+std::vector<double> slab(const HostTensor& t, int64_t index, int64_t per) { return slab(t.values(), index, per); }
+
+// A verify step of 1 + drafts tokens per sequence saves the state after each
+// of its tokens but the last, exactly what running only those tokens leaves
+// (a longer prefill chunk in the same step saves none); select_state then
+// restores any of them.
+TEST(SpecStates, DeltaRuleSavesEveryPrefixStateAndSelectStateRestoresIt) {
+  auto be = make_cpu_backend();
+  Rng rng(fresh_seed());
+  DeltaSetup d(rng, 2, 4, 16, 8);
+  const int64_t K = 3, per = d.Hv * d.Dv * d.Dk;
+  const std::vector<int64_t> qsl{0, 4, 6, 10, 16}, slots{2, 0, 1, 3}, init{1, 1, 0, 1};
+  DeltaTokens tok(rng, d, 16);
+  HostTensor state = f32_tensor({4, d.Hv, d.Dv, d.Dk}), spec = f32_tensor({4, K, d.Hv, d.Dv, d.Dk});
+  state.fill_normal(rng, 0.1);
+  spec.poison();
+  const std::vector<double> initial = state.values();
+  HostTensor q = i32_tensor(qsl), sl = i32_tensor(slots), in = i32_tensor(init), out = bf16_tensor({16, d.Hv * d.Dv});
+  GatedDeltaRuleArgs a{tok.qkv.view(), ColSlice(tok.ab.view(), d.Hv, d.Hv), ColSlice(tok.ab.view(), 0, d.Hv),
+                       d.alog.view(), d.dt.view(), state.view(), q.view(), sl.view(), in.view(), out.view(),
+                       d.Hk, d.Hv, d.Dk, d.Dv, DeltaRuleAlgorithm::kChunked, 0};
+  a.spec_states = spec.view();
+  gated_delta_rule(*be, a);
+  for (size_t s = 0; s < slots.size(); ++s) {
+    const int64_t n = qsl[s + 1] - qsl[s];
+    if (n > K + 1) {
+      for (double v : slab(spec, slots[s], K * per)) EXPECT_TRUE(std::isnan(v)) << "a prefill saves nothing";
+      continue;
+    }
+    for (int64_t j = 0; j < n - 1; ++j) {
+      HostTensor alone = f32_tensor({1, d.Hv, d.Dv, d.Dk});
+      const auto start = slab(initial, slots[s], per);
+      for (int64_t i = 0; i < per; ++i) alone.set(i, init[s] ? start[static_cast<size_t>(i)] : 0.0);
+      run_delta(*be, d, tok.rows(d, qsl[s], j + 1), alone, {0, j + 1}, {0}, {init[s]}, DeltaRuleAlgorithm::kRecurrent);
+      EXPECT_EQ(slab(spec, slots[s] * K + j, per), alone.values()) << "sequence " << s << " token " << j;
+    }
+  }
+  const auto saved_2_1 = slab(spec, 2 * K + 1, per), saved_1_0 = slab(spec, 1 * K + 0, per);
+  const auto final_0 = slab(state, 0, per);
+  HostTensor keep = i32_tensor({1, -1, 0, -1});
+  select_state(*be, {state.view(), spec.view(), sl.view(), keep.view()});
+  EXPECT_EQ(slab(state, 2, per), saved_2_1);
+  EXPECT_EQ(slab(state, 0, per), final_0) << "keep -1 leaves the state";
+  EXPECT_EQ(slab(state, 1, per), saved_1_0);
+
+  HostTensor too_far = i32_tensor({K, -1, -1, -1});
+  EXPECT_THROW(select_state(*be, {state.view(), spec.view(), sl.view(), too_far.view()}), Error);
+  HostTensor wrong = f32_tensor({4, K, d.Hv, d.Dv, d.Dk + 1});
+  EXPECT_THROW(select_state(*be, {state.view(), wrong.view(), sl.view(), keep.view()}), Error);
+}
+
+TEST(SpecStates, ConvSavesEveryPrefixWindow) {
+  auto be = make_cpu_backend();
+  Rng rng(fresh_seed());
+  ConvSetup cs(rng, 37, 4);
+  const int64_t K = 4, H = cs.K - 1, per = H * cs.C;
+  const std::vector<int64_t> qsl{0, 5, 7, 9}, slots{1, 2, 0}, init{1, 1, 0};
+  HostTensor x = bf16_tensor({9, cs.C + 5}), state = bf16_tensor({3, H, cs.C}), spec = bf16_tensor({3, K, H, cs.C});
+  x.fill_normal(rng, 2.0);
+  state.fill_normal(rng, 2.0);
+  spec.poison();
+  const std::vector<double> initial = state.values();
+  HostTensor q = i32_tensor(qsl), sl = i32_tensor(slots), in = i32_tensor(init), out = bf16_tensor({9, cs.C});
+  gdn_conv(*be, {ColSlice(x.view(), 3, cs.C), cs.w.view(), state.view(), q.view(), sl.view(), in.view(), out.view(),
+                 spec.view()});
+  for (size_t s = 0; s < slots.size(); ++s) {
+    const int64_t n = qsl[s + 1] - qsl[s];
+    for (int64_t j = 0; j < n - 1; ++j) {
+      HostTensor xs = bf16_tensor({j + 1, cs.C + 5}), alone = bf16_tensor({1, H, cs.C});
+      for (int64_t i = 0; i < xs.numel(); ++i) xs.set(i, x.v[qsl[s] * (cs.C + 5) + i]);
+      const auto start = slab(initial, slots[s], per);
+      for (int64_t i = 0; i < per; ++i) alone.set(i, start[static_cast<size_t>(i)]);
+      run_conv(*be, cs, xs, alone, {0, j + 1}, {0}, {init[s]});
+      EXPECT_EQ(slab(spec, slots[s] * K + j, per), alone.values()) << "sequence " << s << " token " << j;
+    }
+  }
+  const auto saved = slab(spec, 1 * K + 2, per);
+  HostTensor keep = i32_tensor({2, -1, -1});
+  select_state(*be, {state.view(), spec.view(), sl.view(), keep.view()});
+  EXPECT_EQ(slab(state, 1, per), saved);
+}
+
 }  // namespace
 }  // namespace hyllm::test

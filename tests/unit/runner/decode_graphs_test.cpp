@@ -80,6 +80,37 @@ TEST(DecodeGraphs, SecondStepOfAShapeIsRecordedLaterOnesReplay) {
   for (int64_t len : f.seen_seq_len) EXPECT_EQ(len, 512);
 }
 
+// Speculative verify steps where every sequence brings the same number of
+// drafts are recorded like decode steps, keyed by their tokens per sequence;
+// others run op by op.
+TEST(DecodeGraphs, UniformVerifyStepsAreRecordedPerQueryLength) {
+  StandInRecorder rec;
+  DecodeGraphs g(rec.get(), 4096);
+  CountingForward f;
+  auto verify_ctx = [](int64_t seqs, int64_t q, bool uniform) {
+    StepContext c = decode_ctx(seqs, 100);
+    c.decode_only = false;
+    c.num_tokens = seqs * q;
+    c.max_query_len = q;
+    c.uniform_query_len = uniform ? q : 0;
+    c.keep_spec_states = true;
+    c.sample_rows = TensorView(nullptr, DType::kI32, Shape{seqs * q});
+    return c;
+  };
+  for (int i = 0; i < 3; ++i) {
+    for (int64_t q : {2, 3}) {
+      StepContext c = verify_ctx(2, q, true);
+      g.run(c, f.fn());
+    }
+    StepContext mixed = verify_ctx(2, 3, false);
+    g.run(mixed, f.fn());
+  }
+  EXPECT_EQ(rec.recordings, 2);
+  EXPECT_EQ(g.size(), 2u);
+  EXPECT_EQ(g.replays(), 4);
+  EXPECT_EQ(f.calls, 9);
+}
+
 TEST(DecodeGraphs, ShapesAreBatchRowsAndSeqLenBucket) {
   StandInRecorder rec;
   DecodeGraphs g(rec.get(), 4096);

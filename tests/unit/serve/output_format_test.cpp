@@ -124,5 +124,23 @@ TEST(Metrics, VllmNamesFromEngineStats) {
   }
 }
 
+TEST(Metrics, SpecDecodeCountersOnlyWhenSpeculating) {
+  EngineStats s(4096);
+  EXPECT_EQ(render_metrics(s, "tiny").find("spec_decode"), std::string::npos);
+  s.spec_accepted_per_pos = {7, 3};
+  s.spec_num_drafts = 9;
+  s.spec_num_draft_tokens = 18;
+  s.spec_num_accepted_tokens = 10;
+  const auto text = render_metrics(s, "tiny");
+  for (const char* needle : {
+           "vllm:spec_decode_num_drafts_total{engine=\"0\",model_name=\"tiny\"} 9.0\n",
+           "vllm:spec_decode_num_draft_tokens_total{engine=\"0\",model_name=\"tiny\"} 18.0\n",
+           "vllm:spec_decode_num_accepted_tokens_total{engine=\"0\",model_name=\"tiny\"} 10.0\n",
+           "vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\",engine=\"0\",model_name=\"tiny\"} 7.0\n",
+           "vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"1\",engine=\"0\",model_name=\"tiny\"} 3.0\n"}) {
+    EXPECT_NE(text.find(needle), std::string::npos) << needle << text;
+  }
+}
+
 }  // namespace
 }  // namespace hyllm::serve

@@ -22,6 +22,8 @@ struct GdnConvParams {
   int num_seqs = 0;
   int channels = 0;
   int kernel = 0;  // K
+  uint16_t* spec_states = nullptr;  // optional [slots, spec_k, K - 1, C] (ops.h)
+  int spec_k = 0;
 };
 bool gdn_conv_supported(int kernel);
 void launch_gdn_conv(const GdnConvParams& p, cudaStream_t stream);
@@ -50,9 +52,25 @@ struct GatedDeltaRuleParams {
   int v_dim = 0;
   int max_query_len = 0;  // host bound of any sequence's tokens, 0 = unknown
   bool chunked = false;   // the op asked for the chunked algorithm
+  float* spec_states = nullptr;  // optional [slots, spec_k, Hv, Dv, Dk] (ops.h)
+  int spec_k = 0;
 };
 bool gated_delta_rule_supported(int k_dim);
 size_t gated_delta_rule_scratch_bytes(const GatedDeltaRuleParams& p);
 void launch_gated_delta_rule(const GatedDeltaRuleParams& p, void* scratch, cudaStream_t stream);
+
+// select_state (ops.h): for each s with keep[s] >= 0, copies the saved state
+// [slot][keep[s]] of slot_bytes bytes over the live state [slot].
+struct SelectStateParams {
+  void* live = nullptr;
+  const void* saved = nullptr;
+  int64_t slot_bytes = 0;  // a multiple of 2
+  int64_t num_slots = 0;
+  int spec_k = 0;
+  const int32_t* state_indices = nullptr;
+  const int32_t* keep = nullptr;
+  int num_seqs = 0;
+};
+void launch_select_state(const SelectStateParams& p, cudaStream_t stream);
 
 }  // namespace hyllm::cuda

@@ -147,7 +147,8 @@ nlohmann::json run_leg(const CompareOptions& opt, const ArmSpec& arm, int rep, c
 
   nlohmann::json leg = {{"arm", arm.name}, {"rep", rep}, {"version", id.version},
                         {"non_default_args", id.non_default_args}, {"argv", argv}};
-  for (const auto& [path, want] : arm.expected_info) leg["server_info"][path] = want;
+  for (const auto& entry : arm.expected_info)
+    if (const nlohmann::json* got = at_dotted(info, entry.first)) leg["server_info"][entry.first] = *got;
   bool first = true;
   for (const LegRun& run : leg_runs(w)) {
     const int c = run.concurrency;

@@ -4,10 +4,11 @@
 # bench/peers/llamacpp.json. Stages (HYLLM_LLAMA_STAGES, default "build agree compare"):
 #
 #  build    extracts the carried llama.cpp source archive, checks its sha256
-#           against the peer file, and builds llama-server with the peer
-#           file's cmake_flags (sm_90a, no downloads) into $LLAMA_BUILD
-#           (default build-llamacpp/: git-ignored, so a warm machine keeps it
-#           between calls; an existing build of the pinned version is reused).
+#           and its patches' against the peer file, and builds llama-server
+#           with the peer file's cmake_flags (sm_90a, no downloads) into
+#           $LLAMA_BUILD (default build-llamacpp/: git-ignored, so a warm
+#           machine keeps it between calls; a build cut short by the time
+#           limit continues where it stopped on the next call).
 #  agree    for each model: writes the GGUF of hyllm's dummy weights
 #           (`hyllm export-gguf --load-format dummy --seed 0`) to tmpfs and
 #           checks greedy agreement (tools/gguf/greedy_agreement.py, hyllm
@@ -16,7 +17,7 @@
 #           interleaved legs, a fresh server per leg, the pinned workload
 #           (c = 1, 8, 32 and 1000 prompts at once, 5 repetitions), or with
 #           HYLLM_COMPARE_WORKLOAD=quick a smaller derived workload (c = 1, 8,
-#           32, 8/8/32 prompts, no all-at-once run) for sessions with minutes
+#           32, 4/8/32 prompts, no all-at-once run) for sessions with minutes
 #           to spare; the derived file is kept in $OUT and named in the table.
 #
 # Prints the agreement and comparison tables last; logs and JSON go to $OUT.
@@ -57,23 +58,29 @@ source_stamp() {
     done; } | sha256sum | cut -d' ' -f1
 }
 
+# Resumable across calls: the source is unpacked once per pin (source.stamp),
+# and ninja continues an interrupted build.
 build_stage() {
-  if [[ -x $SERVER && -f $LLAMA_BUILD/source.stamp && $(cat "$LLAMA_BUILD/source.stamp") == "$(source_stamp)" ]]; then
-    echo "llama-server of the pinned source already built: $SERVER"
-    return 0
+  local stamp; stamp=$(source_stamp)
+  if [[ ! -f $LLAMA_BUILD/source.stamp || $(cat "$LLAMA_BUILD/source.stamp") != "$stamp" ]]; then
+    [[ -f $ARCHIVE ]] || { echo "no llama.cpp source archive at $ARCHIVE (see tools/gguf/README.md)" >&2; return 1; }
+    rm -rf "$LLAMA_BUILD/build"
+    tools/gguf/prepare_llamacpp_source.sh "$ARCHIVE" "$LLAMA_BUILD" > /dev/null || return 1
+    echo "$stamp" > "$LLAMA_BUILD/source.stamp"
   fi
-  [[ -f $ARCHIVE ]] || { echo "no llama.cpp source archive at $ARCHIVE (see tools/gguf/README.md)" >&2; return 1; }
-  local src
-  src=$(tools/gguf/prepare_llamacpp_source.sh "$ARCHIVE" "$LLAMA_BUILD") || return 1
+  local src; src=$(ls -d "$LLAMA_BUILD"/src/*/ | head -1)
   local t0=$SECONDS nvcc=()
   [[ -x /usr/local/cuda/bin/nvcc ]] && nvcc=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+  if [[ ! -f $LLAMA_BUILD/build/build.ninja ]]; then
+    # shellcheck disable=SC2046
+    cmake -S "$src" -B "$LLAMA_BUILD/build" -G Ninja $(peer source.cmake_flags) "${nvcc[@]}" > "$OUT/llama_cmake.log" 2>&1 ||
+      { echo "llama.cpp configure failed:"; tail -30 "$OUT/llama_cmake.log"; return 1; }
+  fi
   # shellcheck disable=SC2046
-  cmake -S "$src" -B "$LLAMA_BUILD/build" -G Ninja $(peer source.cmake_flags) "${nvcc[@]}" > "$OUT/llama_cmake.log" 2>&1 &&
-    cmake --build "$LLAMA_BUILD/build" -j "$JOBS" --target $(peer source.build_targets) > "$OUT/llama_build.log" 2>&1 ||
-    { echo "llama.cpp build failed:"; tail -30 "$OUT/llama_build.log" "$OUT/llama_cmake.log"; return 1; }
-  source_stamp > "$LLAMA_BUILD/source.stamp"
-  echo "built llama-server in $((SECONDS - t0)) s: $("$SERVER" --version 2>&1 | head -1)"
-  tables+=("llama.cpp build: $((SECONDS - t0)) s with $JOBS jobs")
+  cmake --build "$LLAMA_BUILD/build" -j "$JOBS" --target $(peer source.build_targets) > "$OUT/llama_build.log" 2>&1 ||
+    { echo "llama.cpp build failed or was interrupted (run again to continue):"; tail -30 "$OUT/llama_build.log"; return 1; }
+  echo "llama-server ready after $((SECONDS - t0)) s of building: $("$SERVER" --version 2>&1 | head -1)"
+  tables+=("llama.cpp build: $((SECONDS - t0)) s with $JOBS jobs ($("$SERVER" --version 2>&1 | head -1))")
 }
 
 # gguf_for CFG: writes (once) the GGUF of hyllm's dummy weights of CFG and prints its path.
@@ -111,7 +118,7 @@ compare_stage() {
   if [[ ${HYLLM_COMPARE_WORKLOAD:-full} == quick ]]; then
     peer_file=$OUT/llamacpp-quick.json
     python3 tools/gguf/peer_workload.py "$PEER" "$peer_file" concurrency=1,8,32 prompts_per_concurrency=1 \
-      min_prompts=8 all_at_once_prompts=0 | tee -a "$OUT/workload.txt"
+      min_prompts=4 all_at_once_prompts=0 | tee -a "$OUT/workload.txt"
   fi
   local gpu; gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
   "$BIN" bench compare --peer "$peer_file" --model "tests/data/configs/$cfg" --tokenizer "$TOK" \

@@ -56,7 +56,7 @@ void enable_online_fp8(WeightLoader& w, const ModelConfig& cfg) {
   const std::vector<std::string> modules = qwen35_quantizable_linears(cfg);
   w.set_online_fp8_modules({modules.begin(), modules.end()});
   log::info("quantizing the linear weights to FP8 on load (per-tensor weight scales, dynamic per-token activation "
-            "scales){}", cfg.is_moe ? "; routed experts stored fused stay BF16" : "");
+            "scales){}", cfg.is_moe ? "; routed experts stored fused stay BF16, per-expert ones become block FP8" : "");
 }
 
 struct AttentionCache {

@@ -5,7 +5,8 @@
 // amplify rounding about tenfold (see fp8_test.cpp), the tied one with its
 // small margins most, so for them the bound only separates FP8 noise from a
 // broken format (errors of 100% and more). Each model's weights must shrink,
-// so the FP8 path is really taken.
+// so the FP8 path is really taken; only moe_nested_per_expert's grow, since
+// its experts (intermediate size 24) are padded to 128-row FP8 blocks.
 
 #include <gtest/gtest.h>
 
@@ -22,6 +23,7 @@ namespace {
 struct OnlineCase {
   const char* name;
   double rel_rms;  // bound on the logits' relative RMS error over all steps
+  bool shrinks = true;  // false: FP8 block padding outweighs the halved bytes
 };
 
 std::filesystem::path dir_of(const std::string& name) {
@@ -48,7 +50,8 @@ TEST_P(OnlineFp8, StaysNearBf16) {
   Harness bf16(dir_of(c.name));
   Harness fp8(dir_of(c.name), make_cpu_backend(), 1024, {}, {}, [](ModelOptions& mo) { mo.online_fp8 = true; });
   const size_t bf16_bytes = bf16.runner().model().weight_bytes(), fp8_bytes = fp8.runner().model().weight_bytes();
-  EXPECT_LT(fp8_bytes, bf16_bytes) << "no linear was quantised";
+  if (c.shrinks) EXPECT_LT(fp8_bytes, bf16_bytes) << "no linear was quantised";
+  else EXPECT_GT(fp8_bytes, bf16_bytes) << "the padded experts were not quantised";
   constexpr int kSteps = 16;
   RunComparison all;
   for (const auto& prompt : prompts_of(c.name)) {
@@ -67,7 +70,7 @@ TEST_P(OnlineFp8, StaysNearBf16) {
 INSTANTIATE_TEST_SUITE_P(Models, OnlineFp8,
                          ::testing::Values(OnlineCase{"hyllm-tiny", 0.05}, OnlineCase{"dense_flat_aligned", 0.3},
                                            OnlineCase{"dense_nested_tied", 0.6},
-                                           OnlineCase{"moe_nested_per_expert", 0.3}, OnlineCase{"moe_flat_fused", 0.4}),
+                                           OnlineCase{"moe_nested_per_expert", 0.3, false}, OnlineCase{"moe_flat_fused", 0.4}),
                          [](const ::testing::TestParamInfo<OnlineCase>& i) {
                            std::string n = i.param.name;
                            std::replace(n.begin(), n.end(), '-', '_');

@@ -98,26 +98,28 @@ prefix_stage() {  # the prefix-cache rows of one model
   local hit cold
   hit=$(ttft_of "$LOGS/${cfg}_prefix_ttft_hit.json" hit)
   cold=$(ttft_of "$LOGS/${cfg}_prefix_ttft_cold.json" miss)
-  rows+=("$(printf '| %s | prefix 4096 + 128 new: median TTFT cached vs cold (hit rate %s) | %s | %s | %s faster |' \
-    "$cfg" "$(hit_rate "$LOGS/${cfg}_prefix_ttft_hit.json")" "$hit" "$cold" "$(ratio "$cold" "$hit")")")
+  add_row "$(printf '| %s | prefix 4096 + 128 new: median TTFT cached vs cold (hit rate %s) | %s | %s | %s faster |' \
+    "$cfg" "$(hit_rate "$LOGS/${cfg}_prefix_ttft_hit.json")" "$hit" "$cold" "$(ratio "$cold" "$hit")")"
   pbench "${cfg}_prefix_repetition" --dataset-name prefix_repetition --prefix-repetition-prefix-len 2048 \
     --prefix-repetition-suffix-len 256 --prefix-repetition-num-prefixes 8 --prefix-repetition-output-len 128 \
     --num-prompts 256 --max-concurrency 32
   local j=$LOGS/${cfg}_prefix_repetition.json
-  rows+=("$(printf '| %s | prefix_repetition 8x2048+256, c32: hit rate %s, total tok/s %s, output tok/s %s | median TTFT %s | median TPOT %s | |' \
+  add_row "$(printf '| %s | prefix_repetition 8x2048+256, c32: hit rate %s, total tok/s %s, output tok/s %s | median TTFT %s | median TPOT %s | |' \
     "$cfg" "$(hit_rate "$j")" "$(metric "$j" total_token_throughput)" "$(metric "$j" output_throughput)" \
-    "$(metric "$j" median_ttft_ms)" "$(metric "$j" median_tpot_ms)")")
+    "$(metric "$j" median_ttft_ms)" "$(metric "$j" median_tpot_ms)")"
   pbench "${cfg}_multi_turn" --dataset-name multi_turn --multi-turn-num-turns 6 --multi-turn-prefix-len 512 \
     --multi-turn-input-len 256 --multi-turn-output-len 128 --num-prompts 32 --max-concurrency 16
   j=$LOGS/${cfg}_multi_turn.json
-  rows+=("$(printf '| %s | multi_turn 32x6 turns (512 system, 256 user, 128 out), c16: hit rate %s, total tok/s %s | median TTFT %s | median TPOT %s | |' \
+  add_row "$(printf '| %s | multi_turn 32x6 turns (512 system, 256 user, 128 out), c16: hit rate %s, total tok/s %s | median TTFT %s | median TPOT %s | |' \
     "$cfg" "$(hit_rate "$j")" "$(metric "$j" total_token_throughput)" "$(metric "$j" median_ttft_ms)" \
-    "$(metric "$j" median_tpot_ms)")")
+    "$(metric "$j" median_tpot_ms)")"
 }
+# Rows go to $OUT/rows.md as they are measured, so a run cut short keeps them.
+add_row() { rows+=("$1"); printf '%s\n' "$1" >> "$OUT/rows.md"; }
 row() {  # model workload measured_ms floor_ms
   local pct
   pct=$(python3 -c "import sys; m, f = float(sys.argv[1]), float(sys.argv[2]); print('%.1f%%' % (100 * f / m))" "$3" "$4" 2>/dev/null || echo "-")
-  rows+=("$(printf '| %s | %s | %s | %s | %s |' "$1" "$2" "$3" "$4" "$pct")")
+  add_row "$(printf '| %s | %s | %s | %s | %s |' "$1" "$2" "$3" "$4" "$pct")"
 }
 
 for cfg in $MODELS; do
@@ -134,7 +136,7 @@ for cfg in $MODELS; do
     sleep 0.5
   done
   ready=$(python3 -c "import time,sys; print('%.1f' % (time.time() - float(sys.argv[1])))" "$start")
-  rows+=("$(printf '| %s | startup to /health 200 | %s s | | |' "$cfg" "$ready")")
+  add_row "$(printf '| %s | startup to /health 200 | %s s | | |' "$cfg" "$ready")"
   grep -E "loaded .* tensors|Model loading took|Memory profiling|total_gpu_memory|model weights take|KV cache size|GDN state slots|Maximum concurrency" \
     "$LOGS/serve_$cfg.log" | sed "s/^/  [$cfg] /"
 
@@ -149,9 +151,9 @@ for cfg in $MODELS; do
   if [[ -n "${HYLLM_THROUGHPUT_PROMPTS:-}" ]]; then
     n=$HYLLM_THROUGHPUT_PROMPTS
     bench "${cfg}_throughput" 1024 128 "$n" "$n"
-    rows+=("$(printf '| %s | random 1024/128 x %s at once: total tok/s (output tok/s, median TPOT ms) | %s (%s, %s) | | |' \
+    add_row "$(printf '| %s | random 1024/128 x %s at once: total tok/s (output tok/s, median TPOT ms) | %s (%s, %s) | | |' \
       "$cfg" "$n" "$(metric "$LOGS/${cfg}_throughput.json" total_token_throughput)" \
-      "$(metric "$LOGS/${cfg}_throughput.json" output_throughput)" "$(metric "$LOGS/${cfg}_throughput.json" median_tpot_ms)")")
+      "$(metric "$LOGS/${cfg}_throughput.json" output_throughput)" "$(metric "$LOGS/${cfg}_throughput.json" median_tpot_ms)")"
   fi
   if [[ ${HYLLM_STRUCTURED_BENCH:-0} == 1 ]]; then
     # 16 unconstrained requests measured while 16 companions share the batch:
@@ -183,8 +185,8 @@ for cfg in $MODELS; do
     base=$(metric "$LOGS/${cfg}_mixed_base.json" median_tpot_ms)
     mixed=$(metric "$LOGS/${cfg}_mixed_constrained.json" median_tpot_ms)
     change=$(python3 -c "import sys; b, m = map(float, sys.argv[1:]); print('%+.1f%%' % (100 * (m - b) / b))" "$base" "$mixed" 2>/dev/null || echo "-")
-    rows+=("$(printf '| %s | 16 unconstrained + 16 plain requests (median TPOT of the 16) | %s | | |' "$cfg" "$base")")
-    rows+=("$(printf '| %s | 16 unconstrained + 16 json_schema requests | %s | | TPOT %s |' "$cfg" "$mixed" "$change")")
+    add_row "$(printf '| %s | 16 unconstrained + 16 plain requests (median TPOT of the 16) | %s | | |' "$cfg" "$base")"
+    add_row "$(printf '| %s | 16 unconstrained + 16 json_schema requests | %s | | TPOT %s |' "$cfg" "$mixed" "$change")"
   fi
   [[ $PREFIX_BENCH == 1 ]] && prefix_stage "$cfg"
   kill -TERM $pid

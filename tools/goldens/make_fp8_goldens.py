@@ -23,7 +23,15 @@ It stops with an error at the first assumption that does not hold:
      and every other linear in bf16 as stored. The exclude list is given to
      HF as full module names (HF's older matcher tests substrings, under which
      "mlp.gate" would also exclude every "mlp.gate_proj");
-  3. every FP8 module runs in every forward (forward hooks count the calls);
+  3. HF's FP8 linears reach the Triton kernel kernels-community/finegrained-fp8
+     through transformers' finegrained_fp8_linear (DeepGEMM off). transformers
+     has no FP8 matmul of its own and loads that kernel from the HF Hub with
+     the `kernels` package; where it cannot (the GPU machine has neither),
+     hf_fp8_kernel.py computes the kernel's formula in torch in its place,
+     after checking its torch code against a scalar transcription of the
+     formula, and the golden's `reference.hf_fp8_kernel` says which ran;
+     every FP8 module runs in every forward and each of its calls reaches
+     that kernel (forward hooks and the kernel's wrapper count the calls);
   4. greedy decoding with HF's cache agrees with a full recompute wherever the
      margin is clear of the noise;
   5. FP8 inference is visible and sane: against the dequantised reference
@@ -43,7 +51,7 @@ error), both against the fp32 reference: an implementation of the same FP8
 arithmetic differs from HF's by bf16 roundings and the activation codes they
 flip, well inside FP8's own noise.
 
-`--selftest` checks the torch-only helpers (no GPU, no transformers).
+`--selftest` checks the pure-Python helpers, hf_fp8_kernel.py's included (no torch).
 """
 
 import argparse
@@ -56,6 +64,8 @@ import sys
 import tempfile
 import time
 from collections import OrderedDict
+
+import hf_fp8_kernel
 
 try:
     import torch
@@ -195,10 +205,11 @@ def load_hf_fp8(hf_dir, tensors, quantised, kept):
 
 
 class CallCounter:
-    """Counts forward calls of the FP8 modules."""
+    """Counts forward calls of the FP8 modules, and those of the FP8 kernel they reach."""
 
-    def __init__(self, modules):
+    def __init__(self, modules, kernel_calls):
         self.calls = {name: 0 for name in modules}
+        self.kernel = kernel_calls
         self.handles = [m.register_forward_hook(self._hook(name)) for name, m in modules.items()]
 
     def _hook(self, name):
@@ -209,6 +220,12 @@ class CallCounter:
     def reset(self):
         for k in self.calls:
             self.calls[k] = 0
+        self.kernel.reset()
+
+    def require_kernel_ran(self, what):
+        modules = sum(self.calls.values())
+        require(modules > 0 and self.kernel.calls == modules,
+                f"{what}: {modules} FP8 module calls but {self.kernel.calls} calls of the FP8 kernel")
 
 
 def logits_full(model, ids, device):
@@ -237,6 +254,7 @@ def greedy_cached(model, prompt, n, device, counter):
         tokens.append(int(step_logits[-1].argmax()))
     idle = [k for k, v in counter.calls.items() if v < steps]
     require(not idle, f"FP8 modules that did not run at every one of {steps} steps: {idle[:4]}")
+    counter.require_kernel_ran("cached greedy decoding")
     return tokens, torch.stack(step_logits)
 
 
@@ -247,7 +265,9 @@ def evaluate(hf, ref32, ref16, prompt, counter):
     tokens, cached = greedy_cached(hf, prompt, NUM_NEW_TOKENS, "cuda", counter)
     seq = prompt + tokens
     window = slice(len(prompt) - 1, len(prompt) - 1 + NUM_NEW_TOKENS)
+    counter.reset()
     recompute = logits_full(hf, seq, "cuda")[window]
+    counter.require_kernel_ran("the full recompute")
     ref = logits_full(ref32, seq, "cpu")[window]
     ref_bf16 = logits_full(ref16, seq, "cuda")[window]
     top2 = cached.topk(2, dim=-1)
@@ -323,7 +343,7 @@ def golden_record(chosen, meta, checks):
         reference=meta,
         compute="HF transformers' fine-grained FP8 path on the GPU (e4m3 weights with their 128x128 "
                 "weight_scale_inv, activations quantised per token per 128 columns, bf16 activations), greedy "
-                "with the model's cache; eager attention",
+                "with the model's cache; eager attention; the FP8 linear's kernel is reference.hf_fp8_kernel",
         checks=checks,
         margin_threshold=round(threshold, 5),
         margin_threshold_rule="max(%g, 2 x the largest |margin(HF FP8) - margin(fp32 dequantised reference)| "
@@ -363,12 +383,18 @@ def run(args):
         hf_dir, excluded = write_hf_copy(args.fp8, config, kept, work)
         hf, fp8_modules, classes, sources = load_hf_fp8(hf_dir, tensors, quantised, kept)
         print(f"HF FP8 modules: {len(fp8_modules)} of classes {classes}, forward from {sources}", flush=True)
+        import transformers.integrations.finegrained_fp8 as hf_fp8
+        kernel_info, kernel_calls = hf_fp8_kernel.install(hf_fp8, "cuda")
+        print(f"HF FP8 kernel: {kernel_info['hf_fp8_kernel']}", flush=True)
+        for key in ("hub_kernel_error", "replacement_vs_scalar_reference"):
+            if key in kernel_info:
+                print(f"  {key}: {kernel_info[key]}", flush=True)
         ref32 = transformers.Qwen3_5ForCausalLM.from_pretrained(args.ref, dtype=torch.float32).eval()
         set_eager(ref32)
         ref16 = transformers.Qwen3_5ForCausalLM.from_pretrained(args.ref, dtype=torch.bfloat16,
                                                                 device_map="cuda").eval()
         set_eager(ref16)
-        counter = CallCounter(fp8_modules)
+        counter = CallCounter(fp8_modules, kernel_calls)
         chosen = choose(hf, ref32, ref16, golden_prompts, config["vocab_size"], counter)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -386,6 +412,7 @@ def run(args):
         codes_and_scales_bit_exact_in_hf=True,
         bf16_linears_kept=kept,
         every_fp8_module_ran_every_step=True,
+        every_fp8_module_call_reached_the_kernel=True,
         recompute_agrees_with_cache=True,
         fp8_noise_above_bf16=True,
     )
@@ -394,6 +421,7 @@ def run(args):
         triton=getattr(sys.modules.get("triton"), "__version__", "not imported"),
         device=torch.cuda.get_device_name(), fp8_module_classes=classes, fp8_forward_sources=sources,
         modules_to_not_convert=excluded,
+        **kernel_info,
         fp8_checkpoint="model.safetensors of `hyllm quantize --format fp8-block`",
         fp8_checkpoint_fnv1a64=checkpoint_hash,
         reference_checkpoint="the --dequantized-out of the same run, in fp32 on the CPU",
@@ -406,6 +434,7 @@ def run(args):
     print("\n==== SUMMARY ====")
     print(f"transformers {transformers.__version__}, torch {torch.__version__}, {torch.cuda.get_device_name()}")
     print(f"checkpoint fnv1a64 {checkpoint_hash}; {len(fp8_modules)} FP8 modules ({classes})")
+    print(f"FP8 kernel: {kernel_info['hf_fp8_kernel']}")
     print(f"margin_threshold {record['margin_threshold']}")
     print("cases (prompt_len, comparable_steps, min_margin, fp8_rel_rms, bf16_rel_rms, fp8_logit_diff, "
           "logit_tolerance, distinct):")
@@ -433,6 +462,7 @@ def selftest():
         raise AssertionError("require did not raise")
     except Mismatch:
         pass
+    hf_fp8_kernel.selftest()
     print("selftest ok")
     return 0
 
@@ -451,7 +481,7 @@ def main():
         ap.error("--fp8, --ref, --prompts and --out are required")
     try:
         return run(args)
-    except Mismatch as e:
+    except (Mismatch, hf_fp8_kernel.KernelAssumption) as e:
         print(f"\nASSUMPTION FAILED, nothing written: {e}", file=sys.stderr)
         return 2
 

@@ -109,13 +109,12 @@ void CudaKernels::moe(const MoeArgs& a) {
 
   const int64_t small_max = std::min<int64_t>(cuda::kMoeSmallMaxTokens, static_cast<int64_t>(kSmallXBytes / (H * 2)));
   if (small_max < 1) fail(ErrorCode::kUnsupported, "moe: hidden size {} is too large for the cuda kernels", H);
-  if (T > small_max && grouped_moe_ && !fp8) {
+  if (T > small_max && grouped_moe_) {
     ++moe_counts_.grouped;
     moe_grouped(a, ptrs);
     return;
   }
-  // The small regime, in chunks of tokens where no grouped GEMM fits (another
-  // GPU, or block-FP8 experts, which have no grouped kernels yet).
+  // The small regime, in chunks of tokens where no grouped GEMM fits (another GPU).
   if (T > small_max) ++moe_counts_.chunked;
   for (int64_t t0 = 0; t0 < T; t0 += small_max) {
     const int64_t n = std::min(small_max, T - t0);
@@ -199,8 +198,10 @@ void CudaKernels::moe_small(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs, i
 
 void CudaKernels::moe_grouped(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs) {
   const int64_t T = a.x.dim(0), H = a.x.dim(1), E = ptrs.experts, k = a.top_k, P = T * k;
-  const bool has_shared = ptrs.shared_gate_up != nullptr;
+  const bool fp8 = ptrs.gate_up_q != nullptr;
+  const bool has_shared = ptrs.shared_gate_up != nullptr || ptrs.shared_gate_up_q != nullptr;
   const bool gated = has_shared && !a.shared.gate.empty();
+  const int64_t I = ptrs.inter, Is = ptrs.shared_inter;
   const int64_t rows = P + (has_shared ? T : 0);
   const int64_t hidden_ld = std::max(ptrs.inter, ptrs.shared_inter);
   // Rows per tile: 128 once the experts average that many rows.
@@ -230,6 +231,13 @@ void CudaKernels::moe_grouped(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs)
       .add(&plan.down_item_begin, E + 2)
       .add(&hidden, rows * hidden_ld)
       .add(&y, rows * H);
+  // Block-FP8 experts: their bf16 expansion (launch_moe_dequant_fp8).
+  uint16_t *deq_gate_up = nullptr, *deq_down = nullptr, *deq_shared_gate_up = nullptr, *deq_shared_down = nullptr;
+  uint16_t* deq_x = nullptr;
+  if (fp8) {
+    sc.add(&deq_gate_up, E * 2 * I * H).add(&deq_down, E * H * I).add(&deq_x, T * H);
+    if (has_shared) sc.add(&deq_shared_gate_up, 2 * Is * H).add(&deq_shared_down, H * Is);
+  }
   sc.assign(scratch(sc.bytes()));
 
   const uint16_t* x = bf(a.x);
@@ -270,9 +278,49 @@ void CudaKernels::moe_grouped(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs)
   cuda::launch_moe_plan_grouped(pp, stream_);
   check_launch("moe (plan)");
 
+  cuda::MoeExpertPtrs w = ptrs;
+  if (fp8) {
+    auto expand = [&](const uint8_t* q, const float* scale, int64_t scale_stride, uint16_t* out, int experts,
+                      int64_t rows, int64_t cols, bool skip_unrouted) {
+      cuda::MoeDequantFp8Params d;
+      d.q = q;
+      d.scale = scale;
+      d.scale_stride = scale_stride;
+      d.out = out;
+      d.counts = skip_unrouted ? plan.counts : nullptr;
+      d.experts = experts;
+      d.experts_launched = experts;
+      d.rows = to_int(rows, "expert rows");
+      d.cols = to_int(cols, "expert columns");
+      cuda::launch_moe_dequant_fp8(d, stream_);
+      check_launch("moe (fp8 experts to bf16)");
+    };
+    expand(ptrs.gate_up_q, ptrs.gate_up_scale, ptrs.gate_up_scale_stride, deq_gate_up, static_cast<int>(E), 2 * I, H,
+           true);
+    expand(ptrs.down_q, ptrs.down_scale, ptrs.down_scale_stride, deq_down, static_cast<int>(E), H, I, true);
+    w.gate_up = deq_gate_up;
+    w.down = deq_down;
+    if (has_shared) {
+      expand(ptrs.shared_gate_up_q, ptrs.shared_gate_up_scale, 0, deq_shared_gate_up, 1, 2 * Is, H, false);
+      expand(ptrs.shared_down_q, ptrs.shared_down_scale, 0, deq_shared_down, 1, H, Is, false);
+      w.shared_gate_up = deq_shared_gate_up;
+      w.shared_down = deq_shared_down;
+    }
+    w.gate_up_q = w.down_q = w.shared_gate_up_q = w.shared_down_q = nullptr;
+    cuda::MoeDequantActivationParams xa;
+    xa.q = a.xq.q.data_as<const uint8_t>();
+    xa.scale = a.xq.scale.data_as<const float>();
+    xa.scale_ld = a.xq.rows();
+    xa.out = deq_x;
+    xa.tokens = to_int(T, "tokens");
+    xa.hidden = to_int(H, "hidden size");
+    cuda::launch_moe_dequant_activation(xa, stream_);
+    check_launch("moe (fp8 input to bf16)");
+  }
+
   cuda::MoeGroupedGemmParams g;
-  g.x = x;
-  g.w = ptrs;
+  g.x = fp8 ? deq_x : x;
+  g.w = w;
   g.plan = plan;
   g.hidden = hidden;
   g.hidden_ld = static_cast<int>(hidden_ld);

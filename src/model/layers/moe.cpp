@@ -48,9 +48,9 @@ MoeBlock MoeBlock::load(WeightLoader& w, const ModelConfig& cfg, const std::stri
 }
 
 InputNeeds MoeBlock::input_needs() const {
-  // The router and the gate read bf16; block-FP8 experts share one
-  // kGroup128 quantisation of the input (per-tensor FP8 experts have their
-  // own input scales and quantise inside the op).
+  // The router and the gate read bf16; FP8 experts (stored per-tensor ones
+  // load as block FP8, see moe_weights.cpp) share one kGroup128 quantisation
+  // of the input.
   InputNeeds needs = InputNeeds::bf16_only();
   if (experts_.gate_up.format == WeightFormat::kFp8Block ||
       (!shared_.empty() && shared_.gate_up.format == WeightFormat::kFp8Block))

@@ -61,6 +61,18 @@ StackedExperts load_bf16(WeightLoader& w, const std::vector<std::string>& module
   return {LinearWeight::bf16(gu), LinearWeight::bf16(dn), I};
 }
 
+// Dummy (generated) expert tensors are filled on the device where they live
+// when no padding is needed; false leaves the host path to do it.
+bool fill_on_device(WeightLoader& w, const std::vector<std::pair<std::string, TensorView>>& tensors) {
+  for (const auto& [name, dst] : tensors) {
+    if (!w.contains(name) || !w.source().generated(name)) return false;
+    const TensorInfo& ti = w.info(name);
+    if (ti.dtype != dst.dtype() || ti.shape.numel() != dst.numel()) return false;
+  }
+  for (const auto& [name, dst] : tensors) HYLLM_CHECK(w.fill_generated(name, dst), "fill_generated {}", name);
+  return true;
+}
+
 // Block FP8 with the intermediate size padded to Ip (a multiple of 128):
 // zero codes in padded rows / columns, scale 1 in padded blocks.
 StackedExperts load_fp8_block(WeightLoader& w, const std::vector<std::string>& modules, int64_t I, int64_t H) {
@@ -74,6 +86,14 @@ StackedExperts load_fp8_block(WeightLoader& w, const std::vector<std::string>& m
   std::vector<float> scales;
   for (int64_t e = 0; e < n; ++e) {
     const std::string& m = modules[e];
+    if (Ip == I && fill_on_device(w, {{m + "gate_proj.weight", expert_view(gu, e).slice_rows(0, I)},
+                                      {m + "up_proj.weight", expert_view(gu, e).slice_rows(I, 2 * I)},
+                                      {m + "gate_proj.weight_scale_inv", expert_view(gus, e).slice_rows(0, Ipb)},
+                                      {m + "up_proj.weight_scale_inv", expert_view(gus, e).slice_rows(Ipb, 2 * Ipb)},
+                                      {m + "down_proj.weight", expert_view(dn, e)},
+                                      {m + "down_proj.weight_scale_inv", expert_view(dns, e)}})) {
+      continue;
+    }
     codes.assign(static_cast<size_t>(2 * Ip * H), 0);
     scales.assign(static_cast<size_t>(2 * Ipb * Hb), 1.0f);
     for (int part = 0; part < 2; ++part) {
@@ -103,42 +123,92 @@ StackedExperts load_fp8_block(WeightLoader& w, const std::vector<std::string>& m
   return {LinearWeight::fp8_block(gu, gus), LinearWeight::fp8_block(dn, dns), Ip};
 }
 
+// --quantization fp8 on BF16 experts stored per expert: each expert's
+// gate, up and down projections are quantised on the device with one
+// per-tensor scale written into every cell of their rows of the block grid
+// (as Linear::load_online_fp8 does), so they run through the block-FP8 expert
+// kernels with dynamic activation scales. Padding rows and columns are zeros.
+StackedExperts load_online_fp8_block(WeightLoader& w, const std::vector<std::string>& modules, int64_t I,
+                                     int64_t H) {
+  const int64_t n = static_cast<int64_t>(modules.size()), B = kFp8BlockSize;
+  const int64_t Ip = ceil_div(I, B) * B, Hb = ceil_div(H, B), Ipb = Ip / B;
+  Backend& be = w.backend();
+  TensorView gu = w.allocate(DType::kF8E4M3, Shape{n, 2 * Ip, H});
+  TensorView gus = w.allocate(DType::kF32, Shape{n, 2 * Ipb, Hb});
+  TensorView dn = w.allocate(DType::kF8E4M3, Shape{n, H, Ip});
+  TensorView dns = w.allocate(DType::kF32, Shape{n, Hb, Ipb});
+  DeviceBuffer rows_tmp(be, DType::kBF16, Shape{Ip, H});
+  DeviceBuffer cols_tmp(be, DType::kBF16, Shape{H, Ip});
+  be.fill_zero(rows_tmp.data(), rows_tmp.size());
+  be.fill_zero(cols_tmp.data(), cols_tmp.size());
+  for (int64_t e = 0; e < n; ++e) {
+    for (int part = 0; part < 2; ++part) {
+      const std::string name = modules[e] + (part == 0 ? "gate_proj" : "up_proj") + ".weight";
+      load_bf16_into(w, name, rows_tmp.view().slice_rows(0, I));
+      quantize_weight_fp8(be, {rows_tmp.view(), expert_view(gu, e).slice_rows(part * Ip, (part + 1) * Ip),
+                               expert_view(gus, e).slice_rows(part * Ipb, (part + 1) * Ipb)});
+    }
+    const std::string name = modules[e] + "down_proj.weight";
+    if (Ip == I) {
+      load_bf16_into(w, name, cols_tmp.view());
+    } else {
+      const TensorInfo& ti = w.info(name);
+      auto bytes = w.read_host(name);
+      if (ti.dtype != DType::kBF16) bytes = convert_float_bytes(bytes.data(), ti.dtype, DType::kBF16, H * I);
+      for (int64_t h = 0; h < H; ++h) {
+        be.copy_to_device(static_cast<char*>(cols_tmp.data()) + h * Ip * 2, bytes.data() + h * I * 2,
+                          static_cast<size_t>(I) * 2);
+      }
+    }
+    quantize_weight_fp8(be, {cols_tmp.view(), expert_view(dn, e), expert_view(dns, e)});
+  }
+  return {LinearWeight::fp8_block(gu, gus), LinearWeight::fp8_block(dn, dns), Ip};
+}
+
 float scalar(WeightLoader& w, const std::string& name) {
   auto v = read_f32(w, name);
   if (v.size() != 1) fail(ErrorCode::kCorruptData, "{}: per-tensor FP8 scales must be scalars", name);
   return v[0];
 }
 
-// Per-tensor FP8: gate and up share the larger weight and input scale.
+// Per-tensor FP8 (ModelOpt) experts run as block FP8: the codes as stored,
+// each projection's one weight scale in every cell of its rows of the block
+// grid (gate and up keep their own scales, nothing is re-quantised), and the
+// input quantised dynamically per token per 128 columns like every other
+// expert. The checkpoint's static input scales are not used for experts:
+// dynamic scales are at least as accurate, and one expert kernel family
+// serves both formats. Padding to whole 128-row blocks is zero codes.
 StackedExperts load_fp8_tensor(WeightLoader& w, const std::vector<std::string>& modules, int64_t I, int64_t H) {
-  const int64_t n = static_cast<int64_t>(modules.size());
-  TensorView gu = w.allocate(DType::kF8E4M3, Shape{n, 2 * I, H});
-  TensorView dn = w.allocate(DType::kF8E4M3, Shape{n, H, I});
-  std::vector<float> gu_ws(n), gu_is(n), dn_ws(n), dn_is(n);
-  std::vector<std::byte> codes(static_cast<size_t>(2 * I * H));
+  const int64_t n = static_cast<int64_t>(modules.size()), B = kFp8BlockSize;
+  const int64_t Ip = ceil_div(I, B) * B, Hb = ceil_div(H, B), Ipb = Ip / B;
+  TensorView gu = w.allocate(DType::kF8E4M3, Shape{n, 2 * Ip, H});
+  TensorView gus = w.allocate(DType::kF32, Shape{n, 2 * Ipb, Hb});
+  TensorView dn = w.allocate(DType::kF8E4M3, Shape{n, H, Ip});
+  TensorView dns = w.allocate(DType::kF32, Shape{n, Hb, Ipb});
+  std::vector<std::byte> codes;
+  std::vector<float> scales;
   for (int64_t e = 0; e < n; ++e) {
     const std::string g = modules[e] + "gate_proj", u = modules[e] + "up_proj", d = modules[e] + "down_proj";
-    const float gs = scalar(w, g + ".weight_scale"), us = scalar(w, u + ".weight_scale");
-    const float smax = std::max(gs, us);
-    gu_ws[e] = smax;
-    gu_is[e] = std::max(scalar(w, g + ".input_scale"), scalar(w, u + ".input_scale"));
+    codes.assign(static_cast<size_t>(2 * Ip * H), std::byte{0});
+    scales.assign(static_cast<size_t>(2 * Ipb * Hb), 0.0f);
     for (int part = 0; part < 2; ++part) {
-      auto q = w.read_host((part == 0 ? g : u) + ".weight");
-      const float ratio = (part == 0 ? gs : us) / smax;
-      if (ratio != 1.0f) {
-        for (auto& b : q) b = static_cast<std::byte>(f32_to_f8e4m3(f8e4m3_to_f32(static_cast<uint8_t>(b)) * ratio));
-      }
-      std::memcpy(codes.data() + part * I * H, q.data(), static_cast<size_t>(I * H));
+      const std::string& mod = part == 0 ? g : u;
+      auto q = w.read_host(mod + ".weight");
+      std::memcpy(codes.data() + part * Ip * H, q.data(), static_cast<size_t>(I * H));
+      std::fill_n(scales.begin() + part * Ipb * Hb, Ipb * Hb, scalar(w, mod + ".weight_scale"));
+      scalar(w, mod + ".input_scale");  // validated like every scale, unused (see above)
     }
     w.backend().copy_to_device(expert_view(gu, e).data(), codes.data(), codes.size());
+    w.backend().copy_to_device(expert_view(gus, e).data(), scales.data(), scales.size() * 4);
     auto q = w.read_host(d + ".weight");
-    w.backend().copy_to_device(expert_view(dn, e).data(), q.data(), static_cast<size_t>(H * I));
-    dn_ws[e] = scalar(w, d + ".weight_scale");
-    dn_is[e] = scalar(w, d + ".input_scale");
+    codes.assign(static_cast<size_t>(H * Ip), std::byte{0});
+    for (int64_t h = 0; h < H; ++h) std::memcpy(codes.data() + h * Ip, q.data() + h * I, static_cast<size_t>(I));
+    scales.assign(static_cast<size_t>(Hb * Ipb), scalar(w, d + ".weight_scale"));
+    scalar(w, d + ".input_scale");
+    w.backend().copy_to_device(expert_view(dn, e).data(), codes.data(), codes.size());
+    w.backend().copy_to_device(expert_view(dns, e).data(), scales.data(), scales.size() * 4);
   }
-  auto up = [&](const std::vector<float>& v) { return w.upload(v.data(), DType::kF32, Shape{n}); };
-  return {LinearWeight::fp8_tensor(gu, up(gu_ws), up(gu_is)), LinearWeight::fp8_tensor(dn, up(dn_ws), up(dn_is)),
-          I};
+  return {LinearWeight::fp8_block(gu, gus), LinearWeight::fp8_block(dn, dns), Ip};
 }
 
 }  // namespace
@@ -175,7 +245,9 @@ StackedExperts load_per_expert(WeightLoader& w, const std::vector<std::string>& 
   }
   switch (format) {
     case WeightFormat::kBf16: return load_bf16(w, modules, I, H);
-    case WeightFormat::kFp8Block: return load_fp8_block(w, modules, I, H);
+    case WeightFormat::kFp8Block:
+      if (gi.dtype != DType::kF8E4M3) return load_online_fp8_block(w, modules, I, H);
+      return load_fp8_block(w, modules, I, H);
     case WeightFormat::kFp8Tensor: return load_fp8_tensor(w, modules, I, H);
   }
   fail(ErrorCode::kInternal, "unknown weight format");

@@ -97,8 +97,11 @@ TEST_P(FillRandom, GeneratedDummyTensorsEqualTheHostBytes) {
   }
   EXPECT_GT(generated, 10);
   // Only A_log is made on the host: every FP8 weight and scale is generated.
-  for (const TensorInfo& t : w.tensors())
-    if (!t.name.ends_with("A_log")) EXPECT_TRUE(w.generated(t.name).has_value()) << t.name;
+  for (const TensorInfo& t : w.tensors()) {
+    if (!t.name.ends_with("A_log")) {
+      EXPECT_TRUE(w.generated(t.name).has_value()) << t.name;
+    }
+  }
 }
 
 // The dummy source without its recipes: every tensor goes through the host.
@@ -113,10 +116,11 @@ class HostOnly final : public WeightSource {
   const WeightSource& inner_;
 };
 
-TEST_P(FillRandom, DummyModelIsTheSameThroughEitherPath) {
+// A dummy model made on the device and the same model made through the host
+// have bit-identical weights: the same bytes, tokens and logits.
+void expect_same_through_either_path(const ModelConfig& cfg, uint64_t seed) {
   auto be = make_cpu_backend();
-  const ModelConfig cfg = tiny_config(GetParam());
-  DummyWeights w(cfg, 3);
+  DummyWeights w(cfg, seed);
   HostOnly host(w);
   const ModelOptions mo = small_model_options();
   const RunnerOptions ro = small_runner_options();
@@ -129,6 +133,21 @@ TEST_P(FillRandom, DummyModelIsTheSameThroughEitherPath) {
   ASSERT_FALSE(host_made.last_logits().empty());
   EXPECT_EQ(device_made.last_logits(), host_made.last_logits());  // bit-identical weights
   for (float v : device_made.last_logits()) ASSERT_TRUE(std::isfinite(v));
+}
+
+TEST_P(FillRandom, DummyModelIsTheSameThroughEitherPath) { expect_same_through_either_path(tiny_config(GetParam()), 3); }
+
+// MoE experts in FP8 with whole 128-row blocks (as every real checkpoint):
+// the dummy codes and scales are filled on the device in place, the same
+// bytes the host path pads and uploads.
+TEST_P(FillRandom, DummyMoeExpertsAreTheSameThroughEitherPath) {
+  if (GetParam() == QuantMethod::kNone) GTEST_SKIP() << "BF16 experts have one path";
+  ModelConfig cfg = load_model_config(std::filesystem::path(HYLLM_SOURCE_DIR) / "tests/data/tiny_models/moe_flat_fused");
+  cfg.moe_intermediate_size = 128;
+  cfg.quant.method = GetParam();
+  cfg.quant.excluded_modules = {"lm_head", "embed_tokens", "linear_attn.in_proj_a", "linear_attn.in_proj_b",
+                                "mlp.gate", "shared_expert_gate"};
+  expect_same_through_either_path(cfg, 5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, FillRandom,

@@ -199,4 +199,34 @@ void launch_moe_up_grouped(const MoeGroupedGemmParams& p, cudaStream_t stream);
 void launch_moe_down_grouped(const MoeGroupedGemmParams& p, cudaStream_t stream);
 void launch_moe_combine(const MoeGroupedGemmParams& p, cudaStream_t stream);
 
+// Block-FP8 experts expanded to bf16 for the grouped GEMMs:
+// out[e] = bf16(code * scale of its 128 x 128 block) for experts
+// [0, experts_launched), each [rows, cols] (cols a multiple of 128). Experts
+// below `experts` whose count is 0 are skipped (counts may be null).
+struct MoeDequantFp8Params {
+  const uint8_t* q = nullptr;
+  const float* scale = nullptr;
+  int64_t scale_stride = 0;  // floats between experts' scale grids
+  uint16_t* out = nullptr;
+  const int32_t* counts = nullptr;
+  int experts = 0;
+  int experts_launched = 0;
+  int rows = 0;
+  int cols = 0;
+};
+void launch_moe_dequant_fp8(const MoeDequantFp8Params& p, cudaStream_t stream);
+
+// The experts' FP8 input (codes [tokens, hidden], group-major scales
+// [hidden / 128, scale_ld]) as bf16 values, so that the grouped GEMMs compute
+// what the FP8 kernels compute: FP8 weights times FP8 activations.
+struct MoeDequantActivationParams {
+  const uint8_t* q = nullptr;
+  const float* scale = nullptr;
+  int64_t scale_ld = 0;
+  uint16_t* out = nullptr;
+  int tokens = 0;
+  int hidden = 0;
+};
+void launch_moe_dequant_activation(const MoeDequantActivationParams& p, cudaStream_t stream);
+
 }  // namespace hyllm::cuda

@@ -213,6 +213,7 @@ void setup_bench(CLI::App& bench, int& exit_code) {
 
   static std::string peer_path = "bench/peers/vllm.json", cmp_model, cmp_tokenizer, out_dir = "bench-results",
                      gpu_name = "unknown GPU", markdown;
+  static std::vector<std::string> cmp_set;
   static double bandwidth_gbs = 4280;
   CLI::App* compare = bench.add_subcommand("compare", "Interleaved A/B comparison of hyllm and a peer server from a peer file");
   compare->add_option("--peer", peer_path, "Peer file")->capture_default_str();
@@ -222,10 +223,19 @@ void setup_bench(CLI::App& bench, int& exit_code) {
   compare->add_option("--gpu-name", gpu_name)->capture_default_str();
   compare->add_option("--bandwidth-gbs", bandwidth_gbs, "Measured device bandwidth for the floors")->capture_default_str();
   compare->add_option("--append-markdown", markdown, "Append the summary to this file (e.g. docs/BENCHMARKS.md)");
+  compare->add_option("--set", cmp_set,
+                      "KEY=VALUE: a launch placeholder for both arms, e.g. gguf=/dev/shm/m.gguf "
+                      "(overrides the peer file's \"matched\" value of KEY)");
   compare->callback([&exit_code] {
     CompareOptions o;
     o.peer_file = load_peer_file(peer_path);
     o.model = cmp_model;
+    o.placeholders["tokenizer"] = cmp_tokenizer.empty() ? cmp_model : cmp_tokenizer;
+    for (const auto& kv : cmp_set) {
+      const auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) fail(ErrorCode::kInvalidArgument, "--set {}: expected KEY=VALUE", kv);
+      o.placeholders[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
     if (fs::exists(fs::path(cmp_model) / "config.json")) o.model_config = load_model_config(cmp_model);
     o.out_dir = out_dir;
     o.gpu.bandwidth_bytes_per_s = bandwidth_gbs * 1e9;
@@ -239,6 +249,7 @@ void setup_bench(CLI::App& bench, int& exit_code) {
     }
 #endif
     o.command_line = "hyllm bench compare --peer " + peer_path + " --model " + cmp_model;
+    for (const auto& kv : cmp_set) o.command_line += " --set " + kv;
     if (!markdown.empty()) o.markdown_path = markdown;
     ModelDirTokenizer tok(cmp_tokenizer.empty() ? cmp_model : cmp_tokenizer);
     run_compare(o, tok, std::cout);

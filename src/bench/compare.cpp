@@ -38,6 +38,40 @@ ArmIdentity check_identity(const ArmSpec& arm, const std::string& reported_versi
   return id;
 }
 
+namespace {
+
+const nlohmann::json* at_dotted(const nlohmann::json& doc, const std::string& path) {
+  const nlohmann::json* cur = &doc;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = path.find('.', start);
+    const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!cur->is_object() || !cur->contains(key)) return nullptr;
+    cur = &(*cur)[key];
+    if (dot == std::string::npos) return cur;
+    start = dot + 1;
+  }
+}
+
+std::string unquoted(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+}  // namespace
+
+std::string check_server_info(const ArmSpec& arm, const PeerFile& pf, const nlohmann::json& info) {
+  for (const auto& [path, want_template] : arm.expected_info) {
+    const std::string want = expand_placeholders(want_template, pf, {}, arm.name + " expected_info");
+    const nlohmann::json* got = at_dotted(info, path);
+    if (!got)
+      fail(ErrorCode::kInvalidArgument, "{} reports no \"{}\" on GET {}, so its configuration cannot be verified",
+           arm.name, path, arm.version_path);
+    if (unquoted(*got) != want)
+      fail(ErrorCode::kInvalidArgument, "{} runs with {} = {} but the peer file pins {}", arm.name, path,
+           unquoted(*got), want);
+  }
+  const nlohmann::json* v = at_dotted(info, arm.version_field);
+  return v && v->is_string() ? v->get<std::string>() : "";
+}
+
 RatioSummary summarize_ratios(const std::vector<double>& ratios, double tie_band) {
   RatioSummary s;
   if (ratios.empty()) {
@@ -70,35 +104,62 @@ std::string today() {
   return buf;
 }
 
-// One leg: a fresh server of one arm, every concurrency of the grid.
+// One benchmark run inside a leg: a concurrency of the grid, or the
+// all-at-once workload (keyed "<N>_at_once").
+struct LegRun {
+  std::string key;
+  int concurrency;
+  int num_prompts;
+  int warmups;
+};
+
+std::vector<LegRun> leg_runs(const CompareWorkload& w) {
+  std::vector<LegRun> runs;
+  for (int c : w.concurrency)
+    runs.push_back({std::to_string(c), c, std::max(w.min_prompts, c * w.prompts_per_concurrency), c});
+  if (w.all_at_once_prompts > 0) {
+    const int n = w.all_at_once_prompts;
+    const int widest = w.concurrency.empty() ? 1 : *std::max_element(w.concurrency.begin(), w.concurrency.end());
+    runs.push_back({std::to_string(n) + "_at_once", n, n, widest});
+  }
+  return runs;
+}
+
+// One leg: a fresh server of one arm, every run of the workload.
 nlohmann::json run_leg(const CompareOptions& opt, const ArmSpec& arm, int rep, const PromptTokenizer& tok,
                        std::ostream& log) {
   const auto& w = opt.peer_file.workload;
   const int port = find_free_port();
   const std::string base = fmt::format("http://127.0.0.1:{}", port);
-  auto argv = expand_launch(arm, opt.peer_file,
-                            {{"model", opt.model}, {"port", std::to_string(port)}, {"hyllm", opt.hyllm_binary}});
+  std::map<std::string, std::string> values = opt.placeholders;
+  values["model"] = opt.model;
+  values["port"] = std::to_string(port);
+  values["hyllm"] = opt.hyllm_binary;
+  auto argv = expand_launch(arm, opt.peer_file, values);
   auto log_path = opt.out_dir / fmt::format("{}-rep{}.log", arm.name, rep);
   log << fmt::format("[rep {}] {}: {}\n", rep, arm.name, fmt::join(argv, " "));
   ServerProcess server(argv, arm.env, log_path);
   server.wait_until_healthy(base, w.startup_timeout_s);
 
   Endpoint ep{base};
-  std::string version = get_json(ep, "/version").value("version", "");
-  ArmIdentity id = check_identity(arm, version, server.log_text());
+  const nlohmann::json info = get_json(ep, arm.version_path);
+  ArmIdentity id = check_identity(arm, check_server_info(arm, opt.peer_file, info), server.log_text());
 
   nlohmann::json leg = {{"arm", arm.name}, {"rep", rep}, {"version", id.version},
                         {"non_default_args", id.non_default_args}, {"argv", argv}};
+  for (const auto& entry : arm.expected_info)
+    if (const nlohmann::json* got = at_dotted(info, entry.first)) leg["server_info"][entry.first] = *got;
   bool first = true;
-  for (int c : w.concurrency) {
+  for (const LegRun& run : leg_runs(w)) {
+    const int c = run.concurrency;
     ServeBenchOptions sb;
     sb.endpoint = ep;
-    sb.dataset.num_prompts = std::max(w.min_prompts, c * w.prompts_per_concurrency);
+    sb.dataset.num_prompts = run.num_prompts;
     sb.dataset.input_len = w.input_len;
     sb.dataset.output_len = w.output_len;
     sb.dataset.seed = static_cast<uint64_t>(c);  // same prompts for both arms
     sb.load.max_concurrency = c;
-    sb.num_warmups = c;
+    sb.num_warmups = run.warmups;
     sb.ignore_eos = w.ignore_eos;
     sb.temperature = w.temperature;
     sb.percentiles = {50, 90, 99};
@@ -114,10 +175,10 @@ nlohmann::json run_leg(const CompareOptions& opt, const ArmSpec& arm, int rep, c
     for (const auto& m : kCompared) summary[m.key] = r.json.value(m.key, 0.0);
     summary["completed"] = r.metrics.completed;
     summary["failed"] = r.metrics.failed;
-    leg["by_concurrency"][std::to_string(c)] = summary;
-    std::ofstream(opt.out_dir / fmt::format("{}-rep{}-c{}.json", arm.name, rep, c))
+    leg["by_concurrency"][run.key] = summary;
+    std::ofstream(opt.out_dir / fmt::format("{}-rep{}-c{}.json", arm.name, rep, run.key))
         << r.json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
-    log << fmt::format("[rep {}] {} c={}: {:.1f} output tok/s, median TPOT {:.2f} ms, failed {}\n", rep, arm.name, c,
+    log << fmt::format("[rep {}] {} c={}: {:.1f} output tok/s, median TPOT {:.2f} ms, failed {}\n", rep, arm.name, run.key,
                        r.metrics.output_throughput, r.metrics.tpot.median_ms, r.metrics.failed);
   }
   server.stop();
@@ -150,10 +211,13 @@ CompareReport run_compare(const CompareOptions& opt, const PromptTokenizer& tok,
   md += fmt::format("| c | metric | {} median [min, max] | {} median [min, max] | ratio (>1: {} better) | "
                     "% of floor ({}) | % of floor ({}) | verdict |\n|---|---|---|---|---|---|---|---|\n",
                     pf.ours.name, pf.peer.name, pf.ours.name, pf.ours.name, pf.peer.name);
-  for (int c : w.concurrency) {
-    const std::string ck = std::to_string(c);
+  for (const LegRun& run : leg_runs(w)) {
+    const std::string& ck = run.key;
+    const int c = run.concurrency;
     std::optional<Floors> floors;
-    if (opt.model_config) floors = compute_floors(*opt.model_config, opt.gpu, c, w.input_len, w.output_len);
+    // The all-at-once run batches at most the server's slots: no single floor.
+    if (opt.model_config && run.key == std::to_string(c))
+      floors = compute_floors(*opt.model_config, opt.gpu, c, w.input_len, w.output_len);
     for (const auto& m : kCompared) {
       std::vector<double> ours, peer, ratios;
       for (int rep = 0; rep < w.reps; ++rep) {
@@ -180,7 +244,8 @@ CompareReport run_compare(const CompareOptions& opt, const PromptTokenizer& tok,
         fo = fmt::format("{:.1f}%", 100.0 * floors->decode_step_s * 1e3 / median(ours));
         fp = fmt::format("{:.1f}%", 100.0 * floors->decode_step_s * 1e3 / median(peer));
       }
-      md += fmt::format("| {} | {} | {} | {} | {:.3f} [{:.3f}, {:.3f}] | {} | {} | {} |\n", c, m.key, cell(ours),
+      md += fmt::format("| {} | {} | {} | {} | {:.3f} [{:.3f}, {:.3f}] | {} | {} | {} |\n",
+                        run.key == std::to_string(c) ? ck : fmt::format("{} at once", c), m.key, cell(ours),
                         cell(peer), s.median, s.min, s.max, fo, fp, s.verdict);
       report.json["summary"][ck][m.key] = {{"ours_median", median(ours)}, {"peer_median", median(peer)},
                                            {"ratio_median", s.median}, {"ratio_min", s.min},

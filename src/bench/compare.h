@@ -9,6 +9,7 @@
 // band.
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -30,6 +31,9 @@ struct CompareOptions {
   GpuCeilings gpu;
   std::string gpu_name = "unknown GPU";
   std::string hyllm_binary;          // {hyllm}
+  // Further launch placeholders for both arms, e.g. {tokenizer}, or
+  // {gguf} and {llama_server} for the llama.cpp peer; they win over "matched".
+  std::map<std::string, std::string> placeholders;
   std::string ours_commit = "unknown";
   std::string command_line;
   std::optional<std::filesystem::path> markdown_path;  // appended when set
@@ -42,6 +46,12 @@ struct ArmIdentity {
   std::string non_default_args;  // the startup line, verbatim
 };
 ArmIdentity check_identity(const ArmSpec& arm, const std::string& reported_version, const std::string& startup_log);
+
+// The version at arm.version_field of the arm's info document (GET
+// arm.version_path; empty when absent), after checking every
+// arm.expected_info value in it; throws hyllm::Error(kInvalidArgument)
+// naming the first difference.
+std::string check_server_info(const ArmSpec& arm, const PeerFile& pf, const nlohmann::json& info);
 
 // Paired-ratio summary of one metric at one concurrency.
 struct RatioSummary {

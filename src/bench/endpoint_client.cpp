@@ -158,24 +158,34 @@ RequestResult send_streaming_request(const Endpoint& endpoint, const RequestInpu
       }
       const auto& choices = j.value("choices", nlohmann::json::array());
       if (choices.is_array() && !choices.empty()) {
-        if (!first) {
-          first = true;
-          out.ttft = t - out.start_time;
-        } else {
-          out.itl.push_back(t - most_recent);
-        }
-        most_recent = t;
         const auto& c = choices[0];
+        std::string piece;
         if (endpoint.kind == EndpointKind::kCompletions) {
-          if (c.contains("text") && c["text"].is_string()) out.generated_text += c["text"].get<std::string>();
+          if (c.contains("text") && c["text"].is_string()) piece = c["text"].get<std::string>();
         } else if (c.contains("delta")) {
           const auto& d = c["delta"];
-          if (d.contains("content") && d["content"].is_string()) out.generated_text += d["content"].get<std::string>();
+          if (d.contains("content") && d["content"].is_string()) piece += d["content"].get<std::string>();
           if (d.contains("reasoning_content") && d["reasoning_content"].is_string())
-            out.generated_text += d["reasoning_content"].get<std::string>();
-          if (d.contains("reasoning") && d["reasoning"].is_string()) out.generated_text += d["reasoning"].get<std::string>();
+            piece += d["reasoning_content"].get<std::string>();
+          if (d.contains("reasoning") && d["reasoning"].is_string()) piece += d["reasoning"].get<std::string>();
         }
-      } else if (j.contains("usage") && j["usage"].is_object()) {
+        // A closing chunk with no text, only a finish_reason (llama-server
+        // sends one after the last token, with the usage), carries no
+        // token: it is neither an inter-token gap nor the end of the output.
+        const bool closing_only = first && piece.empty() && c.contains("finish_reason") && !c["finish_reason"].is_null();
+        if (!closing_only) {
+          if (!first) {
+            first = true;
+            out.ttft = t - out.start_time;
+          } else {
+            out.itl.push_back(t - most_recent);
+          }
+          most_recent = t;
+        }
+        out.generated_text += piece;
+      }
+      // Usage comes in a chunk of its own (vLLM, hyllm) or on the closing chunk (llama-server).
+      if (j.contains("usage") && j["usage"].is_object()) {
         const auto& u = j["usage"];
         if (u.contains("completion_tokens") && u["completion_tokens"].is_number_integer())
           out.output_tokens = u["completion_tokens"].get<int>();

@@ -33,6 +33,11 @@ ArmSpec parse_arm(const nlohmann::ordered_json& j, const std::string& key, const
   if (a.contains("expected_args"))
     for (auto it = a["expected_args"].begin(); it != a["expected_args"].end(); ++it)
       arm.expected_args[it.key()] = as_string(it.value());
+  arm.version_path = a.value("version_path", arm.version_path);
+  arm.version_field = a.value("version_field", arm.version_field);
+  if (a.contains("expected_info"))
+    for (auto it = a["expected_info"].begin(); it != a["expected_info"].end(); ++it)
+      arm.expected_info[it.key()] = as_string(it.value());
   return arm;
 }
 
@@ -61,6 +66,7 @@ PeerFile load_peer_file(const std::filesystem::path& path) {
     o.temperature = w.value("temperature", o.temperature);
     o.ignore_eos = w.value("ignore_eos", o.ignore_eos);
     o.startup_timeout_s = w.value("startup_timeout_s", o.startup_timeout_s);
+    o.all_at_once_prompts = w.value("all_at_once_prompts", o.all_at_once_prompts);
   }
   if (pf.workload.reps < 5)
     fail(ErrorCode::kInvalidArgument, "peer file {}: at least five interleaved repetitions are required (reps = {})",
@@ -68,30 +74,32 @@ PeerFile load_peer_file(const std::filesystem::path& path) {
   return pf;
 }
 
+std::string expand_placeholders(const std::string& t, const PeerFile& pf,
+                                const std::map<std::string, std::string>& leg_values, const std::string& what) {
+  static const std::regex placeholder(R"(\{([a-z_]+)\})");
+  std::string out;
+  size_t last = 0;
+  for (auto it = std::sregex_iterator(t.begin(), t.end(), placeholder); it != std::sregex_iterator(); ++it) {
+    const std::string key = (*it)[1];
+    out += t.substr(last, static_cast<size_t>(it->position()) - last);
+    if (auto v = leg_values.find(key); v != leg_values.end()) {
+      out += v->second;
+    } else if (auto m = pf.matched.find(key); m != pf.matched.end()) {
+      out += m->second;
+    } else {
+      fail(ErrorCode::kInvalidArgument, "peer file {}: {} uses unknown placeholder {{{}}}", pf.path.string(), what,
+           key);
+    }
+    last = static_cast<size_t>(it->position() + it->length());
+  }
+  out += t.substr(last);
+  return out;
+}
+
 std::vector<std::string> expand_launch(const ArmSpec& arm, const PeerFile& pf,
                                        const std::map<std::string, std::string>& leg_values) {
-  static const std::regex placeholder(R"(\{([a-z_]+)\})");
   std::vector<std::string> argv;
-  for (const auto& t : arm.launch) {
-    std::string out;
-    auto begin = std::sregex_iterator(t.begin(), t.end(), placeholder);
-    size_t last = 0;
-    for (auto it = begin; it != std::sregex_iterator(); ++it) {
-      const std::string key = (*it)[1];
-      out += t.substr(last, static_cast<size_t>(it->position()) - last);
-      if (auto v = leg_values.find(key); v != leg_values.end()) {
-        out += v->second;
-      } else if (auto m = pf.matched.find(key); m != pf.matched.end()) {
-        out += m->second;
-      } else {
-        fail(ErrorCode::kInvalidArgument, "peer file {}: {} launch uses unknown placeholder {{{}}}", pf.path.string(),
-             arm.name, key);
-      }
-      last = static_cast<size_t>(it->position() + it->length());
-    }
-    out += t.substr(last);
-    argv.push_back(out);
-  }
+  for (const auto& t : arm.launch) argv.push_back(expand_placeholders(t, pf, leg_values, arm.name + " launch"));
   return argv;
 }
 

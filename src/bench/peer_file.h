@@ -27,6 +27,16 @@ struct ArmSpec {
   // "non-default args: {...}" with these values (Python repr), e.g.
   // {"language_model_only": "True", "enable_prefix_caching": "False"}.
   std::map<std::string, std::string> expected_args;
+  // Where the arm reports its identity: GET version_path, the string at the
+  // dotted path version_field ("/version" and "version" for vLLM and hyllm;
+  // llama-server: "/props" and "build_info").
+  std::string version_path = "/version";
+  std::string version_field = "version";
+  // Values the version_path document must hold, by dotted path, for servers
+  // that print no "non-default args:" line (llama-server:
+  // {"total_slots": "{max_num_seqs}"}). Values may use placeholders; strings
+  // compare unquoted, other JSON values as compact JSON.
+  std::map<std::string, std::string> expected_info;
 };
 
 struct CompareWorkload {
@@ -40,6 +50,10 @@ struct CompareWorkload {
   double temperature = 0.0;
   bool ignore_eos = true;
   double startup_timeout_s = 1800;
+  // When > 0, each leg also sends this many prompts at once (no concurrency
+  // limit: the server queues what it cannot batch), vLLM's published
+  // throughput workload; reported as the row "<N> at once".
+  int all_at_once_prompts = 0;
 };
 
 struct PeerFile {
@@ -51,6 +65,11 @@ struct PeerFile {
 };
 
 PeerFile load_peer_file(const std::filesystem::path& path);
+
+// `text` with every placeholder replaced from leg_values, then "matched"; an
+// unknown placeholder is an error naming it and `what`.
+std::string expand_placeholders(const std::string& text, const PeerFile& pf,
+                                const std::map<std::string, std::string>& leg_values, const std::string& what);
 
 // argv for one leg with every placeholder replaced; an unknown placeholder
 // is an error naming it.

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -156,6 +157,83 @@ TEST(PeerFile, UnknownPlaceholderIsAnError) {
   PeerFile pf = load_peer_file(write(dir, j));
   EXPECT_THROW(expand_launch(pf.peer, pf, {{"port", "1"}}), Error);
   fs::remove_all(dir);
+}
+
+TEST(Compare, ServerInfoChecksPinnedValuesAndFindsTheVersion) {
+  fs::path dir = temp_dir("info");
+  auto j = peer_json("0.26.0", "0.26.0");
+  j["peer"]["version_path"] = "/props";
+  j["peer"]["version_field"] = "build_info";
+  j["peer"]["expected_info"] = {{"total_slots", "{max_num_seqs}"}, {"default_generation_settings.n_ctx", "512"}};
+  PeerFile pf = load_peer_file(write(dir, j));
+  EXPECT_EQ(pf.peer.version_path, "/props");
+  const nlohmann::json ok = {{"build_info", "b1-abc"}, {"total_slots", 4},
+                             {"default_generation_settings", {{"n_ctx", 512}}}};
+  EXPECT_EQ(check_server_info(pf.peer, pf, ok), "b1-abc");
+  nlohmann::json wrong = ok;
+  wrong["total_slots"] = 8;
+  try {
+    check_server_info(pf.peer, pf, wrong);
+    FAIL() << "a different slot count was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("total_slots = 8 but the peer file pins 4"), std::string::npos) << e.what();
+  }
+  nlohmann::json missing = ok;
+  missing["default_generation_settings"].erase("n_ctx");
+  EXPECT_THROW(check_server_info(pf.peer, pf, missing), Error);
+  // vLLM-style arms keep /version and its "version" field.
+  EXPECT_EQ(pf.ours.version_path, "/version");
+  EXPECT_EQ(check_server_info(pf.ours, pf, {{"version", "0.1.0"}}), "0.1.0");
+  fs::remove_all(dir);
+}
+
+// The llama.cpp peer: prompt reuse off, one slot per concurrent request of
+// max_model_len tokens, its identity from /props, and a pinned source whose
+// pins no other file restates.
+TEST(PeerFile, ShippedLlamaCppPeerMatchesHyllmsSettings) {
+  fs::path root = HYLLM_SOURCE_DIR;
+  const fs::path peer_path = root / "bench/peers/llamacpp.json";
+  PeerFile pf = load_peer_file(peer_path);
+  EXPECT_EQ(pf.peer.version_path, "/props");
+  EXPECT_EQ(pf.peer.version_field, "build_info");
+  EXPECT_EQ(pf.peer.expected_info.at("total_slots"), "{max_num_seqs}");
+  EXPECT_EQ(pf.peer.expected_info.at("default_generation_settings.n_ctx"), "{max_model_len}");
+  const auto argv = expand_launch(pf.peer, pf, {{"port", "1"}, {"gguf", "m.gguf"}, {"llama_server", "ls"}});
+  auto value_of = [&](const std::string& flag) {
+    auto it = std::find(argv.begin(), argv.end(), flag);
+    return it == argv.end() || it + 1 == argv.end() ? std::string("<absent>") : *(it + 1);
+  };
+  EXPECT_EQ(value_of("--parallel"), pf.matched.at("max_num_seqs"));
+  EXPECT_EQ(std::stoll(value_of("--ctx-size")),
+            std::stoll(pf.matched.at("max_num_seqs")) * std::stoll(pf.matched.at("max_model_len")));
+  EXPECT_EQ(value_of("--flash-attn"), "on");
+  EXPECT_EQ(value_of("--cache-ram"), "0");
+  EXPECT_EQ(value_of("--ctx-checkpoints"), "0");
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "--no-cache-prompt"), argv.end());
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "--no-kv-unified"), argv.end());
+  const auto ours = expand_launch(pf.ours, pf, {{"port", "1"}, {"hyllm", "h"}, {"model", "m"}, {"tokenizer", "m"}});
+  EXPECT_NE(std::find(ours.begin(), ours.end(), "--no-enable-prefix-caching"), ours.end());
+  const auto& src = pf.raw["source"];
+  EXPECT_TRUE(std::regex_match(src["commit"].get<std::string>(), std::regex("[0-9a-f]{40}")));
+  EXPECT_TRUE(std::regex_match(src["archive"]["sha256"].get<std::string>(), std::regex("[0-9a-f]{64}")));
+  bool ui_off = false;
+  for (const auto& f : src["cmake_flags"]) ui_off |= f == "-DLLAMA_BUILD_UI=OFF";
+  EXPECT_TRUE(ui_off) << "llama.cpp's CMake downloads its web UI unless told not to";
+  const std::string commit = src["commit"], sha = src["archive"]["sha256"];
+  for (const char* sub : {"bench", "tools", "scripts", "src/bench", "apps", ".ci"}) {
+    if (!fs::exists(root / sub)) continue;
+    for (const auto& e : fs::recursive_directory_iterator(root / sub)) {
+      if (!e.is_regular_file() || e.path() == peer_path) continue;
+      if (e.path().string().find("node_modules") != std::string::npos) continue;
+      std::ifstream in(e.path());
+      std::stringstream ss;
+      ss << in.rdbuf();
+      const std::string text = ss.str();
+      EXPECT_EQ(text.find(pf.peer.version), std::string::npos) << e.path() << " restates the pinned build";
+      EXPECT_EQ(text.find(commit), std::string::npos) << e.path() << " restates the pinned commit";
+      EXPECT_EQ(text.find(sha), std::string::npos) << e.path() << " restates the archive's sha256";
+    }
+  }
 }
 
 // The shipped vLLM peer file is the only place that states the peer's pinned

@@ -124,6 +124,24 @@ TEST(EndpointClient, NoUsageFallsBackToChunkCount) {
   EXPECT_EQ(m.total_output, 3);
 }
 
+// llama-server closes a stream with a text-less chunk that carries the
+// finish_reason and the usage: the usage counts, the chunk is no token.
+TEST(EndpointClient, ClosingChunkWithUsageIsNoToken) {
+  Script s;
+  s.ttft_s = 0.0;
+  s.itl_s = 0.01;
+  s.tokens = 3;
+  s.closing_chunk_after_s = 0.3;
+  FakeOpenAIServer server(s);
+  RequestResult r = send_streaming_request(Endpoint{server.url()}, input());
+  ASSERT_TRUE(r.success) << r.error;
+  EXPECT_EQ(r.output_tokens, 3);
+  EXPECT_EQ(r.prompt_len, 17);
+  EXPECT_EQ(r.itl.size(), 2u);
+  EXPECT_EQ(r.generated_text, "t0t1t2");
+  EXPECT_NEAR(r.latency, r.ttft + r.itl[0] + r.itl[1], 1e-9);  // ends at the last token, not 0.3 s later
+}
+
 TEST(EndpointClient, FirstModelFromServer) {
   FakeOpenAIServer server(Script{});
   EXPECT_EQ(first_served_model(Endpoint{server.url()}), "fake-model");

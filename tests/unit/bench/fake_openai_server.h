@@ -25,6 +25,9 @@ struct Script {
   bool bad_json = false;            // emit an event that is not JSON
   bool ping_comments = false;       // ": ping" keep-alive lines between events
   double stall_s = 0.0;             // sleep before the first byte
+  // llama-server's ending: after the last token, one more chunk whose choice
+  // has no text but the finish_reason, with the usage on it.
+  double closing_chunk_after_s = -1.0;
 };
 
 class FakeOpenAIServer {
@@ -57,7 +60,15 @@ class FakeOpenAIServer {
           if (s.drop_after_first) return false;  // httplib closes the connection
           if (s.bad_json && i == 0) sink.write("data: {not json\n\n", 17);
         }
-        if (s.usage) {
+        if (s.closing_chunk_after_s >= 0) {
+          sleep(s.closing_chunk_after_s);
+          nlohmann::json last = {{"id", "cmpl-1"}, {"object", "text_completion"},
+                                 {"choices", {{{"index", 0}, {"text", ""}, {"finish_reason", "length"}}}},
+                                 {"usage", {{"prompt_tokens", s.usage_prompt_tokens}, {"completion_tokens", s.tokens},
+                                            {"total_tokens", s.usage_prompt_tokens + s.tokens}}}};
+          std::string ev = "data: " + last.dump() + "\n\n";
+          sink.write(ev.data(), ev.size());
+        } else if (s.usage) {
           nlohmann::json u = {{"id", "cmpl-1"}, {"choices", nlohmann::json::array()},
                               {"usage", {{"prompt_tokens", s.usage_prompt_tokens}, {"completion_tokens", s.tokens},
                                          {"total_tokens", s.usage_prompt_tokens + s.tokens}}}};

@@ -181,7 +181,11 @@ TEST_F(CudaOpTest, SpeculativeStatesAndRollback) {
       select_state(*gpu_, {dlive->view(), dsaved->view(), didx.view(), dkeep.view()});
     }
     expect_equal("select_state conv", dconv, conv);
-    expect_close("select_state recurrent", dstate, state, kTolDeltaState);
+    // A sequence longer than a verify chunk (the 70-token prefill) may run the
+    // chunked tensor-core path, whose final state has the chunked tolerance
+    // (as in DeltaRuleTest); rolled-back states are saved ones, copied exactly.
+    const bool any_long = std::any_of(lens.begin(), lens.end(), [&](int64_t n) { return n > K + 1; });
+    expect_close("select_state recurrent", dstate, state, any_long ? kTolDeltaStateChunked : kTolDeltaState);
   }
 }
 

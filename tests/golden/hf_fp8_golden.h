@@ -8,7 +8,16 @@
 //    (FNV-1a 64 of model.safetensors);
 //  - teacher-forced on the golden tokens: the argmax equals them wherever the
 //    golden margin clears margin_threshold, and the top-5 and first-step
-//    logits are within the case's logit_tolerance;
+//    logits are within the case's tolerance: the golden's logit_tolerance,
+//    widened to sqrt(2) x HF FP8's own largest logit error against the exact
+//    (dequantised, fp32) model. Both quantise activations by the same rule,
+//    but from inputs that differ by bf16 rounding (HF's torch bf16 layers vs
+//    hyllm's fused kernels); e4m3 rounds those inputs to different codes
+//    here and there, and this random model amplifies each such flip, so the
+//    two FP8 runs carry independent FP8 noise and differ by up to sqrt(2)
+//    times it (measured on the H200 and the CPU: 1.0-2.6 against HF's
+//    2.4-2.7). A broken format (wrong scales, a dropped block) is off by
+//    far more;
 //  - greedy: tokens equal the golden's up to comparable_steps, and where they
 //    first differ the flip is explained by the logit errors (the token chosen
 //    is in the golden top 5 and the golden gap between the two tokens is
@@ -67,7 +76,8 @@ inline HfFp8Golden load_hf_fp8_golden() {
       k.top.push_back(t);
     }
     k.comparable = c.at("comparable_steps").get<int>();
-    k.tolerance = c.at("logit_tolerance").get<float>();
+    k.tolerance = std::max(c.at("logit_tolerance").get<float>(),
+                           std::sqrt(2.0f) * c.at("fp8_logit_max_abs_diff").get<float>());
     g.cases.push_back(std::move(k));
   }
   return g;

@@ -33,7 +33,6 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 OUT=${OUT:-/tmp/hyllm-device-out}
 mkdir -p "$OUT"
-DEPS_ARCHIVE=${HYLLM_DEPS_ARCHIVE:-$ROOT/.carry/cuda/deps.tar.xz}
 BUILD=${HYLLM_BUILD_DIR:-$ROOT/build-cuda}
 JOBS=${HYLLM_JOBS:-16}
 CHECKS=${HYLLM_CHECKS:-ops,parity,bench}
@@ -41,15 +40,7 @@ has() { [[ ",$CHECKS," == *",$1,"* ]]; }
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
 
-if [[ -f "$DEPS_ARCHIVE" ]]; then
-  D=/tmp/hyllm-deps
-  [[ -d $D/usr ]] || { mkdir -p $D && tar -xJf "$DEPS_ARCHIVE" -C $D; }
-  export PKG_CONFIG=$D/usr/bin/pkgconf
-  export PKG_CONFIG_LIBDIR=$D/usr/lib/x86_64-linux-gnu/pkgconfig:$D/usr/lib/x86_64-linux-gnu/openblas-pthread/pkgconfig:$D/usr/share/pkgconfig
-  export LD_LIBRARY_PATH=$D/usr/lib/x86_64-linux-gnu:$D/usr/lib/x86_64-linux-gnu/openblas-pthread:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-  export CMAKE_PREFIX_PATH=$D/usr
-  export CMAKE_POLICY_VERSION_MINIMUM=3.5
-fi
+source "$ROOT/tools/cuda/host_deps_env.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 
 TARGETS=()

@@ -19,20 +19,11 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 OUT=${OUT:-/tmp/hyllm-spec-out}
 mkdir -p "$OUT"
-DEPS_ARCHIVE=${HYLLM_DEPS_ARCHIVE:-$ROOT/.carry/cuda/deps.tar.xz}
 BUILD=${HYLLM_BUILD_DIR:-$ROOT/build-cuda}
 MODELS=${HYLLM_SPEC_MODELS:-"qwen3_5_27b qwen3_5_35b_a3b"}
 BATCHES=${HYLLM_SPEC_BATCHES:-"1 8 32"}
 KS=${HYLLM_SPEC_KS:-"0 1 2 3 4"}
-if [[ -f "$DEPS_ARCHIVE" ]]; then
-  D=/tmp/hyllm-deps
-  [[ -d $D/usr ]] || { mkdir -p $D && tar -xJf "$DEPS_ARCHIVE" -C $D; }
-  export PKG_CONFIG=$D/usr/bin/pkgconf
-  export PKG_CONFIG_LIBDIR=$D/usr/lib/x86_64-linux-gnu/pkgconfig:$D/usr/lib/x86_64-linux-gnu/openblas-pthread/pkgconfig:$D/usr/share/pkgconfig
-  export LD_LIBRARY_PATH=$D/usr/lib/x86_64-linux-gnu:$D/usr/lib/x86_64-linux-gnu/openblas-pthread:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-  export CMAKE_PREFIX_PATH=$D/usr
-  export CMAKE_POLICY_VERSION_MINIMUM=3.5
-fi
+source "$ROOT/tools/cuda/host_deps_env.sh"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1 &&
   cmake --build "$BUILD" -j "${HYLLM_JOBS:-16}" --target hyllm test_cuda_ops >"$OUT/build.log" 2>&1 ||

@@ -72,6 +72,16 @@ int HttpServer::bind(const std::string& host, int port) {
 
 bool HttpServer::serve() { return listen_after_bind(); }
 
+void HttpServer::stop_listening() {
+  stop();
+  // Whoever swaps the socket out closes it: here when stop() did not.
+  const socket_t sock = svr_sock_.exchange(INVALID_SOCKET);
+  if (sock != INVALID_SOCKET) {
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+  }
+}
+
 bool HttpServer::wait_for_next_request(int fd, const ConnectionStream& stream) const {
   if (stream.has_buffered_bytes()) return true;
   using clock = std::chrono::steady_clock;

@@ -69,8 +69,12 @@ class HttpServer : public httplib::Server {
   // Binds (port 0 picks a free port) and widens the backlog. Returns the
   // bound port, or -1 when the address cannot be bound.
   int bind(const std::string& host, int port);
-  // Accepts connections until stop(); returns false when accepting failed.
+  // Accepts connections until stop_listening(); returns false when accepting failed.
   bool serve();
+  // Stops serve() wherever it is: also before it reached accept(), where
+  // httplib's stop() does nothing (it acts only once the listener runs) and
+  // serve() would then wait for a connection forever.
+  void stop_listening();
 
   const HttpLimits& limits() const { return limits_; }
   size_t open_connections() const { return open_connections_.load(std::memory_order_relaxed); }

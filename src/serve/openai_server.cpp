@@ -98,7 +98,7 @@ OpenAIServer::OpenAIServer(ServerOptions options)
 OpenAIServer::~OpenAIServer() {
   if (state_ != State::kStopped) {
     state_ = State::kStopped;
-    http_.stop();
+    http_.stop_listening();
   }
   if (listener_.joinable()) listener_.join();
 }
@@ -145,7 +145,7 @@ void OpenAIServer::drain(std::chrono::milliseconds timeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   state_ = State::kStopped;
-  http_.stop();
+  http_.stop_listening();
   log::info("Server stopped");
 }
 

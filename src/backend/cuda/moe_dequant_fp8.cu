@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "backend/cuda/fp8_common.cuh"
 #include "backend/cuda/launch/moe.h"
 
 namespace hyllm::cuda {
@@ -74,7 +75,43 @@ __global__ void dequant_activation_kernel(MoeDequantActivationParams p) {
   }
 }
 
+// Block x = slot (routed experts, then the shared expert); its warps take
+// (row, 128-column group) items in turn.
+__global__ void fake_quant_hidden_kernel(MoeFakeQuantHiddenParams p) {
+  const int s = blockIdx.x;
+  if (s >= *p.plan.num_slots) return;
+  const int width = p.plan.slot_expert[s] == p.experts ? p.shared_inter : p.inter;
+  const int groups = (width + kFp8Group - 1) / kFp8Group;
+  const int64_t begin = p.plan.slot_pos[s], items = static_cast<int64_t>(p.plan.slot_rows[s]) * groups;
+  const int warps = blockDim.x / 32, lane = threadIdx.x & 31;
+  for (int64_t item = static_cast<int64_t>(blockIdx.y) * warps + threadIdx.x / 32; item < items;
+       item += static_cast<int64_t>(gridDim.y) * warps) {
+    uint16_t* row = p.hidden + (begin + item / groups) * p.hidden_ld;
+    const int k = static_cast<int>(item % groups) * kFp8Group + lane * 4;
+    float v[4];
+    float amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      v[i] = k + i < width ? bf2f(row[k + i]) : 0.0f;
+      amax = fmaxf(amax, fabsf(v[i]));
+    }
+    const float scale = __fdiv_rn(fmaxf(warp_max(amax), 1e-10f), 448.0f);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if (k + i >= width) continue;
+      const __half_raw code = __nv_cvt_fp8_to_halfraw(e4m3_code(__fdiv_rn(v[i], scale)), __NV_E4M3);
+      row[k + i] = f2bf(__half2float(*reinterpret_cast<const __half*>(&code)) * scale);
+    }
+  }
+}
+
 }  // namespace
+
+void launch_moe_fake_quant_hidden(const MoeFakeQuantHiddenParams& p, cudaStream_t stream) {
+  constexpr int kThreads = 256;
+  // Up to 16 blocks per slot: enough to cover a hot expert's rows in one wave.
+  fake_quant_hidden_kernel<<<dim3(p.experts + 1, 16), kThreads, 0, stream>>>(p);
+}
 
 void launch_moe_dequant_activation(const MoeDequantActivationParams& p, cudaStream_t stream) {
   if (p.tokens == 0) return;

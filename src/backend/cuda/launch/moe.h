@@ -229,4 +229,19 @@ struct MoeDequantActivationParams {
 };
 void launch_moe_dequant_activation(const MoeDequantActivationParams& p, cudaStream_t stream);
 
+// The grouped regime's SwiGLU rows (MoeGroupedGemmParams::hidden) rounded in
+// place as the FP8 down projection's input: per row and 128 columns, the
+// values become e4m3 codes times their group scale (fp8_common.cuh), kept in
+// bf16, so the bf16 down GEMM multiplies what an FP8 GEMM would. Routed rows
+// have `inter` columns, the shared expert's rows `shared_inter`.
+struct MoeFakeQuantHiddenParams {
+  MoeGroupedPlan plan;
+  uint16_t* hidden = nullptr;
+  int hidden_ld = 0;
+  int experts = 0;
+  int inter = 0;
+  int shared_inter = 0;
+};
+void launch_moe_fake_quant_hidden(const MoeFakeQuantHiddenParams& p, cudaStream_t stream);
+
 }  // namespace hyllm::cuda

@@ -265,7 +265,6 @@ def hostile_cases(vocab_guess):
         (chat, {"messages": msgs, "stop": [f"s{i}" for i in range(1000)]}),
         (chat, {"messages": "not a list"}),
         (chat, {"messages": []}),
-        (chat, {"messages": [{"role": "wizard", "content": "x"}]}),
         (chat, {"messages": msgs, "model": "no-such-model"}),
         (chat, {"messages": msgs, "stream_options": {"include_usage": True}}),
         (chat, {"messages": msgs, "repetition_penalty": 0}),
@@ -291,6 +290,9 @@ def hostile_cases(vocab_guess):
             spec["must_mention"] = c[2]
         specs.append(spec)
     specs += [
+        # An unknown role is the chat template's to judge, as in vLLM: Qwen3's
+        # template drops the message (and the request runs), Qwen3.5's raises.
+        {"path": chat, "body": {"messages": [{"role": "wizard", "content": "x"}], "max_tokens": 16}, "expect": "any"},
         {"path": cmpl, "raw": '{"prompt": "x", ', "expect": "refuse"},
         {"path": cmpl, "raw": '{"prompt": ' + deep + "}", "expect": "refuse"},
         {"path": cmpl, "raw": "[1, 2]", "expect": "refuse"},
@@ -361,6 +363,8 @@ def client(ctx, index, end_time):
     while time.time() < end_time:
         kind, spec = pick_scenario(ctx, r)
         t0 = time.time()
+        with ctx["lock"]:
+            ctx["in_flight"][index] = (kind, t0)
         try:
             result = request(ctx["port"], spec, ctx["opt"].request_timeout)
         except Failed as e:
@@ -369,6 +373,7 @@ def client(ctx, index, end_time):
                 if len(ctx["failures"]) < 20:
                     ctx["failures"].append(f"{kind}: {e}")
         with ctx["lock"]:
+            del ctx["in_flight"][index]
             c = ctx["counts"].setdefault(kind, {"sent": 0, "ok": 0, "refused": 0, "dropped": 0, "failed": 0,
                                                 "ms": []})
             c["sent"] += 1
@@ -411,7 +416,7 @@ def main():
     models = json.loads(get(port, "/v1/models")[1])
     tok = json.loads(post_json(port, "/tokenize", {"prompt": text(random.Random(7), 64)})[1])
     ctx = {"opt": opt, "port": port, "max_model_len": models["data"][0]["max_model_len"], "token_ids": tok["tokens"],
-           "counts": {}, "failures": [], "lock": threading.Lock()}
+           "counts": {}, "failures": [], "in_flight": {}, "lock": threading.Lock()}
     ctx["hostile"] = hostile_cases(max(tok["tokens"]) + 10 ** 7)
     print(f"soak: {opt.clients} clients for {opt.duration:.0f} s against {models['data'][0]['id']} "
           f"(max_model_len {ctx['max_model_len']}), server pid {pid}, ready in {time.time() - t_start:.1f} s",
@@ -423,10 +428,27 @@ def main():
     warm_end = load_start + opt.duration * opt.warmup
     stop_sampling = threading.Event()
 
+    def progress():  # a line every 30 s, so that a run cut short still shows where it was
+        with ctx["lock"]:
+            sent = sum(c["sent"] for c in ctx["counts"].values())
+            oldest = sorted(ctx["in_flight"].values(), key=lambda kt: kt[1])[:3]
+        try:
+            m = metrics(port)
+            engine = f"running {m['running']:.0f}, waiting {m['waiting']:.0f}"
+        except Exception as e:  # noqa: BLE001 - progress only
+            engine = f"/metrics: {e}"
+        late = ", ".join(f"{k} for {time.time() - t0:.0f} s" for k, t0 in oldest)
+        print(f"soak: {time.time() - load_start:.0f} s: {sent} requests finished, {engine}; oldest in flight: "
+              f"{late or 'none'}", flush=True)
+
     def sampler():
+        next_progress = load_start + 30
         while not stop_sampling.is_set():
             samples.append({"phase": "warmup" if time.time() < warm_end else "load", "rss": rss_bytes(pid),
                             "gpu": gpu_bytes(pid)})
+            if time.time() >= next_progress:
+                progress()
+                next_progress += 30
             stop_sampling.wait(2)
 
     def scraper():  # what Prometheus would do while the load runs

@@ -1,4 +1,6 @@
 // Harness: linear, embedding, gather_rows, rms_norm, gated_rms_norm, swiglu.
+#include <array>
+
 #include "cuda_test_util.h"
 
 namespace hyllm::test {
@@ -28,6 +30,28 @@ TEST_F(CudaOpTest, LinearBf16) {
         expect_close("linear f32 out", dout, out, kTolF32Gemm);
       }
     }
+  }
+}
+
+// The output buffer is fresh device memory that nothing wrote before the GEMM
+// (the test above poisons it first). Under compute-sanitizer's initcheck this
+// tells whether the tool sees the library GEMM's writes: the model's next op
+// reads such an output, and the copy to the host here reads all of it.
+TEST_F(CudaOpTest, LinearBf16IntoFreshMemory) {
+  Rng rng(seed_);
+  for (const auto [M, N, K] : {std::array<int64_t, 3>{7, 512, 128}, std::array<int64_t, 3>{300, 512, 1024}}) {
+    SCOPED_TRACE(testing::Message() << "M=" << M << " N=" << N << " K=" << K);
+    HostTensor x = bf16_tensor({M, K}), w = bf16_tensor({N, K}), out = bf16_tensor({M, N});
+    x.fill_normal(rng);
+    w.fill_normal(rng, 0.05);
+    linear(*cpu_, {x.view(), LinearWeight::bf16(w.view()), out.view()});
+    Mirror dx(*gpu_, x), dw(*gpu_, w);
+    DeviceBuffer dout(*gpu_, DType::kBF16, Shape{M, N});
+    linear(*gpu_, {dx.view(), LinearWeight::bf16(dw.view()), dout.view()});
+    HostTensor back = bf16_tensor({M, N});
+    gpu_->copy_to_host(back.buf.data(), dout.data(), back.buf.size());
+    const double err = normalized_error(back.values(), out.values());
+    EXPECT_LE(err, kTolGemm);
   }
 }
 

@@ -8,7 +8,7 @@ with it.
 Runs where train.py runs (torch 2.11, transformers 5.17, tokenizers 0.23, one
 GPU). Inputs: the model directory (models/hyllm-tiny) and the corpus directory
 written by prepare_corpus.py. Outputs in --out: hyllm-tiny/ (the model with
-its head) and mtp_report.json (losses and teacher-forced acceptance).
+its head), mtp_head.safetensors (the head alone) and mtp_report.json (losses and teacher-forced acceptance).
 
   python3 train_mtp.py --model models/hyllm-tiny --data DATA --out OUT [--train-seconds 120]
   python3 train_mtp.py ... --smoke     # a few steps, to check the pipeline in seconds
@@ -25,7 +25,6 @@ The module below is written from that spec, not taken from transformers
 import argparse
 import json
 import math
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -167,24 +166,15 @@ def evaluate(head, lm, embed, x, y, batch, device):
     return round(float(np.mean(losses)), 4), round(float(np.mean(accepts)), 4)
 
 
-def export(head, model_dir, out_dir):
-    """The model directory with the head's tensors added to model.safetensors."""
-    from safetensors.torch import load_file, save_file
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    shutil.copytree(model_dir, out_dir)
-    tensors = load_file(str(out_dir / "model.safetensors"))
-    stale = [k for k in tensors if k.startswith("mtp.")]
-    for k in stale:
-        del tensors[k]
-    tensors.update(head.checkpoint_tensors())
-    save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
-    cfg_path = out_dir / "config.json"
-    cfg = json.loads(cfg_path.read_text())
-    text = cfg.get("text_config", cfg)
-    text["mtp_num_hidden_layers"] = 1
-    text["mtp_use_dedicated_embeddings"] = False
-    cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+def export(head, model_dir, out):
+    """The head alone (out/mtp_head.safetensors, small enough to send back from the GPU machine) and the
+    model directory with the head added (add_mtp_head.py, which also merges the head elsewhere)."""
+    from safetensors.torch import save_file
+    from add_mtp_head import add_head
+    out.mkdir(parents=True, exist_ok=True)
+    head_file = out / "mtp_head.safetensors"
+    save_file(head.checkpoint_tensors(), str(head_file), metadata={"format": "pt"})
+    return add_head(model_dir, head_file, out / model_dir.name)
 
 
 def main():
@@ -258,8 +248,7 @@ def main():
     after = {"valid_docs": evaluate(head, lm, embed, vx, vy, args.batch, device),
              "valid_chat": evaluate(head, lm, embed, cx, cy, args.batch, device)}
     log(f"trained {step} steps: loss/acceptance {after}")
-    target = out / ("smoke-model" if args.smoke else model_dir.name)
-    export(head, model_dir, target)
+    target = export(head, model_dir, out / "smoke" if args.smoke else out)
     reloaded, info = Qwen3_5ForConditionalGeneration.from_pretrained(target, dtype=torch.float32,
                                                                      output_loading_info=True)
     probe = vx[:1, :64]

@@ -7,6 +7,7 @@
 #include "engine/sampler.h"
 #include "util/log.h"
 #include "util/status.h"
+#include "util/thread_pool.h"
 
 namespace hyllm {
 
@@ -362,22 +363,33 @@ void ModelRunner::sample_on_host(std::vector<SampledToken>& out) {
 
 void ModelRunner::fill_token_masks(const StepInput& input) {
   row_masked_.clear();
-  bool any = false;
-  for (const SeqWork& w : input.seqs) {
-    if (w.sample) any = any || w.constraint != nullptr;
-  }
-  if (!any) return;
-  const size_t words = static_cast<size_t>(bitmask_words(static_cast<int>(model_->vocab_size())));
-  size_t row = 0;
+  constrained_rows_.clear();
+  size_t rows = 0;
   for (const SeqWork& w : input.seqs) {
     if (!w.sample) continue;
-    row_masked_.push_back(0);
-    if (w.constraint != nullptr) {
-      if (token_masks_.size() < (row + 1) * words) token_masks_.resize((row + 1) * words);
+    if (w.constraint != nullptr) constrained_rows_.emplace_back(rows, w.constraint);
+    ++rows;
+  }
+  if (constrained_rows_.empty()) return;
+  row_masked_.assign(rows, 0);
+  const size_t words = static_cast<size_t>(bitmask_words(static_cast<int>(model_->vocab_size())));
+  if (token_masks_.size() < rows * words) token_masks_.resize(rows * words);
+  // Every request has its own matcher and the compiled grammars they share
+  // are read-only, so the masks are filled in parallel (on the CUDA backend
+  // while the forward runs on the device; on the CPU backend the forward has
+  // returned and the pool is free). Each task writes only its own row.
+  auto fill = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const auto [row, constraint] = constrained_rows_[static_cast<size_t>(i)];
       std::span<uint32_t> mask(token_masks_.data() + row * words, words);
-      row_masked_.back() = w.constraint->fill_next_token_bitmask(mask) ? 1 : 0;
+      row_masked_[row] = constraint->fill_next_token_bitmask(mask) ? 1 : 0;
     }
-    ++row;
+  };
+  const auto n = static_cast<int64_t>(constrained_rows_.size());
+  if (n >= kParallelMaskRows) {
+    ThreadPool::global().parallel_for(0, n, fill);
+  } else {
+    fill(0, n);
   }
 }
 

@@ -20,6 +20,7 @@
 // the MTP head proposes the next drafts (model_runner_spec.cpp).
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -130,6 +131,9 @@ class ModelRunner final : public ModelExecutor {
   std::vector<DeviceSamplingRow> device_rows_;
   std::vector<uint32_t> token_masks_;  // [sampled rows, bitmask_words(vocab)]
   std::vector<uint8_t> row_masked_;    // per sampled row: its mask applies
+  std::vector<std::pair<size_t, TokenConstraint*>> constrained_rows_;  // (sampled row, its constraint)
+  // From this many constrained rows on, their masks are filled on the thread pool.
+  static constexpr int64_t kParallelMaskRows = 4;
   bool profiling_ = false;  // the profile step's tokens are not checked
   DecodeGraphs graphs_;
   // MTP passes whose sequences all have the same number of tokens: pass 1

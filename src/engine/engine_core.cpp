@@ -4,6 +4,7 @@
 
 #include "util/log.h"
 #include "util/status.h"
+#include "util/thread_pool.h"
 
 namespace hyllm {
 namespace {
@@ -237,19 +238,22 @@ std::vector<RequestOutput> EngineCore::step() {
         ++k;
       }
       scheduler_->commit(sched);
+      const std::vector<ConstraintAdvance> advanced = advance_constraints(sched, result);
       const Clock::time_point now = Clock::now();
       k = 0;
       for (const ScheduledChunk& c : sched.chunks) {
         if (!c.sample) continue;
         const size_t i = k++;
         Sequence& seq = *c.seq;
+        const ConstraintAdvance* adv = advanced.empty() ? nullptr : &advanced[i];
         std::vector<SampledToken> emitted;
         if (speculative) {
           seq.tokens.resize(seq.tokens.size() - result.accepted[i].size());
           emitted = std::move(result.accepted[i]);
         }
         emitted.push_back(std::move(result.sampled[i]));
-        for (const SampledToken& sampled : emitted) {
+        for (size_t j = 0; j < emitted.size(); ++j) {
+          const SampledToken& sampled = emitted[j];
           // A request that failed earlier in this loop (its hook threw) has finished choices.
           if (seq.finished()) break;
           if (sampled.token < 0) {
@@ -262,10 +266,10 @@ std::vector<RequestOutput> EngineCore::step() {
             fail_request(*seq.request, fmt::format("sampled token id {} is out of vocabulary", sampled.token));
             break;
           }
-          append_token(seq, sampled, now);
+          append_token(seq, sampled, now, /*forced=*/adv != nullptr && j < adv->accepted);
         }
         if (seq.finished()) continue;
-        jump_forward(seq, now);
+        jump_forward(seq, now, adv != nullptr && adv->forced_ready ? adv : nullptr);
         if (speculative && !seq.finished()) keep_drafts(seq, std::move(result.drafts[i]));
       }
     }
@@ -317,20 +321,87 @@ void EngineCore::keep_drafts(Sequence& seq, std::vector<int32_t> drafts) {
   seq.draft_tokens = std::move(drafts);
 }
 
-void EngineCore::jump_forward(Sequence& seq, Clock::time_point now) {
+std::vector<EngineCore::ConstraintAdvance> EngineCore::advance_constraints(const SchedulerOutput& sched,
+                                                                          const StepOutput& result) {
+  struct Work {
+    size_t row;
+    Sequence* seq;
+    TokenConstraint* constraint;
+  };
+  std::vector<Work> work;
+  size_t rows = 0;
+  for (const ScheduledChunk& c : sched.chunks) {
+    if (!c.sample) continue;
+    TokenConstraint* constraint = c.seq->request->constraint(c.seq->index);
+    if (constraint != nullptr && !c.seq->finished()) work.push_back({rows, c.seq, constraint});
+    ++rows;
+  }
+  if (work.size() < kParallelConstraints) return {};
+  const bool speculative = !result.accepted.empty();
+  std::vector<ConstraintAdvance> out(rows);
+  // Each task touches only its own choice's constraint and its own entry of `out`;
+  // the sequences are read, not written.
+  auto advance = [&](int64_t begin, int64_t end) {
+    for (int64_t w = begin; w < end; ++w) {
+      const Work& job = work[static_cast<size_t>(w)];
+      ConstraintAdvance& a = out[job.row];
+      std::vector<int32_t> tokens;
+      if (speculative) {
+        for (const SampledToken& t : result.accepted[job.row]) tokens.push_back(t.token);
+      }
+      tokens.push_back(result.sampled[job.row].token);
+      for (int32_t t : tokens) {
+        if (t < 0 || t >= vocab_size_) break;  // the serial loop fails the request at this token
+        try {
+          if (!job.constraint->accept_token(t)) break;
+        } catch (const std::exception&) {
+          break;  // append_token meets the same refusal and reports it
+        }
+        ++a.accepted;
+      }
+      const Request& req = *job.seq->request;
+      if (a.accepted < tokens.size() || req.sampling.logprobs) continue;
+      // The sequence holds its accepted drafts already (for commit), not yet its sampled token.
+      const int after = job.seq->num_tokens() - (speculative ? static_cast<int>(result.accepted[job.row].size()) : 0) +
+                        static_cast<int>(tokens.size());
+      const int room = std::min(req.sampling.max_tokens - (after - job.seq->num_prompt_tokens),
+                                config_.max_model_len - after);
+      a.forced_ready = true;
+      if (room <= 0) continue;
+      try {
+        a.forced = job.constraint->forced_tokens(room);
+      } catch (const std::exception& e) {
+        a.forced_error = e.what();
+      }
+    }
+  };
+  ThreadPool::global().parallel_for(0, static_cast<int64_t>(work.size()), advance);
+  return out;
+}
+
+void EngineCore::jump_forward(Sequence& seq, Clock::time_point now, const ConstraintAdvance* ready) {
   Request& req = *seq.request;
   TokenConstraint* constraint = req.constraint(seq.index);
   if (!constraint) return;
   // Forced tokens come without logprobs; a request that asks for them samples every token.
   if (req.sampling.logprobs) return;
-  const int room = std::min(req.sampling.max_tokens - seq.num_output_tokens(), config_.max_model_len - seq.num_tokens());
-  if (room <= 0) return;
   std::vector<int32_t> forced;
-  try {
-    forced = constraint->forced_tokens(room);
-  } catch (const std::exception& e) {
-    fail_request(req, std::string("structured output failed: ") + e.what());
-    return;
+  if (ready != nullptr) {
+    if (!ready->forced_error.empty()) {
+      fail_request(req, "structured output failed: " + ready->forced_error);
+      return;
+    }
+    forced = ready->forced;
+  } else {
+    const int room =
+        std::min(req.sampling.max_tokens - seq.num_output_tokens(), config_.max_model_len - seq.num_tokens());
+    if (room <= 0) return;
+    try {
+      forced = constraint->forced_tokens(room);
+    } catch (const std::exception& e) {
+      fail_request(req, std::string("structured output failed: ") + e.what());
+      return;
+    }
   }
   for (int32_t token : forced) {
     if (seq.finished()) break;

@@ -55,11 +55,26 @@ class EngineCore {
   void log_stats_if_due();
 
  private:
-  // forced: the token came from the constraint's jump-forward (already accepted by it).
+  // A constrained choice's grammar advanced over its tokens of a step, ahead
+  // of the serial loop that appends them: the grammars of different choices
+  // are independent, so they run on the worker pool. Tokens past `accepted`
+  // go through append_token's own check (which refuses them again, or finds
+  // the choice finished first).
+  struct ConstraintAdvance {
+    size_t accepted = 0;
+    bool forced_ready = false;  // forced / forced_error hold jump-forward after every token
+    std::vector<int32_t> forced;
+    std::string forced_error;
+  };
+  // Per sampled chunk, in chunk order; empty when too few choices are constrained to gain from the pool.
+  std::vector<ConstraintAdvance> advance_constraints(const SchedulerOutput& sched, const StepOutput& result);
+  static constexpr size_t kParallelConstraints = 4;
+  // forced: the token came from the constraint's jump-forward, or the constraint took it already.
   void append_token(Sequence& seq, const SampledToken& sampled, Clock::time_point now, bool forced = false);
   // Appends the tokens the choice's constraint forces next (no forward pass
-  // needed to choose them; the next step computes them as one chunk).
-  void jump_forward(Sequence& seq, Clock::time_point now);
+  // needed to choose them; the next step computes them as one chunk), from
+  // `ready` when advance_constraints computed them.
+  void jump_forward(Sequence& seq, Clock::time_point now, const ConstraintAdvance* ready = nullptr);
   // Checks the stop conditions after a token was appended; finishes the choice if one holds.
   void check_stop(Sequence& seq, int32_t token);
   void mark_news(Request& req);

@@ -8,11 +8,12 @@
 // token t is allowed when bit (t % 32) of word (t / 32) is set; words cover
 // the model's vocabulary, ceil(vocab / 32) of them.
 //
-// Threading: every call comes from the engine thread, in step order:
-// fill_next_token_bitmask() for a step's sampled row (while the forward
-// runs), then accept_token() for the token sampled there, then
-// forced_tokens(). A constraint belongs to exactly one choice.
-
+// Threading: the calls for one constraint never overlap and come in step
+// order: fill_next_token_bitmask() for a step's sampled row (while the
+// forward runs), then accept_token() for the token sampled there, then
+// forced_tokens(). They may come from the engine's worker pool, which runs
+// different choices' constraints at the same time: an implementation shares
+// nothing mutable between constraints. A constraint belongs to exactly one choice.
 #include <cstdint>
 #include <memory>
 #include <span>

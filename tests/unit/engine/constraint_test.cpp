@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 
 #include "engine_test_util.h"
@@ -82,6 +83,48 @@ TEST(EngineConstraint, MaskDecidesEverySampledTokenAndForcedTokensFollow) {
   EXPECT_EQ(c->fills, 4);
   // Each forced pair is computed with the sampled token before it: chunks of 3.
   for (size_t i = 0; i + 1 < chunk_sizes.size(); ++i) EXPECT_EQ(chunk_sizes[i], 3) << i;
+}
+
+// Enough constrained choices share the steps that their grammars advance on
+// the worker pool: the same tokens, each accepted once, forced tokens after
+// them, and a rejection still fails only its own request.
+TEST(EngineConstraint, ManyConstrainedChoicesGiveTheSameTokensOnThePool) {
+  EngineConfig config = small_config();
+  config.enable_prefix_caching = false;
+  FakeExecutor ex;
+  EngineCore core(ex, config);
+  std::mt19937 rng(7);
+  std::vector<std::shared_ptr<MultiplesConstraint>> cs;
+  std::map<std::string, int> expect;
+  for (int i = 0; i < 8; ++i) {
+    const std::string id = "c" + std::to_string(i);
+    EngineRequest r = make_request(id, random_prompt(rng, 5 + i, 64), 12, 1);
+    r.sampling.temperature = 1.0f;
+    r.sampling.ignore_eos = true;
+    cs.push_back(std::make_shared<MultiplesConstraint>(64, 8, true));
+    if (i == 3) cs.back()->reject_next = true;
+    r.constraints = {cs.back()};
+    core.add_request(r);
+    expect[id] = 1;
+  }
+  Results res = run_all(core, expect, 100000, /*jump_forward=*/true);
+  for (int i = 0; i < 8; ++i) {
+    const auto& choice = res.by_request.at("c" + std::to_string(i)).at(0);
+    if (i == 3) {
+      EXPECT_EQ(choice.finish, FinishReason::kError);
+      continue;
+    }
+    ASSERT_EQ(choice.tokens.size(), 12u) << i;
+    for (size_t t = 0; t < choice.tokens.size(); ++t) {
+      if (t % 3 == 0) {
+        EXPECT_EQ(choice.tokens[t] % 8, 0) << "request " << i << " token " << t;
+      } else {
+        EXPECT_EQ(choice.tokens[t], choice.tokens[t - 1] + 1) << "request " << i << " token " << t;
+      }
+    }
+    EXPECT_EQ(cs[static_cast<size_t>(i)]->accepted.size(), 4u) << i;
+    EXPECT_EQ(cs[static_cast<size_t>(i)]->fills, 4) << i;
+  }
 }
 
 TEST(EngineConstraint, RejectionFailsOnlyThatRequest) {

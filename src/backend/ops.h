@@ -352,6 +352,19 @@ void paged_attention(Backend& be, const PagedAttentionArgs& a);
 // Gated DeltaNet. State lives in slots; sequence s uses slot state_indices[s].
 // A sequence whose has_initial_state[s] is 0 starts from zeros (conv and
 // recurrent state), so a slot's stale content is never read.
+//
+// Saving an intermediate state (prefix caching): when save_slots is given,
+// every sequence s with save_slots[s] >= 0 also writes its state after its
+// first save_lens[s] tokens of this call (1 <= save_lens[s] <= n) to slot
+// save_slots[s], in the layout of its live slot, while the call goes on to
+// the end of the sequence as usual. The save slot must be a slot that no
+// sequence of the call reads or writes. This is how the state at a block
+// boundary inside a prefill chunk is kept without ending the step there.
+struct StateSaveArgs {
+  TensorView save_slots;  // optional [S] i32, < 0: no save
+  TensorView save_lens;   // [S] i32 when save_slots is given
+  bool empty() const { return save_slots.empty(); }
+};
 
 // Causal depthwise conv1d over C channels, kernel width K, with state:
 //   out[t, c] = bf16( silu( sum_{j<K} w[c, j] * x_{t-K+1+j}[c] ) )   (fp32)
@@ -373,6 +386,7 @@ struct GdnConvArgs {
   TensorView has_initial_state;  // [S] i32 (0 or 1)
   TensorView out;                // [T, C] bf16
   TensorView spec_states;        // optional [num_slots, K_spec, K - 1, C] bf16
+  StateSaveArgs save;            // optional: the window after save_lens[s] tokens
 };
 void gdn_conv(Backend& be, const GdnConvArgs& a);
 
@@ -419,6 +433,11 @@ struct GatedDeltaRuleArgs {
   DeltaRuleAlgorithm algorithm = DeltaRuleAlgorithm::kChunked;
   int64_t max_query_len = 0;     // host hint, 0 = unknown
   TensorView spec_states;        // optional [num_slots, K_spec, Hv, Dv, Dk] f32
+  // Optional: the state after save_lens[s] tokens. The chunked form then
+  // starts a new chunk there (the sequence runs as two segments, the second
+  // from the first's state), so the saved state is the one a call over the
+  // first segment alone would leave.
+  StateSaveArgs save;
 };
 void gated_delta_rule(Backend& be, const GatedDeltaRuleArgs& a);
 

@@ -24,6 +24,12 @@ void check_cache(const OpCheck& c, const KvCacheView& cache, int64_t num_kv_head
   }
 }
 
+void check_save(const OpCheck& c, const StateSaveArgs& save, int64_t num_seqs) {
+  c.require(save.save_slots.empty() == save.save_lens.empty(), "save_slots and save_lens come together");
+  c.optional("save_slots", save.save_slots, {DType::kI32}, {num_seqs});
+  c.optional("save_lens", save.save_lens, {DType::kI32}, {num_seqs});
+}
+
 void check_heads(const OpCheck& c, int64_t num_q_heads, int64_t num_kv_heads, int64_t head_dim) {
   c.require(num_q_heads > 0 && num_kv_heads > 0 && head_dim > 0,
             "head counts {}/{} and head_dim {} must be positive", num_q_heads, num_kv_heads, head_dim);
@@ -89,6 +95,7 @@ void gdn_conv(Backend& be, const GdnConvArgs& a) {
   c.tensor("state_indices", a.state_indices, {DType::kI32}, {S});
   c.tensor("has_initial_state", a.has_initial_state, {DType::kI32}, {S});
   c.optional("spec_states", a.spec_states, {DType::kBF16}, {a.conv_state.dim(0), kAny, K - 1, C});
+  check_save(c, a.save, S);
   be.kernels().gdn_conv(a);
 }
 
@@ -112,6 +119,7 @@ void gated_delta_rule(Backend& be, const GatedDeltaRuleArgs& a) {
   c.require(a.algorithm == DeltaRuleAlgorithm::kChunked || a.algorithm == DeltaRuleAlgorithm::kRecurrent,
             "unknown algorithm {}", static_cast<int>(a.algorithm));
   c.optional("spec_states", a.spec_states, {DType::kF32}, {a.state.dim(0), kAny, Hv, Dv, Dk});
+  check_save(c, a.save, S);
   be.kernels().gated_delta_rule(a);
 }
 

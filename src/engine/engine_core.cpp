@@ -176,6 +176,8 @@ std::vector<RequestOutput> EngineCore::step() {
       w.start_pos = c.start_pos;
       w.block_table = seq.block_table;
       w.state_slot = seq.state_slot;
+      w.save_pos = c.save_pos;
+      w.save_slot = c.save_slot;
       w.sample = c.sample;
       if (c.sample) {
         const Request& req = *seq.request;

@@ -91,6 +91,12 @@ struct SeqWork {
   int num_drafts = 0;
   int propose_drafts = 0;   // drafts wanted for the next step (sampled chunks)
   int32_t next_token = -1;  // an unsampled chunk's next token, when known (the MTP head pairs it with the last)
+  // Prefix caching: when save_slot >= 0, after the step save_slot holds the
+  // GDN state after positions [0, save_pos), taken inside this step's
+  // forward (start_pos < save_pos < start_pos + n). save_slot is a slot no
+  // sequence of the step uses and no copy of the step touches.
+  int32_t save_pos = 0;
+  int32_t save_slot = -1;
 };
 
 struct StepInput {

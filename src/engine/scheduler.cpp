@@ -32,12 +32,29 @@ int Scheduler::chunk_tokens(const Sequence& seq, int budget) const {
   const auto round_down = [bs](int n) { return n / bs * bs; };
   if (seq.cached_block_end > start && seq.cached_block_end < end) {
     end = seq.cached_block_end;                 // save the state where the cached blocks end
-  } else if (end == target) {
-    if (round_down(target) > start && target - start > 1) end = round_down(target);  // the prompt's last boundary
-  } else if (round_down(end) > start) {
+  } else if (end < target && round_down(end) > start) {
     end = round_down(end);                      // a budget-cut chunk ends on a boundary
   }
+  // (A chunk that ends the prompt saves at its last boundary inside the step: save_point.)
   return end - start;
+}
+
+int Scheduler::save_point(const ScheduledChunk& c) const {
+  if (!cache_.caching() || c.num_drafts > 0) return 0;
+  const int end = c.start_pos + c.num_tokens;
+  const int boundary = end / config_.block_size * config_.block_size;
+  return end == target_tokens(*c.seq) && boundary > c.start_pos && boundary < end ? boundary : 0;
+}
+
+void Scheduler::reserve_saves(SchedulerOutput& out) {
+  for (ScheduledChunk& c : out.chunks) {
+    const int at = save_point(c);
+    if (at == 0) continue;
+    const int32_t slot = cache_.reserve_snapshot(c.seq->tokens, at, c.seq->block_hashes);
+    if (slot < 0) continue;
+    c.save_pos = at;
+    c.save_slot = slot;
+  }
 }
 
 int Scheduler::lookahead(const Sequence& seq, int num_new) const {
@@ -264,6 +281,7 @@ SchedulerOutput Scheduler::schedule() {
     while (!waiting_.empty() && budget > 0 && admit_head(budget, out)) {
     }
   }
+  reserve_saves(out);
   for (const ScheduledChunk& c : out.chunks) out.num_scheduled_tokens += c.num_tokens;
   return out;
 }
@@ -282,6 +300,9 @@ void Scheduler::commit(const SchedulerOutput& output) {
     seq.num_computed_tokens = end;
     if (!cache_.caching()) continue;
     cache_.cache_full_blocks(seq.tokens, seq.block_table, c.start_pos / bs, end / bs, seq.block_hashes);
+    if (c.save_slot >= 0 && !cache_.keep_state(seq.tokens, c.save_pos, c.save_slot, -1, seq.block_hashes)) {
+      slots_.release(c.save_slot);  // another sequence of the step saved the same prefix
+    }
     if (seq.cached_block_end <= end) seq.cached_block_end = 0;
     // A decode step's state is kept when the sequence ends, not at every boundary.
     const bool decode =
@@ -291,6 +312,9 @@ void Scheduler::commit(const SchedulerOutput& output) {
 }
 
 void Scheduler::discard(const SchedulerOutput& output) {
+  for (const ScheduledChunk& c : output.chunks) {
+    if (c.save_slot >= 0) slots_.release(c.save_slot);
+  }
   for (const SnapshotSave& s : output.snapshot_saves) {
     if (slots_.is_snapshot(s.slot) && slots_.generation(s.slot) == s.generation) slots_.drop(s.slot);
   }

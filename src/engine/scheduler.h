@@ -21,17 +21,22 @@
 // Prefix caching (kv/kv_cache_manager.h): an admitted sequence starts after
 // the longest prefix whose KV blocks and GDN state snapshot are cached; it
 // shares the full blocks, copies the snapshot into its live slot and a
-// partial tail block into a block of its own. Snapshots are saved where a
-// sequence passes a block boundary at the end of a step: a chunk cut short
-// by the budget ends on a block boundary, the last chunk of a prompt stops
-// at the prompt's last block boundary (its few remaining tokens run in the
-// next step), and a sequence whose cached KV blocks reach further than the
-// cached state ends a chunk where those blocks end, so that the next request
-// with that prefix hits it all. A sequence that finishes or is preempted
+// partial tail block into a block of its own. Snapshots are saved at block
+// boundaries: where a sequence passes one at the end of a step (a chunk cut
+// short by the budget ends on a block boundary; a sequence whose cached KV
+// blocks reach further than the cached state ends a chunk where those
+// blocks end, so that the next request with that prefix hits it all), and
+// inside the last chunk of a prompt, at the prompt's last block boundary:
+// that chunk runs to the prompt's end and samples, and the GDN layers write
+// the state at the boundary into a reserved slot in the same forward
+// (ScheduledChunk::save_slot). A sequence that finishes or is preempted
 // keeps its live slot as a snapshot at its computed length. The copies a
 // step needs run before its forward, in the order listed: snapshot saves of
 // the previous step first, then restores, copies on write and forks, so a
 // slot or block reused within the step is read before it is overwritten.
+// Slots for saves inside the step are reserved after every admission, so
+// they never keep a sequence out; they hold no snapshot until the step ran,
+// so nothing of the step reads or copies them.
 
 // Speculative decoding (config.num_speculative_tokens = K > 0): a running
 // sequence whose tokens are all computed but the last, and which holds
@@ -61,6 +66,11 @@ struct ScheduledChunk {
   // (after seq->tokens). After the step the engine sets num_tokens to the
   // tokens that were accepted (1 + accepted drafts) before commit().
   int num_drafts = 0;
+  // Prefix caching: the step also saves the sequence's GDN state after
+  // position save_pos - 1 (a block boundary inside the chunk) into
+  // save_slot, a live slot that commit() turns into the snapshot there.
+  int save_pos = 0;
+  int32_t save_slot = -1;
 };
 
 // A snapshot whose state copy is in this step: undone when the step fails.
@@ -141,6 +151,11 @@ class Scheduler {
   // and `num_new` more tokens are not free.
   bool take_prefix_hit(Sequence& seq, const PrefixHit& hit, int num_new, SchedulerOutput& out);
   void queue_snapshot_save(Sequence& seq, int num_tokens);
+  // The block boundary inside the chunk where its state is saved in the
+  // step (the prompt's last boundary when the chunk ends the prompt), or 0.
+  int save_point(const ScheduledChunk& c) const;
+  // Reserves the slots of the saves inside this step's chunks.
+  void reserve_saves(SchedulerOutput& out);
   // Creates choices 1..n-1 right after running_[parent_pos].
   void fork(size_t parent_pos, SchedulerOutput& out);
   // Admits the head of the waiting queue; false when it does not fit now.

@@ -23,6 +23,11 @@ struct StepContext {
   TensorView state_indices;      // [S] i32: GDN state slot of each sequence
   TensorView has_initial_state;  // [S] i32: 0 when the sequence starts in this step
   TensorView sample_rows;        // [R] i32: flat token indices whose logits are wanted
+  // Prefix caching (ops.h StateSaveArgs), empty when no sequence saves: the
+  // GDN layers also write each sequence's state after its first
+  // state_save_lens[s] tokens of the step to slot state_save_slots[s] (< 0: none).
+  TensorView state_save_slots;   // [S] i32
+  TensorView state_save_lens;    // [S] i32
   int64_t max_query_len = 0;     // host hints for launch sizing
   int64_t max_seq_len = 0;
   // True when every sequence computes one token (pure decode): the GDN uses

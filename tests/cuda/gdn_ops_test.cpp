@@ -189,5 +189,104 @@ TEST_F(CudaOpTest, SpeculativeStatesAndRollback) {
   }
 }
 
+
+// Prefix-cache saves (ops.h StateSaveArgs): a sequence also writes its conv
+// window and recurrent state after its first save_len tokens to a save slot.
+// On the GPU the chunked kernels then run the sequence as two segments. The
+// saved states must match the CPU reference (which is exactly the state of
+// running the prefix alone, tests/unit/ops gdn_test StateSave) and the GPU's
+// own run of the prefix alone; outputs and final states stay within the
+// tolerances of calls without saves. Saves: mid-sequence at a block boundary
+// (chunked), inside the conv history (2 tokens), at a sequence's end, a
+// 5-token first segment of a chunked sequence, and in short (recurrent)
+// sequences.
+TEST_F(CudaOpTest, PrefixCacheStateSave) {
+  Rng rng(seed_);
+  struct Heads {
+    int64_t Hk, Hv, Dk, Dv;
+  };
+  for (const Heads sh : {Heads{16, 32, 128, 128}, Heads{2, 4, 64, 40}}) {
+    const int64_t Hk = sh.Hk, Hv = sh.Hv, Dk = sh.Dk, Dv = sh.Dv, C = 2 * Hk * Dk + Hv * Dv, KC = 4;
+    const std::vector<int64_t> lens{300, 40, 1, 130, 70, 20};
+    const std::vector<int64_t> save_lens{256, 2, 0, 130, 5, 16};
+    const int64_t S = static_cast<int64_t>(lens.size()), slots = 2 * S;
+    Batch b = make_batch(rng, lens, S);  // own slots in [0, S); saves go to [S, 2S)
+    std::vector<int64_t> save_slots;
+    for (int64_t s = 0; s < S; ++s) save_slots.push_back(save_lens[s] > 0 ? S + (s * 5) % S : -1);
+    const int64_t hint = *std::max_element(lens.begin(), lens.end());
+    HostTensor x = bf16_tensor({b.T, C}), w = bf16_tensor({C, 1, KC}), conv = bf16_tensor({slots, KC - 1, C}),
+               conv_out = bf16_tensor({b.T, C});
+    HostTensor ab = bf16_tensor({b.T, 2 * Hv}), A_log = f32_tensor({Hv}), dt = bf16_tensor({Hv}),
+               state = f32_tensor({slots, Hv, Dv, Dk}), out = bf16_tensor({b.T, Hv * Dv});
+    x.fill_normal(rng, 2.0);
+    w.fill_normal(rng, 0.5);
+    conv.fill_normal(rng, 2.0);
+    ab.fill_normal(rng, 1.5);
+    A_log.fill_uniform(rng, -1.0, 1.0);
+    dt.fill_normal(rng, 0.5);
+    state.fill_normal(rng, 0.1);
+    const std::vector<double> state0 = state.values();
+    HostTensor qsl = i32_tensor(b.qsl), idx = i32_tensor(b.slots), init = i32_tensor(b.init),
+               ss = i32_tensor(save_slots), sn = i32_tensor(save_lens);
+    Mirror dx(*gpu_, x), dw(*gpu_, w), dconv(*gpu_, conv), dconv_out(*gpu_, conv_out), dab(*gpu_, ab),
+        dA(*gpu_, A_log), ddt(*gpu_, dt), dstate(*gpu_, state), dout(*gpu_, out), dqsl(*gpu_, qsl),
+        didx(*gpu_, idx), dinit(*gpu_, init), dss(*gpu_, ss), dsn(*gpu_, sn);
+    dout.poison();
+    dconv_out.poison();
+    GdnConvArgs cc{x.view(), w.view(), conv.view(), qsl.view(), idx.view(), init.view(), conv_out.view()};
+    cc.save = {ss.view(), sn.view()};
+    GdnConvArgs gc{dx.view(), dw.view(), dconv.view(), dqsl.view(), didx.view(), dinit.view(), dconv_out.view()};
+    gc.save = {dss.view(), dsn.view()};
+    gdn_conv(*cpu_, cc);
+    gdn_conv(*gpu_, gc);
+    expect_close("save gdn_conv out", dconv_out, conv_out, kTolElementwise);
+    expect_equal("save gdn_conv states and saved windows", dconv, conv);
+    auto args = [&](const TensorView& q, const TensorView& abv, const TensorView& A, const TensorView& d,
+                    const TensorView& st, const TensorView& qs, const TensorView& ix, const TensorView& in,
+                    const TensorView& o, int64_t h) {
+      return GatedDeltaRuleArgs{q, ColSlice(abv, Hv, Hv), ColSlice(abv, 0, Hv), A, d, st, qs, ix, in, o,
+                                Hk, Hv, Dk, Dv, DeltaRuleAlgorithm::kChunked, h};
+    };
+    GatedDeltaRuleArgs ca = args(conv_out.view(), ab.view(), A_log.view(), dt.view(), state.view(), qsl.view(),
+                                 idx.view(), init.view(), out.view(), hint);
+    ca.save = {ss.view(), sn.view()};
+    GatedDeltaRuleArgs ga = args(dconv_out.view(), dab.view(), dA.view(), ddt.view(), dstate.view(), dqsl.view(),
+                                 didx.view(), dinit.view(), dout.view(), hint);
+    ga.save = {dss.view(), dsn.view()};
+    gated_delta_rule(*cpu_, ca);
+    gated_delta_rule(*gpu_, ga);
+    expect_close("save gated_delta_rule out", dout, out, kTolDeltaOut);
+    expect_close("save gated_delta_rule states and saved states", dstate, state, kTolDeltaStateChunked);
+
+    // Each saved state against the GPU's run of that prefix alone (from the
+    // GPU's conv output rows, in a slot of its own).
+    const std::vector<double> gpu_states = dstate.values(), gpu_rows = dconv_out.values();
+    const int64_t per = Hv * Dv * Dk;
+    for (int64_t s = 0; s < S; ++s) {
+      if (save_slots[s] < 0) continue;
+      const int64_t n = save_lens[s], t0 = b.qsl[s];
+      HostTensor pq = bf16_tensor({n, C}), pab = bf16_tensor({n, 2 * Hv}), pst = f32_tensor({1, Hv, Dv, Dk}),
+                 pout = bf16_tensor({n, Hv * Dv}), pqsl = i32_tensor({0, n}), pidx = i32_tensor({0}),
+                 pinit = i32_tensor({b.init[s]});
+      for (int64_t i = 0; i < n * C; ++i) pq.set(i, gpu_rows[t0 * C + i]);
+      for (int64_t i = 0; i < n * 2 * Hv; ++i) pab.set(i, ab.v[t0 * 2 * Hv + i]);
+      for (int64_t i = 0; i < per; ++i) pst.set(i, state0[b.slots[s] * per + i]);
+      Mirror dpq(*gpu_, pq), dpab(*gpu_, pab), dpst(*gpu_, pst), dpout(*gpu_, pout), dpqsl(*gpu_, pqsl),
+          dpidx(*gpu_, pidx), dpinit(*gpu_, pinit);
+      gated_delta_rule(*gpu_, args(dpq.view(), dpab.view(), dA.view(), ddt.view(), dpst.view(), dpqsl.view(),
+                                   dpidx.view(), dpinit.view(), dpout.view(), n));
+      const std::vector<double> alone = dpst.values();
+      const std::vector<double> saved(gpu_states.begin() + save_slots[s] * per,
+                                      gpu_states.begin() + (save_slots[s] + 1) * per);
+      const double err = normalized_error(saved, alone);
+      auto& e = error_table()["save gated_delta_rule saved vs prefix alone (gpu)"];
+      e.first = std::max(e.first, err);
+      e.second = kTolDeltaStateChunked;
+      EXPECT_LE(err, kTolDeltaStateChunked) << "sequence " << s << " saving after " << n << " tokens (seed "
+                                            << seed_ << ")";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hyllm::test

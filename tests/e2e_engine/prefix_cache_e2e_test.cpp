@@ -88,6 +88,26 @@ TEST_F(PrefixCacheE2E, HitsThatEndMidPromptAndAtThePromptsEndKeepTokensExact) {
   EXPECT_EQ(c.cached.at("end1#0").num_cached_tokens, 48);
 }
 
+// An unaligned prompt is prefilled in one step that also saves the state
+// at its last block boundary (inside the step, StateSaveArgs); a later
+// prompt that shares it up to a few tokens before its end hits that state
+// and matches the cold run exactly, tokens and logprobs.
+TEST_F(PrefixCacheE2E, AStateSavedInsideThePromptsStepIsHitExactly) {
+  EngineConfig config = wide_config();  // blocks of 16, steps of 64 tokens
+  Engine e(config), off(cold(config));
+  const int vocab = e.runner->vocab_size();
+  std::mt19937 rng(15);
+  const auto first = tokens(rng, 37, vocab);
+  const auto r0 = greedy("first", first, 1);
+  const Compared c0 = run_in_order(e, off, {r0});
+  expect_same(c0, "first#0");
+  EXPECT_EQ(e.core->stats().num_steps, 1u) << "the whole prompt and its one token in one step";
+  const auto r1 = greedy("next", concat(std::vector<int32_t>(first.begin(), first.begin() + 35), tokens(rng, 8, vocab)), 6);
+  const Compared c1 = run_in_order(e, off, {r1});
+  expect_same(c1, "next#0");
+  EXPECT_EQ(c1.cached.at("next#0").num_cached_tokens, 32);
+}
+
 TEST_F(PrefixCacheE2E, AConversationResumesAtThePreviousTurnsLastComputedToken) {
   const EngineConfig config = exact_config();
   Engine e(config), off(cold(config));

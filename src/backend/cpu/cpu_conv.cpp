@@ -19,6 +19,8 @@ void CpuKernels::gdn_conv(const GdnConvArgs& a) {
   uint16_t* out = a.out.data_as<uint16_t>();
   uint16_t* spec = a.spec_states.empty() ? nullptr : a.spec_states.data_as<uint16_t>();
   const int64_t K_spec = spec ? a.spec_states.dim(1) : 0;
+  const std::vector<cpu::SeqSave> saves =
+      cpu::check_saves("gdn_conv", a.save, a.query_start_loc, a.state_indices, a.conv_state.dim(0));
   // Each task owns a range of channels for all sequences: state writes are disjoint.
   cpu::parallel(C, 64, [&](int64_t c0, int64_t c1) {
     const int64_t nc = c1 - c0;
@@ -52,6 +54,13 @@ void CpuKernels::gdn_conv(const GdnConvArgs& a) {
         uint16_t* sp = spec + (int64_t{idx[s]} * K_spec + j) * H * C;
         for (int64_t r = 0; r < H; ++r) {
           std::copy(ext.data() + (j + 1 + r) * nc, ext.data() + (j + 2 + r) * nc, sp + r * C + c0);
+        }
+      }
+      // The window after the first len tokens: rows [len, len + H).
+      if (const cpu::SeqSave& sv = saves[static_cast<size_t>(s)]; sv.slot >= 0) {
+        uint16_t* dst = state + int64_t{sv.slot} * H * C;
+        for (int64_t r = 0; r < H; ++r) {
+          std::copy(ext.data() + (sv.len + r) * nc, ext.data() + (sv.len + r + 1) * nc, dst + r * C + c0);
         }
       }
       // The new state is the last H raw rows of history + new inputs.

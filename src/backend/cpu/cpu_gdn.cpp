@@ -130,11 +130,20 @@ float update_row_generic(float* row, const float* k, const float* q, int64_t Dk,
   return o;
 }
 
-// Tokens [t0, t0 + n) of one value head, one at a time. spec (optional):
-// where the state after token t0 + j goes for j < num_spec, spec_stride
-// floats apart.
+// Where one head's states after some of its tokens are copied: after token
+// t0 + j for j < num_spec to spec + j * spec_stride (speculative verify), and
+// after token t0 + save_len - 1 to save (a prefix-cache save).
+struct SavedStates {
+  float* spec = nullptr;
+  int64_t num_spec = 0;
+  int64_t spec_stride = 0;
+  float* save = nullptr;
+  int64_t save_len = 0;
+};
+
+// Tokens [t0, t0 + n) of one value head, one at a time.
 void recurrent(const DeltaInputs& in, int64_t vh, int64_t t0, int64_t n, float* Sv, uint16_t* out,
-               float* spec = nullptr, int64_t num_spec = 0, int64_t spec_stride = 0) {
+               const SavedStates& saved) {
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const int64_t Dk = in.Dk, Dv = in.Dv, kh = vh / (in.Hv / in.Hk);
   for (int64_t t = t0; t < t0 + n; ++t) {
@@ -149,7 +158,8 @@ void recurrent(const DeltaInputs& in, int64_t vh, int64_t t0, int64_t n, float* 
                             : update_row_generic(row, k, q, Dk, decay, beta, v[j]);
       o[j] = cpu::to_bf(oj);
     }
-    if (t - t0 < num_spec) std::copy(Sv, Sv + Dv * Dk, spec + (t - t0) * spec_stride);
+    if (t - t0 < saved.num_spec) std::copy(Sv, Sv + Dv * Dk, saved.spec + (t - t0) * saved.spec_stride);
+    if (saved.save != nullptr && t - t0 + 1 == saved.save_len) std::copy(Sv, Sv + Dv * Dk, saved.save);
   }
 }
 
@@ -167,19 +177,27 @@ void CpuKernels::gated_delta_rule(const GatedDeltaRuleArgs& a) {
   uint16_t* out = a.out.data_as<uint16_t>();
   float* spec = a.spec_states.empty() ? nullptr : a.spec_states.data_as<float>();
   const int64_t K_spec = spec ? a.spec_states.dim(1) : 0;
+  const std::vector<cpu::SeqSave> saves =
+      cpu::check_saves("gated_delta_rule", a.save, a.query_start_loc, a.state_indices, a.state.dim(0));
   cpu::parallel(S * Hv, 1, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t s = i / Hv, h = i % Hv, t0 = qsl[s], n = qsl[s + 1] - t0;
       if (n == 0) continue;
       float* Sv = state + (int64_t{idx[s]} * Hv + h) * Dv * Dk;
       if (init[s] == 0) std::fill(Sv, Sv + Dv * Dk, 0.0f);
-      // a.algorithm is a GPU choice (see the top of this file).
-      if (spec == nullptr || n > K_spec + 1) {
-        recurrent(in, h, t0, n, Sv, out);
-        continue;
+      // a.algorithm is a GPU choice (see the top of this file); the
+      // recurrence needs no segments for a save either.
+      SavedStates saved;
+      if (spec != nullptr && n <= K_spec + 1) {
+        saved.spec = spec + ((int64_t{idx[s]} * K_spec) * Hv + h) * Dv * Dk;
+        saved.num_spec = n - 1;
+        saved.spec_stride = Hv * Dv * Dk;
       }
-      float* spec_head = spec + ((int64_t{idx[s]} * K_spec) * Hv + h) * Dv * Dk;
-      recurrent(in, h, t0, n, Sv, out, spec_head, n - 1, Hv * Dv * Dk);
+      if (const cpu::SeqSave& sv = saves[static_cast<size_t>(s)]; sv.slot >= 0) {
+        saved.save = state + (int64_t{sv.slot} * Hv + h) * Dv * Dk;
+        saved.save_len = sv.len;
+      }
+      recurrent(in, h, t0, n, Sv, out, saved);
     }
   });
 }

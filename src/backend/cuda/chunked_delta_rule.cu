@@ -9,6 +9,8 @@
 //   S' = gamma_last S + (diag(exp(G_last - G)) K)^T U.
 // That is the recurrence of ops.h regrouped; every exp() factor is <= 1.
 //
+// A prefix-cache save splits the sequence into two segments (ChunkSpans).
+//
 // Kernel 1, parallel over chunks and value heads, forms K K^T and Q K^T on
 // tensor cores and solves for W and U~ in fp32 by forward substitution, one
 // column per thread (no barrier inside the solve). Kernel 2 walks the chunks
@@ -97,6 +99,43 @@ __device__ __forceinline__ void stage_qk(float* dst, int ld, const float* src, c
   else load_rows(dst, ld, at, stride, rows, dk_pad, Dk);
 }
 
+// The chunks of one sequence of n tokens: kDeltaChunk tokens each from its
+// start. A prefix-cache save after `split` tokens (0 < split < n, ops.h
+// StateSaveArgs) cuts the sequence into two segments, [0, split) and
+// [split, n), chunked each from its own start: a chunk then ends at the
+// split, where the state kernel copies the state out, and that state is
+// the one a call over [0, split) alone computes (the same chunks). Both
+// kernels derive the same spans from the same arguments.
+struct ChunkSpans {
+  int n = 0;
+  int split = 0;   // 0: one segment
+  int before = 0;  // chunks of the first segment
+  __device__ int count() const {
+    return split > 0 ? before + (n - split + kDeltaChunk - 1) / kDeltaChunk : (n + kDeltaChunk - 1) / kDeltaChunk;
+  }
+  __device__ int start(int c) const { return c < before ? c * kDeltaChunk : split + (c - before) * kDeltaChunk; }
+  __device__ int end(int c) const {
+    return c < before ? min(split, (c + 1) * kDeltaChunk) : min(n, split + (c - before + 1) * kDeltaChunk);
+  }
+};
+
+// The save length of sequence seq (0: none); the sequence has n tokens.
+__device__ __forceinline__ int save_len_of(const GatedDeltaRuleParams& p, int seq, int n) {
+  if (p.save_slots == nullptr) return 0;
+  const int64_t slot = p.save_slots[seq];
+  const int len = p.save_lens[seq];
+  return slot >= 0 && slot < p.num_slots && len >= 1 && len <= n ? len : 0;
+}
+
+__device__ __forceinline__ ChunkSpans chunk_spans(const GatedDeltaRuleParams& p, int seq, int n) {
+  ChunkSpans c;
+  c.n = n;
+  const int len = save_len_of(p, seq, n);
+  c.split = len < n ? len : 0;
+  c.before = (c.split + kDeltaChunk - 1) / kDeltaChunk;
+  return c;
+}
+
 // ---------------------------------------------------------------------------
 // Kernel 1: per (chunk, value head, sequence).
 
@@ -120,9 +159,11 @@ __global__ void __launch_bounds__(kThreads) chunk_prepare_kernel(GatedDeltaRuleP
   extern __shared__ __align__(16) float sm[];
   const int seq = blockIdx.z, vh = blockIdx.y, c = blockIdx.x;
   const int t0 = p.query_start_loc[seq], n = p.query_start_loc[seq + 1] - t0;
-  if (n < kChunkedFromTokens || c * kDeltaChunk >= n) return;
-  const int L = min(kDeltaChunk, n - c * kDeltaChunk);
-  const int64_t tb = t0 + static_cast<int64_t>(c) * kDeltaChunk;
+  if (n < kChunkedFromTokens) return;
+  const ChunkSpans spans = chunk_spans(p, seq, n);
+  if (c >= spans.count()) return;
+  const int L = spans.end(c) - spans.start(c);
+  const int64_t tb = t0 + spans.start(c);
   const int Dk = p.k_dim, Dv = p.v_dim, Hk = p.num_k_heads, Hv = p.num_v_heads;
   const int kh = vh / (Hv / Hk);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
@@ -296,13 +337,24 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(GatedDeltaRulePar
     Ss[k * Lay::kV + jj] = (init && k < Dk && j < Dv) ? state[static_cast<int64_t>(j) * Dk + k] : 0.0f;
   }
 
+  // This block's columns of S into a slot's state (v-major).
+  auto write_state = [&](float* dst) {
+    for (int i = tid; i < DKP * kDeltaVBlock; i += blockDim.x) {
+      const int jj = i / DKP, k = i % DKP, j = j0 + jj;
+      if (k < Dk && j < Dv) dst[static_cast<int64_t>(j) * Dk + k] = Ss[k * Lay::kV + jj];
+    }
+  };
+  const int save_len = save_len_of(p, seq, n);
+  float* save = save_len > 0 ? p.state + (static_cast<int64_t>(p.save_slots[seq]) * Hv + vh) * Dv * Dk : nullptr;
+
   const int64_t out_stride = static_cast<int64_t>(Hv) * Dv;
   // Steps over the chunk's 64 rows: warp -> rows 16 (warp % 4), columns 16 (warp / 4).
   const int m0 = 16 * (warp & 3), n0 = 16 * (warp >> 2);
-  const int chunks = (n + kDeltaChunk - 1) / kDeltaChunk;
+  const ChunkSpans spans = chunk_spans(p, seq, n);
+  const int chunks = spans.count();
   for (int c = 0; c < chunks; ++c) {
-    const int64_t tb = t0 + static_cast<int64_t>(c) * kDeltaChunk;
-    const int rows = min(kDeltaChunk, n - c * kDeltaChunk);
+    const int64_t tb = t0 + spans.start(c);
+    const int rows = spans.end(c) - spans.start(c);
     stage_rows16(Ws, Lay::kQW, s.w + (tb * Hv + vh) * DKP, static_cast<int64_t>(Hv) * DKP, rows, DKP / 4, DKP / 4);
     stage_rows16(Ut, Lay::kV, s.u + (tb * Hv + vh) * s.dv_pad + j0, static_cast<int64_t>(Hv) * s.dv_pad, rows,
                  kDeltaVBlock / 4, kDeltaVBlock / 4);
@@ -407,12 +459,11 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(GatedDeltaRulePar
       }
     }
     __syncthreads();
+    // The next write of S follows two more barriers, so it can be read here.
+    if (save != nullptr && spans.end(c) == save_len) write_state(save);
   }
 
-  for (int i = tid; i < DKP * kDeltaVBlock; i += blockDim.x) {
-    const int jj = i / DKP, k = i % DKP, j = j0 + jj;
-    if (k < Dk && j < Dv) state[static_cast<int64_t>(j) * Dk + k] = Ss[k * Lay::kV + jj];
-  }
+  write_state(state);
 }
 
 template <typename Kernel>
@@ -425,7 +476,9 @@ void launch_with_smem(Kernel kernel, dim3 grid, size_t smem, const GatedDeltaRul
 template <int DKP>
 void launch_dk(const GatedDeltaRuleParams& p, const DeltaRuleScratch& s, cudaStream_t stream) {
   const int max_len = p.max_query_len > 0 ? p.max_query_len : p.tokens;
-  launch_with_smem(chunk_prepare_kernel<DKP>, dim3(ceil_div(max_len, kDeltaChunk), p.num_v_heads, p.num_seqs),
+  // A save's split adds at most one chunk (ChunkSpans).
+  const int max_chunks = ceil_div(max_len, kDeltaChunk) + (p.save_slots != nullptr ? 1 : 0);
+  launch_with_smem(chunk_prepare_kernel<DKP>, dim3(max_chunks, p.num_v_heads, p.num_seqs),
                    PrepSmem<DKP>::bytes(p.v_dim), p, s, stream);
   launch_with_smem(chunk_state_kernel<DKP>, dim3(s.dv_pad / kDeltaVBlock, p.num_v_heads, p.num_seqs),
                    sizeof(float) * StateSmem<DKP>::total, p, s, stream);

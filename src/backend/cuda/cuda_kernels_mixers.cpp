@@ -107,6 +107,10 @@ void CudaKernels::gdn_conv(const GdnConvArgs& a) {
     p.spec_states = bf_mut(a.spec_states);
     p.spec_k = to_int(a.spec_states.dim(1), "spec_states K");
   }
+  if (!a.save.empty()) {
+    p.save_slots = i32(a.save.save_slots);
+    p.save_lens = i32(a.save.save_lens);
+  }
   cuda::launch_gdn_conv(p, stream_);
   check_launch("gdn_conv");
 }
@@ -142,6 +146,10 @@ void CudaKernels::gated_delta_rule(const GatedDeltaRuleArgs& a) {
   if (!a.spec_states.empty()) {
     p.spec_states = a.spec_states.data_as<float>();
     p.spec_k = to_int(a.spec_states.dim(1), "spec_states K");
+  }
+  if (!a.save.empty()) {
+    p.save_slots = i32(a.save.save_slots);
+    p.save_lens = i32(a.save.save_lens);
   }
   const size_t bytes = cuda::gated_delta_rule_scratch_bytes(p);
   cuda::launch_gated_delta_rule(p, bytes ? scratch(bytes) : nullptr, stream_);

@@ -11,7 +11,8 @@
 // (scaled by 1/sqrt(Dk)) and k, q.k, the log decay g, exp(g) and beta.
 //
 // Speculative verify chunks (at most spec_k + 1 tokens, so never chunked)
-// also store the state after each token but the last (spec_states, ops.h).
+// also store the state after each token but the last (spec_states, ops.h);
+// a prefix-cache save stores the state after one chosen token.
 #include <climits>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -101,6 +102,17 @@ __device__ __forceinline__ float* spec_row(const GatedDeltaRuleParams& p, int64_
   return p.spec_states + ((slot * p.spec_k * p.num_v_heads + vh) * p.v_dim + j) * p.k_dim;
 }
 
+// Where a prefix-cache save (ops.h StateSaveArgs) puts state row j of value
+// head vh, after the sequence's first *len tokens; null when it saves none.
+__device__ __forceinline__ float* prefix_save_row(const GatedDeltaRuleParams& p, int seq, int vh, int j, int n,
+                                                  int* len) {
+  if (p.save_slots == nullptr) return nullptr;
+  const int64_t slot = p.save_slots[seq];
+  *len = p.save_lens[seq];
+  if (slot < 0 || slot >= p.num_slots || *len < 1 || *len > n) return nullptr;
+  return p.state + ((slot * p.num_v_heads + vh) * p.v_dim + j) * p.k_dim;
+}
+
 template <int EPL>
 __device__ __forceinline__ void save_row(float* dst, const float (&st)[EPL], int sub, int Dk) {
 #pragma unroll
@@ -136,6 +148,8 @@ __global__ void __launch_bounds__(kRowsPerBlock * kLanesPerRow) recurrent_kernel
   uint16_t* out = p.out + static_cast<int64_t>(vh) * p.v_dim + j;
   float* spec = row_ok ? spec_row(p, slot, vh, j, n) : nullptr;
   const int64_t spec_stride = static_cast<int64_t>(p.num_v_heads) * p.v_dim * Dk;
+  int save_len = 0;
+  float* save = row_ok ? prefix_save_row(p, seq, vh, j, n, &save_len) : nullptr;
   TokenIn<EPL> cur, next;
   load_token(cur, p, s, t0, kh, vh, j, sub, row_ok);
   for (int i = 0; i < n; ++i) {
@@ -160,6 +174,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * kLanesPerRow) recurrent_kernel
     for (int e = 0; e < EPL; ++e) st[e] = __fmaf_rn(cur.decay, st[e], u * cur.k[e]);
     if (row_ok && sub == 0) out[static_cast<int64_t>(t) * out_stride] = f2bf(o);
     if (spec != nullptr && i + 1 < n) save_row<EPL>(spec + i * spec_stride, st, sub, Dk);
+    if (save != nullptr && i + 1 == save_len) save_row<EPL>(save, st, sub, Dk);
     if (i + 1 < n) cur = next;
   }
   if (row_ok) {
@@ -242,6 +257,8 @@ __global__ void __launch_bounds__(kRowsPerBlock * kLanesPerRow) staged_kernel(Ga
   uint16_t* out = p.out + static_cast<int64_t>(vh) * p.v_dim + j;
   float* spec = row_ok ? spec_row(p, slot, vh, j, n) : nullptr;
   const int64_t spec_stride = static_cast<int64_t>(Hv) * p.v_dim * Dk;
+  int save_len = 0;
+  float* save = row_ok ? prefix_save_row(p, seq, vh, j, n, &save_len) : nullptr;
 
   issue(0, 0);
   for (int c0 = 0, buf = 0; c0 < n; c0 += kChunk, buf ^= 1) {
@@ -284,6 +301,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * kLanesPerRow) staged_kernel(Ga
       for (int e = 0; e < EPL; ++e) st[e] = __fmaf_rn(decay, st[e], u * k[e]);
       if (row_ok && sub == 0) out[static_cast<int64_t>(t0 + c0 + tt) * out_stride] = f2bf(o);
       if (spec != nullptr && c0 + tt + 1 < n) save_row<EPL>(spec + (c0 + tt) * spec_stride, st, sub, Dk);
+      if (save != nullptr && c0 + tt + 1 == save_len) save_row<EPL>(save, st, sub, Dk);
     }
     __syncthreads();
   }

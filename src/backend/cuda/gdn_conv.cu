@@ -86,6 +86,26 @@ __global__ void conv_state_kernel(GdnConvParams p) {
       }
     }
   }
+  // A prefix-cache save: the window after the first save_lens[s] tokens,
+  // also read before the update below.
+  if (p.save_slots != nullptr) {
+    const int64_t save_slot = p.save_slots[s];
+    const int len = p.save_lens[s];
+    if (save_slot >= 0 && save_slot < p.num_slots && len >= 1 && len <= n) {
+      uint16_t* sv = p.conv_state + save_slot * (K - 1) * p.channels + c;
+#pragma unroll
+      for (int r = 0; r < K - 1; ++r) {
+        const int src = len + r;
+        uint16_t v;
+        if (src >= K - 1) {
+          v = p.x[static_cast<int64_t>(start + src - (K - 1)) * p.x_stride + c];
+        } else {
+          v = init ? st[static_cast<int64_t>(src) * p.channels] : uint16_t{0};
+        }
+        sv[static_cast<int64_t>(r) * p.channels] = v;
+      }
+    }
+  }
   // Row r of the new state is row n + r of [history (K-1 rows) | new (n rows)];
   // rows are written in increasing r and read at n + r > r, so in place is safe.
 #pragma unroll

@@ -101,6 +101,19 @@ int32_t KvCacheManager::save_snapshot(std::span<const int32_t> tokens, int num_t
   return slots_.allocate_snapshot({key, parent_of(full - 1, hashes), num_tokens, 0});
 }
 
+int32_t KvCacheManager::reserve_snapshot(std::span<const int32_t> tokens, int num_tokens,
+                                         std::vector<BlockHash>& hashes) {
+  const int bs = block_size_;
+  if (!caching_ || num_tokens <= 0 || num_tokens % bs != 0) return -1;
+  const int full = num_tokens / bs;
+  extend_block_hashes(tokens, bs, full, hashes);
+  if (const int32_t existing = slots_.find(hashes[static_cast<size_t>(full - 1)]); existing >= 0) {
+    slots_.touch(existing);
+    return -1;
+  }
+  return slots_.allocate();
+}
+
 bool KvCacheManager::keep_state(std::span<const int32_t> tokens, int num_tokens, int32_t live_slot,
                                 int32_t tail_block, std::vector<BlockHash>& hashes) {
   const int bs = block_size_;

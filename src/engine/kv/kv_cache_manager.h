@@ -10,6 +10,9 @@
 // snapshots come from (the scheduler decides when):
 //  - save_snapshot(): a running sequence's state is copied into a snapshot
 //    slot at a block boundary it reached at the end of a step;
+//  - reserve_snapshot(), then keep_state(): a step writes a sequence's
+//    state at a block boundary inside its chunk into a reserved slot, which
+//    becomes the snapshot after the step;
 //  - keep_state(): a sequence that finishes or is preempted leaves its live
 //    slot as the snapshot at its computed length, with no copy; when that
 //    length ends inside a block, the partial block is cached as the
@@ -63,6 +66,13 @@ class KvCacheManager {
   // the block size whose blocks are cached: the caller copies the state in.
   // -1 when such a snapshot exists (it is marked used) or no slot is left.
   int32_t save_snapshot(std::span<const int32_t> tokens, int num_tokens, std::vector<BlockHash>& hashes);
+
+  // A live slot into which a step saves the state after tokens[0,
+  // num_tokens) (a multiple of the block size) inside its forward; -1 when
+  // such a snapshot exists (it is marked used) or no slot is left. Once the
+  // step ran and cached the prefix's blocks, keep_state() makes it the
+  // snapshot; if that fails, or the step fails, the caller releases it.
+  int32_t reserve_snapshot(std::span<const int32_t> tokens, int num_tokens, std::vector<BlockHash>& hashes);
 
   // Keeps `live_slot` (the state after tokens[0, num_tokens)) as a snapshot.
   // `tail_block` holds tokens [num_tokens / bs * bs, num_tokens) when

@@ -50,6 +50,8 @@ ModelRunner::ModelRunner(std::unique_ptr<Model> model, const RunnerOptions& opti
   dev_.state_indices = i32_buffer(be, S);
   dev_.has_initial_state = i32_buffer(be, S);
   dev_.sample_rows = i32_buffer(be, R);
+  dev_.save_slots = i32_buffer(be, S);
+  dev_.save_lens = i32_buffer(be, S);
   if (num_spec_ > 0) {
     dev_.hidden_rows = i32_buffer(be, T);
     dev_.keep = i32_buffer(be, S);
@@ -64,6 +66,8 @@ ModelRunner::ModelRunner(std::unique_ptr<Model> model, const RunnerOptions& opti
   state_indices_.resize(S);
   has_initial_state_.resize(S);
   sample_rows_.resize(R);
+  save_slots_.resize(S);
+  save_lens_.resize(S);
 }
 
 CacheLayout ModelRunner::cache_layout() const {
@@ -205,7 +209,7 @@ StepContext ModelRunner::plan(const StepInput& input) {
   HYLLM_CHECK(block_size_ > 0, "execute before allocate_cache");
   const int64_t bs = block_size_, V = model_->vocab_size();
   int64_t T = 0, R = 0, max_q = 0, max_len = 0;
-  bool decode_only = true, verify = false, uniform = true;
+  bool decode_only = true, verify = false, uniform = true, saves = false;
   query_start_loc_[0] = 0;
   for (int64_t s = 0; s < S; ++s) {
     const SeqWork& w = input.seqs[s];
@@ -229,6 +233,14 @@ StepContext ModelRunner::plan(const StepInput& input) {
            w.block_table.size(), end);
     if (model_->num_gdn_layers() > 0 && (w.state_slot < 0 || w.state_slot >= num_slots_))
       fail(ErrorCode::kInternal, "sequence {}: state slot {} of {}", w.seq_id, w.state_slot, num_slots_);
+    const bool save = w.save_slot >= 0 && model_->num_gdn_layers() > 0;
+    if (save && (w.save_slot >= num_slots_ || w.save_slot == w.state_slot || w.save_pos <= w.start_pos ||
+                 w.save_pos >= end))
+      fail(ErrorCode::kInternal, "sequence {}: state save into slot {} at {} in a chunk [{}, {})", w.seq_id,
+           w.save_slot, w.save_pos, w.start_pos, end);
+    save_slots_[s] = save ? w.save_slot : -1;
+    save_lens_[s] = save ? static_cast<int32_t>(w.save_pos - w.start_pos) : 0;
+    saves = saves || save;
     int32_t* table = &block_tables_[s * max_blocks_per_seq_];
     std::fill(table, table + max_blocks_per_seq_, 0);
     const int64_t copy = std::min<int64_t>(static_cast<int64_t>(w.block_table.size()), max_blocks_per_seq_);
@@ -271,6 +283,10 @@ StepContext ModelRunner::plan(const StepInput& input) {
   upload(be, dev_.state_indices, state_indices_, S);
   upload(be, dev_.has_initial_state, has_initial_state_, S);
   upload(be, dev_.sample_rows, sample_rows_, R);
+  if (saves) {
+    upload(be, dev_.save_slots, save_slots_, S);
+    upload(be, dev_.save_lens, save_lens_, S);
+  }
 
   StepContext ctx;
   ctx.num_tokens = T;
@@ -284,11 +300,17 @@ StepContext ModelRunner::plan(const StepInput& input) {
   ctx.state_indices = i32_view(dev_.state_indices, Shape{S});
   ctx.has_initial_state = i32_view(dev_.has_initial_state, Shape{S});
   ctx.sample_rows = i32_view(dev_.sample_rows, Shape{R});
+  if (saves) {
+    ctx.state_save_slots = i32_view(dev_.save_slots, Shape{S});
+    ctx.state_save_lens = i32_view(dev_.save_lens, Shape{S});
+  }
   ctx.max_query_len = max_q;
   ctx.max_seq_len = max_len;
   ctx.decode_only = decode_only;
   ctx.keep_spec_states = verify;
-  ctx.uniform_query_len = verify && uniform ? max_q : 0;
+  // A save is never in a decode step (its chunk has two tokens or more);
+  // steps with saves run op by op, since recorded graphs read no saves.
+  ctx.uniform_query_len = verify && uniform && !saves ? max_q : 0;
   return ctx;
 }
 

@@ -84,7 +84,7 @@ class ModelRunner final : public ModelExecutor {
   // Fixed-capacity device copies of the step's metadata.
   struct DeviceInputs {
     DeviceBuffer token_ids, positions, slot_mapping, query_start_loc, seq_lens, block_tables, state_indices,
-        has_initial_state, sample_rows;
+        has_initial_state, sample_rows, save_slots, save_lens;
     DeviceBuffer hidden_rows, keep;  // speculative decoding: draft passes, state rollback
   };
   // One sequence of an MTP pass: n tokens at positions start_pos.., reading
@@ -120,7 +120,7 @@ class ModelRunner final : public ModelExecutor {
   DeviceInputs dev_;
   // Host staging, same capacities.
   std::vector<int32_t> token_ids_, positions_, slot_mapping_, query_start_loc_, seq_lens_, block_tables_,
-      state_indices_, has_initial_state_, sample_rows_;
+      state_indices_, has_initial_state_, sample_rows_, save_slots_, save_lens_;
   std::vector<float> logits_host_;
   int64_t num_spec_ = 0;               // the model's num_speculative_tokens
   std::vector<SeqWork> rows_;          // this step's sampled rows

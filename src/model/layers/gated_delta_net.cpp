@@ -35,8 +35,9 @@ TensorView GatedDeltaNet::forward(Backend& be, Scratch& s, const LayerInput& in,
   auto ba = ba_.forward(be, s, in);
 
   TensorView conv_out = s.take(DType::kBF16, Shape{T, conv_dim_});
+  const StateSaveArgs save{ctx.state_save_slots, ctx.state_save_lens};
   gdn_conv(be, {qkvz[0], conv_weight_, state.conv, ctx.query_start_loc, ctx.state_indices, ctx.has_initial_state,
-                conv_out, state.spec_conv});
+                conv_out, state.spec_conv, save});
 
   TensorView core = s.take(DType::kBF16, Shape{T, hv_ * dv_});
   GatedDeltaRuleArgs dr;
@@ -57,6 +58,7 @@ TensorView GatedDeltaNet::forward(Backend& be, Scratch& s, const LayerInput& in,
   dr.algorithm = ctx.decode_only ? DeltaRuleAlgorithm::kRecurrent : DeltaRuleAlgorithm::kChunked;
   dr.max_query_len = ctx.max_query_len;
   dr.spec_states = state.spec_recurrent;
+  dr.save = save;
   gated_delta_rule(be, dr);
 
   LayerInput normed = take_input(s, out_proj_.input_needs(), T, hv_ * dv_);

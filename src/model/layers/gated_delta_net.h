@@ -3,7 +3,9 @@
 // in_proj_b|in_proj_a projections, causal depthwise conv over q|k|v with the
 // conv state, the gated delta rule with fp32 recurrent state (chunked for
 // prefill, recurrent for pure decode steps), the gated RMSNorm (plain w,
-// SiLU(z)) per value head, out_proj.
+// SiLU(z)) per value head, out_proj. A step that asks for state saves
+// (StepContext::state_save_slots, prefix caching) gets them from both state
+// ops in the same forward.
 
 #include <string>
 

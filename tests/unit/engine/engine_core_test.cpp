@@ -37,11 +37,12 @@ TEST(EngineCore, ForkedChoicesShareThePromptAndMatchSoloRunsWithShiftedSeeds) {
   r.sampling.seed = 77;
   core.add_request(r);
   Results res = run_all(core, {{"fork", 4}});
-  // 29 prompt tokens once (in two chunks: the first ends on the last block
-  // boundary, where the state is saved for the prefix cache), then the last
+  // 29 prompt tokens once (in one chunk, which saves the state at the last
+  // block boundary for the prefix cache inside its step), then the last
   // prompt token per choice.
   EXPECT_EQ(prompt_tokens_computed, 29 + 4);
-  EXPECT_EQ(state_copies, 1 + 3) << "one snapshot saved, three forks";
+  EXPECT_EQ(state_copies, 3) << "three forks";
+  EXPECT_EQ(ex.num_saves, 1) << "one snapshot saved inside the prompt's step";
   EXPECT_EQ(block_copies, 3) << "the shared partial block is copied on write by all but one choice";
   const auto& choices = res.by_request.at("fork");
   ASSERT_EQ(choices.size(), 4u);

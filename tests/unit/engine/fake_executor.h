@@ -5,7 +5,9 @@
 // a slot has consumed. Before sampling it re-reads the sequence's tokens
 // through the block table and checks that their hash equals the slot state:
 // a wrong block table, a missed copy on write, a bad fork copy or a stale
-// slot all make the check fail (the step throws). The next token is a hash of
+// slot all make the check fail (the step throws). A state save inside a step
+// (SeqWork::save_slot) copies the slot's running hash at the save point, so
+// a later hit on that snapshot is checked the same way. The next token is a hash of
 // the sequence's tokens (so it does not depend on the batch), turned into
 // logits with one clear favourite and sampled by the real Sampler.
 
@@ -79,6 +81,11 @@ class FakeExecutor : public ModelExecutor {
       check(slot.count == w.start_pos, "slot state is not at start_pos");
       const int end = w.start_pos + static_cast<int>(w.token_ids.size());
       check(static_cast<int>(w.block_table.size()) * alloc_.block_size >= end, "block table too short");
+      if (w.save_slot >= 0) {
+        check(w.save_slot < alloc_.num_state_slots && w.save_slot != w.state_slot, "bad save slot");
+        check(w.save_pos > w.start_pos && w.save_pos < end, "save point outside the chunk");
+        num_saves++;
+      }
       for (size_t i = 0; i < w.token_ids.size(); ++i) {
         const int p = w.start_pos + static_cast<int>(i);
         const int32_t block = w.block_table[static_cast<size_t>(p / alloc_.block_size)];
@@ -88,6 +95,7 @@ class FakeExecutor : public ModelExecutor {
         check(fresh || it->second == w.seq_id, "two sequences write one block in a step");
         slot.hash = mix(slot.hash, static_cast<uint64_t>(w.token_ids[i]));
         slot.count++;
+        if (w.save_slot >= 0 && p + 1 == w.save_pos) slots_.at(static_cast<size_t>(w.save_slot)) = slot;
       }
       if (!w.sample) continue;
       // Re-read the sequence through the KV cache; it must agree with the state.
@@ -121,6 +129,7 @@ class FakeExecutor : public ModelExecutor {
 
   void fail_next_step() { fail_next_ = true; }
   std::function<void(const StepInput&)> on_step;  // sees every step before it runs
+  int num_saves = 0;  // states saved inside a step (SeqWork::save_slot)
   CacheAllocation alloc_;
 
  private:

@@ -69,7 +69,7 @@ std::pair<std::vector<int32_t>, int> run_one(EngineCore& core, const EngineReque
   return {tokens, cached};
 }
 
-TEST(PrefixCache, ChunksEndOnBlockBoundariesAndThePromptsLastBoundary) {
+TEST(PrefixCache, ChunksEndOnBlockBoundariesAndThePromptsLastBoundaryIsSavedInsideItsChunk) {
   EngineConfig config = caching_config();  // budget 32, blocks of 4
   FakeExecutor ex;
   ChunkLog log;
@@ -77,10 +77,74 @@ TEST(PrefixCache, ChunksEndOnBlockBoundariesAndThePromptsLastBoundary) {
   EngineCore core(ex, config);
   std::mt19937 rng(1);
   run_one(core, make_request("a", random_prompt(rng, 70, 64), 2));
-  // 32, 32, then the prompt's last 6 tokens stop at its last boundary (68).
-  const std::vector<std::pair<int, int>> want = {{0, 32}, {32, 32}, {64, 4}, {68, 2}, {70, 1}};
+  // 32, 32, then the prompt's last 6 tokens in one chunk that samples; the
+  // state at the prompt's last boundary (68) is saved inside that step.
+  const std::vector<std::pair<int, int>> want = {{0, 32}, {32, 32}, {64, 6}, {70, 1}};
   EXPECT_EQ(log.by_seq.begin()->second, want);
+  EXPECT_EQ(ex.num_saves, 1);
   EXPECT_EQ(core.scheduler().slot_pool().num_snapshots(), 3 + 1) << "32, 64, 68, and the finished sequence";
+  EXPECT_EQ(core.scheduler().slot_pool().num_used(), 0);
+}
+
+// The last block boundary of an unaligned prompt costs no step: its first
+// token comes from the one step that computes the whole prompt, and the
+// state saved at the boundary in that step serves a later prompt that
+// shares the first turn only up to a few tokens before its end (a chat's
+// next turn). Its tokens are those of a cold run.
+TEST(PrefixCache, AnUnalignedPromptTakesOneStepAndItsMidStepSnapshotIsHit) {
+  EngineConfig config = caching_config();  // budget 32, blocks of 4
+  FakeExecutor ex;
+  ChunkLog log;
+  log.attach(ex);
+  EngineCore core(ex, config);
+  std::mt19937 rng(11);
+  const auto first = random_prompt(rng, 30, 64);
+  core.add_request(make_request("first", first, 3));
+  const std::vector<RequestOutput> step1 = core.step();
+  ASSERT_EQ(step1.size(), 1u);
+  ASSERT_EQ(step1[0].outputs.size(), 1u);
+  EXPECT_EQ(step1[0].outputs[0].new_token_ids.size(), 1u) << "the first token comes from the first step";
+  EXPECT_EQ(log.by_seq.begin()->second, (std::vector<std::pair<int, int>>{{0, 30}}));
+  EXPECT_EQ(ex.num_saves, 1);
+  while (core.has_unfinished_requests()) core.step();
+
+  // Shares 29 tokens: the hit is the snapshot at 28 saved inside that step
+  // (the first request's own final state is at 32, past the divergence).
+  std::vector<int32_t> next(first.begin(), first.begin() + 29);
+  next = concat(next, random_prompt(rng, 9, 64));
+  const auto r = make_request("next", next, 6);
+  auto [tokens, cached] = run_one(core, r);
+  EXPECT_EQ(cached, 28);
+  EXPECT_EQ(tokens, solo(r, cold_config())[0].tokens);
+  EXPECT_EQ(log.first_chunks.back(), (std::pair<int, int>{28, 10}));
+  EXPECT_EQ(core.scheduler().slot_pool().num_used(), 0);
+  EXPECT_EQ(core.scheduler().block_pool().num_used(), 0);
+}
+
+// Two identical prompts in one step both reserve a slot for the same
+// snapshot; the second one's is released after the step, and a failed step
+// releases its reserved slots.
+TEST(PrefixCache, ReservedSaveSlotsAreReleasedWhenTheSnapshotExistsOrTheStepFails) {
+  std::mt19937 rng(12);
+  const auto prompt = random_prompt(rng, 14, 64);
+  FakeExecutor ex;
+  EngineCore core(ex, caching_config());
+  core.add_request(make_request("a", prompt, 2));
+  core.add_request(make_request("b", prompt, 2));
+  core.step();
+  EXPECT_EQ(ex.num_saves, 2);
+  EXPECT_EQ(core.scheduler().slot_pool().num_used(), 2) << "the two live slots only";
+  EXPECT_EQ(core.scheduler().slot_pool().num_snapshots(), 1) << "the state at 12, once";
+  while (core.has_unfinished_requests()) core.step();
+
+  const auto other = random_prompt(rng, 14, 64);
+  core.add_request(make_request("c", other, 2));
+  ex.fail_next_step();
+  core.step();
+  EXPECT_EQ(core.scheduler().slot_pool().num_used(), 0);
+  auto [tokens, cached] = run_one(core, make_request("d", other, 2));
+  EXPECT_EQ(cached, 0) << "the failed step saved nothing";
+  EXPECT_EQ(tokens, solo(make_request("d", other, 2), cold_config())[0].tokens);
 }
 
 TEST(PrefixCache, ASharedPrefixIsComputedOnceAfterTheFirstRequestThatSavesItsState) {

@@ -66,6 +66,29 @@ TEST(KvCacheManager, AHitNeedsTheBlocksAndASnapshotAtTheirEnd) {
   release(m, a);
 }
 
+// A save inside a step: the reserved slot is live (no hit can read it)
+// until keep_state() makes it the snapshot after the step.
+TEST(KvCacheManager, AReservedSnapshotSlotIsHitOnlyOnceKept) {
+  KvCacheManager m(16, kBs, 4, true);
+  const auto prompt = iota_tokens(20);
+  std::vector<BlockHash> hashes, probe;
+  const int32_t slot = m.reserve_snapshot(prompt, 8, hashes);
+  ASSERT_GE(slot, 0);
+  EXPECT_FALSE(m.slots().is_snapshot(slot));
+  EXPECT_EQ(m.reserve_snapshot(prompt, 6, hashes), -1) << "only at block boundaries";
+  Seq a = compute(m, iota_tokens(12), 10);  // the step ran: its blocks are cached
+  EXPECT_EQ(m.find(prompt, 19, probe).num_tokens, 0) << "reserved, not yet a snapshot";
+  ASSERT_TRUE(m.keep_state(prompt, 8, slot, -1, hashes));
+  const PrefixHit hit = m.find(prompt, 19, probe);
+  EXPECT_EQ(hit.num_tokens, 8);
+  EXPECT_EQ(hit.snapshot_slot, slot);
+  EXPECT_EQ(m.reserve_snapshot(prompt, 8, hashes), -1) << "that snapshot exists";
+  const int32_t second = m.reserve_snapshot(prompt, 4, hashes);
+  ASSERT_GE(second, 0);
+  m.slots().release(second);  // a failed step gives its reserved slot back
+  release(m, a);
+}
+
 TEST(KvCacheManager, AFinishedSequenceLeavesItsStateAndTailForAnExactHit) {
   KvCacheManager m(16, kBs, 4, true);
   Seq a = compute(m, iota_tokens(11), 10);  // 10 computed: two full blocks and a tail of 2

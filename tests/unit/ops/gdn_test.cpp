@@ -357,5 +357,91 @@ TEST(SpecStates, ConvSavesEveryPrefixWindow) {
   EXPECT_EQ(slab(state, 1, per), saved);
 }
 
+
+// ---------------------------------------------------------------- state saves
+
+// A prefix-cache save: each sequence with a save slot also leaves, in that
+// slot, exactly the state that running only its first save_len tokens
+// leaves (conv window and recurrent state), while its outputs and its own
+// final state are those of the call without saves. Saves inside the conv's
+// history (save_len < K - 1), in the middle of a multi-chunk sequence and
+// at a sequence's end are covered.
+TEST(StateSave, ConvAndDeltaRuleSaveTheStateAfterAPrefix) {
+  auto be = make_cpu_backend();
+  const uint32_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  Rng rng(seed);
+  DeltaSetup d(rng, 2, 4, 16, 8);
+  ConvSetup cs(rng, 37, 4);
+  const int64_t H = cs.K - 1, per = d.Hv * d.Dv * d.Dk, conv_per = H * cs.C, slots = 7;
+  const std::vector<int64_t> qsl{0, 40, 45, 175, 178}, own{0, 1, 2, 5}, init{1, 0, 1, 1};
+  const std::vector<int64_t> save_slots{3, -1, 4, 6}, save_lens{2, 0, 97, 3};
+  const int64_t T = qsl.back();
+  DeltaTokens tok(rng, d, T);
+  HostTensor x = bf16_tensor({T, cs.C + 5});
+  x.fill_normal(rng, 2.0);
+  HostTensor state0 = f32_tensor({slots, d.Hv, d.Dv, d.Dk}), conv0 = bf16_tensor({slots, H, cs.C});
+  state0.fill_normal(rng, 0.1);
+  conv0.fill_normal(rng, 2.0);
+  HostTensor q = i32_tensor(qsl), sl = i32_tensor(own), in = i32_tensor(init);
+
+  auto copy_of = [](const HostTensor& t, std::initializer_list<int64_t> shape, bool bf16) {
+    HostTensor c = bf16 ? bf16_tensor(shape) : f32_tensor(shape);
+    for (int64_t i = 0; i < c.numel(); ++i) c.set(i, t.v[i]);
+    return c;
+  };
+  // Without saves: the reference outputs and final states.
+  HostTensor plain_state = copy_of(state0, {slots, d.Hv, d.Dv, d.Dk}, false);
+  HostTensor plain_conv = copy_of(conv0, {slots, H, cs.C}, true);
+  const auto plain_out = run_delta(*be, d, tok, plain_state, qsl, own, init, DeltaRuleAlgorithm::kChunked);
+  const auto plain_conv_out = run_conv(*be, cs, x, plain_conv, qsl, own, init);
+
+  HostTensor ss = i32_tensor(save_slots), sn = i32_tensor(save_lens);
+  HostTensor state = copy_of(state0, {slots, d.Hv, d.Dv, d.Dk}, false);
+  HostTensor conv = copy_of(conv0, {slots, H, cs.C}, true);
+  HostTensor out = bf16_tensor({T, d.Hv * d.Dv}), conv_out = bf16_tensor({T, cs.C});
+  GatedDeltaRuleArgs a{tok.qkv.view(), ColSlice(tok.ab.view(), d.Hv, d.Hv), ColSlice(tok.ab.view(), 0, d.Hv),
+                       d.alog.view(), d.dt.view(), state.view(), q.view(), sl.view(), in.view(), out.view(),
+                       d.Hk, d.Hv, d.Dk, d.Dv, DeltaRuleAlgorithm::kChunked, 0};
+  a.save = {ss.view(), sn.view()};
+  gated_delta_rule(*be, a);
+  GdnConvArgs c{ColSlice(x.view(), 3, cs.C), cs.w.view(), conv.view(), q.view(), sl.view(), in.view(),
+                conv_out.view()};
+  c.save = {ss.view(), sn.view()};
+  gdn_conv(*be, c);
+
+  EXPECT_EQ(out.values(), plain_out);
+  EXPECT_EQ(conv_out.values(), plain_conv_out);
+  for (int64_t slot : own) {
+    EXPECT_EQ(slab(state, slot, per), slab(plain_state, slot, per)) << "own slot " << slot;
+    EXPECT_EQ(slab(conv, slot, conv_per), slab(plain_conv, slot, conv_per)) << "own slot " << slot;
+  }
+  for (size_t s = 0; s < own.size(); ++s) {
+    if (save_slots[s] < 0) continue;
+    const int64_t n = save_lens[s];
+    HostTensor alone = f32_tensor({1, d.Hv, d.Dv, d.Dk}), conv_alone = bf16_tensor({1, H, cs.C});
+    const auto start = slab(state0, own[s], per), conv_start = slab(conv0, own[s], conv_per);
+    for (int64_t i = 0; i < per; ++i) alone.set(i, start[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < conv_per; ++i) conv_alone.set(i, conv_start[static_cast<size_t>(i)]);
+    run_delta(*be, d, tok.rows(d, qsl[s], n), alone, {0, n}, {0}, {init[s]}, DeltaRuleAlgorithm::kChunked);
+    HostTensor xs = bf16_tensor({n, cs.C + 5});
+    for (int64_t i = 0; i < xs.numel(); ++i) xs.set(i, x.v[qsl[s] * (cs.C + 5) + i]);
+    run_conv(*be, cs, xs, conv_alone, {0, n}, {0}, {init[s]});
+    EXPECT_EQ(slab(state, save_slots[s], per), alone.values()) << "sequence " << s;
+    EXPECT_EQ(slab(conv, save_slots[s], conv_per), conv_alone.values()) << "sequence " << s;
+  }
+
+  // A save slot the call uses, a length outside [1, n], a missing length.
+  HostTensor used = i32_tensor({3, -1, 4, 0}), too_long = i32_tensor({41, 0, 97, 3}), zero = i32_tensor({0, 0, 1, 1});
+  for (const auto& [slots_t, lens_t] : {std::pair{&used, &sn}, std::pair{&ss, &too_long}, std::pair{&ss, &zero}}) {
+    a.save = {slots_t->view(), lens_t->view()};
+    c.save = a.save;
+    EXPECT_THROW(gated_delta_rule(*be, a), Error);
+    EXPECT_THROW(gdn_conv(*be, c), Error);
+  }
+  a.save = {ss.view(), {}};
+  EXPECT_THROW(gated_delta_rule(*be, a), Error);
+}
+
 }  // namespace
 }  // namespace hyllm::test

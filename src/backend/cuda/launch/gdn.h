@@ -24,6 +24,8 @@ struct GdnConvParams {
   int kernel = 0;  // K
   uint16_t* spec_states = nullptr;  // optional [slots, spec_k, K - 1, C] (ops.h)
   int spec_k = 0;
+  const int32_t* save_slots = nullptr;  // optional [num_seqs] (ops.h StateSaveArgs)
+  const int32_t* save_lens = nullptr;
 };
 bool gdn_conv_supported(int kernel);
 void launch_gdn_conv(const GdnConvParams& p, cudaStream_t stream);
@@ -54,6 +56,8 @@ struct GatedDeltaRuleParams {
   bool chunked = false;   // the op asked for the chunked algorithm
   float* spec_states = nullptr;  // optional [slots, spec_k, Hv, Dv, Dk] (ops.h)
   int spec_k = 0;
+  const int32_t* save_slots = nullptr;  // optional [num_seqs] (ops.h StateSaveArgs)
+  const int32_t* save_lens = nullptr;
 };
 bool gated_delta_rule_supported(int k_dim);
 size_t gated_delta_rule_scratch_bytes(const GatedDeltaRuleParams& p);

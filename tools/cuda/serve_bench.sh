@@ -30,7 +30,8 @@
 #                                      (total tok/s; no % of floor)
 #   HYLLM_STRUCTURED_BENCH=1           also: the TPOT of 16 unconstrained requests while 16 more
 #                                      share the batch, plain or with a json_schema (target: < 3% change)
-#   HYLLM_PREFIX_BENCH=1               the prefix-cache workloads (max-model-len 8192 unless set)
+#   HYLLM_PREFIX_BENCH=1               the prefix-cache workloads (max-model-len 8192 unless set);
+#                                      =ttft: only the cached-vs-cold TTFT row
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -43,7 +44,7 @@ MODELS=${HYLLM_SERVE_MODELS:-qwen3_5_27b qwen3_5_35b_a3b}
 BATCHES=${HYLLM_DECODE_BATCHES:-1 8 32}
 PORT=${HYLLM_PORT:-8123}
 PREFIX_BENCH=${HYLLM_PREFIX_BENCH:-0}
-MAX_MODEL_LEN=${HYLLM_MAX_MODEL_LEN:-$([[ $PREFIX_BENCH == 1 ]] && echo 8192 || echo 4096)}
+MAX_MODEL_LEN=${HYLLM_MAX_MODEL_LEN:-$([[ $PREFIX_BENCH != 0 ]] && echo 8192 || echo 4096)}
 rows=()
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
@@ -111,6 +112,7 @@ prefix_stage() {  # the prefix-cache rows of one model
   cold=$(ttft_of "$LOGS/${cfg}_prefix_ttft_cold.json" miss)
   add_row "$(printf '| %s | prefix 4096 + 128 new: median TTFT cached vs cold (hit rate %s) | %s | %s | %s faster |' \
     "$cfg" "$(hit_rate "$LOGS/${cfg}_prefix_ttft_hit.json")" "$hit" "$cold" "$(ratio "$cold" "$hit")")"
+  [[ $PREFIX_BENCH == ttft ]] && return
   pbench "${cfg}_prefix_repetition" --dataset-name prefix_repetition --prefix-repetition-prefix-len 2048 \
     --prefix-repetition-suffix-len 256 --prefix-repetition-num-prefixes 8 --prefix-repetition-output-len 128 \
     --num-prompts 256 --max-concurrency 32
@@ -240,7 +242,7 @@ for cfg in $MODELS; do
     add_row "$(printf '| %s | 16 unconstrained + 16 plain requests (median TPOT of the 16) | %s | | |' "$cfg" "$base")"
     add_row "$(printf '| %s | 16 unconstrained + 16 json_schema requests | %s | | TPOT %s |' "$cfg" "$mixed" "$change")"
   fi
-  [[ $PREFIX_BENCH == 1 ]] && prefix_stage "$cfg"
+  [[ $PREFIX_BENCH != 0 ]] && prefix_stage "$cfg"
   kill -TERM $pid
   wait $pid
   # The runner's per-step split (debug log): host planning, forward enqueue, sampling + sync.

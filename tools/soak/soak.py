@@ -438,7 +438,10 @@ def main():
         except Exception as e:  # noqa: BLE001 - progress only
             engine = f"/metrics: {e}"
         late = ", ".join(f"{k} for {time.time() - t0:.0f} s" for k, t0 in oldest)
-        print(f"soak: {time.time() - load_start:.0f} s: {sent} requests finished, {engine}; oldest in flight: "
+        memory = f"RSS {samples[-1]['rss'] / MiB:.0f} MiB" if samples else "RSS ?"
+        if samples and samples[-1]["gpu"] is not None:
+            memory += f", GPU {samples[-1]['gpu'] / MiB:.0f} MiB"
+        print(f"soak: {time.time() - load_start:.0f} s: {sent} requests finished, {engine}, {memory}; oldest in flight: "
               f"{late or 'none'}", flush=True)
 
     def sampler():

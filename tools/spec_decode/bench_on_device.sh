@@ -12,6 +12,8 @@
 #
 #   tools/spec_decode/bench_on_device.sh      (OUT: where logs go; default /tmp/hyllm-spec-out)
 #   HYLLM_SPEC_MODELS="qwen3_5_27b" HYLLM_SPEC_BATCHES="1 8" HYLLM_SPEC_KS="0 2" ... to narrow it
+#   HYLLM_BIN=path/to/hyllm      a binary built elsewhere (no build, no op checks)
+#   HYLLM_SPEC_ITERS=3           timed iterations per point
 #
 # Uses the dependency archive of tools/cuda/run_device_checks.sh when present.
 set -uo pipefail
@@ -25,13 +27,16 @@ BATCHES=${HYLLM_SPEC_BATCHES:-"1 8 32"}
 KS=${HYLLM_SPEC_KS:-"0 1 2 3 4"}
 source "$ROOT/tools/cuda/host_deps_env.sh"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1 &&
-  cmake --build "$BUILD" -j "${HYLLM_JOBS:-16}" --target hyllm test_cuda_ops >"$OUT/build.log" 2>&1 ||
-  { tail -30 "$OUT/build.log"; echo "build failed"; exit 1; }
-
-"$BUILD/tests/cuda/test_cuda_ops" --gtest_filter='*Speculative*:*GdnConv*:*DeltaRule*' >"$OUT/ops.log" 2>&1
-ops_rc=$?
-tail -3 "$OUT/ops.log"
+BIN=${HYLLM_BIN:-$BUILD/hyllm}
+ops_rc="not run (HYLLM_BIN given)"
+if [[ -z ${HYLLM_BIN:-} ]]; then
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1 &&
+    cmake --build "$BUILD" -j "${HYLLM_JOBS:-16}" --target hyllm test_cuda_ops >"$OUT/build.log" 2>&1 ||
+    { tail -30 "$OUT/build.log"; echo "build failed"; exit 1; }
+  "$BUILD/tests/cuda/test_cuda_ops" --gtest_filter='*Speculative*:*GdnConv*:*DeltaRule*' >"$OUT/ops.log" 2>&1
+  ops_rc=$?
+  tail -3 "$OUT/ops.log"
+fi
 
 rows=()
 for model in $MODELS; do
@@ -41,8 +46,8 @@ for model in $MODELS; do
       spec=()
       [[ $k -gt 0 ]] && spec=(--speculative-config "{\"method\": \"mtp\", \"num_speculative_tokens\": $k}")
       log="$OUT/latency_${model}_b${b}_k${k}.log"
-      "$BUILD/hyllm" bench latency --model "tests/data/configs/$model" --load-format dummy \
-        --input-len 256 --output-len 64 --batch-size "$b" --num-iters-warmup 1 --num-iters 3 \
+      "$BIN" bench latency --model "tests/data/configs/$model" --load-format dummy \
+        --input-len 256 --output-len 64 --batch-size "$b" --num-iters-warmup 1 --num-iters "${HYLLM_SPEC_ITERS:-3}" \
         --max-model-len 4096 --max-num-seqs "$(( b > 8 ? b : 8 ))" --output-json "$log.json" "${spec[@]}" >"$log" 2>&1
       # Per-token decode time in ms: (batch latency - prefill) / (output tokens - 1).
       t=$(python3 -c "import json; j=json.load(open('$log.json')); print('%.3f' % ((1e3*j['avg_latency'] - j['prefill_ms_median']) / (j['output_len'] - 1)))" 2>/dev/null || echo "?")

@@ -118,7 +118,7 @@ QuantizeReport quantize_checkpoint(const std::filesystem::path& in_dir, const st
   const bool nested = config_json.contains("text_config");
   const std::string prefix = nested ? "model.language_model." : "model.";
   auto out_name = [&](const std::string& canonical) {
-    return canonical.starts_with("lm_head.") ? canonical : prefix + canonical;
+    return canonical.starts_with("lm_head.") || canonical.starts_with("mtp.") ? canonical : prefix + canonical;
   };
   const bool modelopt = opts.target == Fp8Target::kModelOptFp8;
   std::map<std::string, float> amax;
@@ -174,7 +174,7 @@ QuantizeReport quantize_checkpoint(const std::filesystem::path& in_dir, const st
           emit_quantized(ep + "up_proj", we + (rows / 2) * cols, rows / 2, cols);
         }
       }
-    } else if (is_quantizable(ti.name)) {
+    } else if (is_quantizable(ti.name) && !(modelopt && ti.name.starts_with("mtp."))) {
       auto w = to_floats(bytes, ti.dtype, ti.shape.numel());
       emit_quantized(ti.name.substr(0, ti.name.size() - 7), w.data(), ti.shape[0], ti.shape[1]);
     } else {
@@ -188,8 +188,12 @@ QuantizeReport quantize_checkpoint(const std::filesystem::path& in_dir, const st
   write_safetensors(out_dir / "model.safetensors", out);
   for (const auto& t : out) report.bytes_out += t.bytes.size();
   nlohmann::json qcfg;
-  const std::vector<std::string> kept = {"lm_head", "embed_tokens", "linear_attn.in_proj_a", "linear_attn.in_proj_b",
-                                         "mlp.gate", "mlp.shared_expert_gate"};
+  // The MTP head: block FP8 quantises its layer's linears but keeps its fc
+  // (joining the embedding and the hidden state) bf16; ModelOpt keeps the
+  // whole head bf16, since calibration runs only the main model and so has
+  // no input scales for it.
+  const std::vector<std::string> kept = {"lm_head",  "embed_tokens", "linear_attn.in_proj_a", "linear_attn.in_proj_b",
+                                         "mlp.gate", "mlp.shared_expert_gate", modelopt ? "mtp" : "mtp.fc"};
   if (modelopt) {
     qcfg = {{"quant_method", "modelopt"}, {"quant_algo", "FP8"}, {"ignore", kept}, {"producer", {{"name", "hyllm quantize"}}}};
   } else {

@@ -21,10 +21,20 @@ class CpuBackend final : public Backend {
     return p;
   }
   void deallocate(void* ptr) override { std::free(ptr); }
-  void copy_to_device(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
-  void copy_to_host(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
-  void copy_on_device(void* dst, const void* src, size_t n) override { std::memmove(dst, src, n); }
-  void fill_zero(void* dst, size_t n) override { std::memset(dst, 0, n); }
+  // Empty ranges may come with null pointers (an empty cache, a zero-size
+  // buffer), which the C library functions must not be given.
+  void copy_to_device(void* dst, const void* src, size_t n) override {
+    if (n > 0) std::memcpy(dst, src, n);
+  }
+  void copy_to_host(void* dst, const void* src, size_t n) override {
+    if (n > 0) std::memcpy(dst, src, n);
+  }
+  void copy_on_device(void* dst, const void* src, size_t n) override {
+    if (n > 0) std::memmove(dst, src, n);
+  }
+  void fill_zero(void* dst, size_t n) override {
+    if (n > 0) std::memset(dst, 0, n);
+  }
   void synchronize() override {}
   MemoryInfo memory_info() const override {
     long pages = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);

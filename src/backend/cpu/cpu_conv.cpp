@@ -49,24 +49,20 @@ void CpuKernels::gdn_conv(const GdnConvArgs& a) {
           o[c] = cpu::to_bf(cpu::silu(acc));
         }
       }
-      // The state after token j is rows [j + 1, j + 1 + H) of history + new inputs.
+      // The conv state after the first `after` tokens is rows [after, after + H)
+      // of history + new inputs; dst is a state slot's [H, C] rows.
+      auto window = [&](int64_t after, uint16_t* dst) {
+        for (int64_t r = 0; r < H; ++r) {
+          std::copy(ext.data() + (after + r) * nc, ext.data() + (after + r + 1) * nc, dst + r * C + c0);
+        }
+      };
       for (int64_t j = 0; n <= K_spec + 1 && j < n - 1; ++j) {
-        uint16_t* sp = spec + (int64_t{idx[s]} * K_spec + j) * H * C;
-        for (int64_t r = 0; r < H; ++r) {
-          std::copy(ext.data() + (j + 1 + r) * nc, ext.data() + (j + 2 + r) * nc, sp + r * C + c0);
-        }
+        window(j + 1, spec + (int64_t{idx[s]} * K_spec + j) * H * C);  // after each verified token but the last
       }
-      // The window after the first len tokens: rows [len, len + H).
       if (const cpu::SeqSave& sv = saves[static_cast<size_t>(s)]; sv.slot >= 0) {
-        uint16_t* dst = state + int64_t{sv.slot} * H * C;
-        for (int64_t r = 0; r < H; ++r) {
-          std::copy(ext.data() + (sv.len + r) * nc, ext.data() + (sv.len + r + 1) * nc, dst + r * C + c0);
-        }
+        window(sv.len, state + int64_t{sv.slot} * H * C);  // a prefix-cache save
       }
-      // The new state is the last H raw rows of history + new inputs.
-      for (int64_t r = 0; r < H; ++r) {
-        std::copy(ext.data() + (n + r) * nc, ext.data() + (n + r + 1) * nc, st + r * C + c0);
-      }
+      window(n, st);  // the new state: the last H rows
     }
   });
 }

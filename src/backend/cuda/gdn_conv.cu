@@ -55,6 +55,26 @@ __global__ void conv_out_kernel(GdnConvParams p) {
   }
 }
 
+// Channel c's conv state after the first `after` tokens of the sequence that
+// starts at token `start`: rows after .. after + K - 2 of [history (K-1 rows,
+// st) | new inputs], written to dst's K-1 rows in increasing order. dst may be
+// st itself when after >= 1: row r is read at after + r > r, before it is written.
+template <int K>
+__device__ __forceinline__ void write_window(const GdnConvParams& p, int start, const uint16_t* st, bool init, int c,
+                                             int after, uint16_t* dst) {
+#pragma unroll
+  for (int r = 0; r < K - 1; ++r) {
+    const int src = after + r;
+    uint16_t v;
+    if (src >= K - 1) {
+      v = p.x[static_cast<int64_t>(start + src - (K - 1)) * p.x_stride + c];
+    } else {
+      v = init ? st[static_cast<int64_t>(src) * p.channels] : uint16_t{0};
+    }
+    dst[static_cast<int64_t>(r) * p.channels] = v;
+  }
+}
+
 // Thread = (sequence, channel): the last K-1 raw rows of history + new inputs.
 template <int K>
 __global__ void conv_state_kernel(GdnConvParams p) {
@@ -67,58 +87,20 @@ __global__ void conv_state_kernel(GdnConvParams p) {
   if (slot < 0 || slot >= p.num_slots) return;
   const bool init = p.has_initial_state[s] != 0;
   uint16_t* st = p.conv_state + slot * (K - 1) * p.channels + c;
-  // A verify chunk also saves the window after each token but its last
-  // (rows j + 1 .. j + K - 1 of the same concatenation), before the state
-  // below overwrites the history it reads.
+  // A verify chunk also saves the window after each token but its last, and
+  // a prefix-cache save the window after the first save_lens[s] tokens, both
+  // before the state below overwrites the history they read.
   if (p.spec_states != nullptr && n <= p.spec_k + 1) {
-    for (int j = 0; j + 1 < n; ++j) {
-      uint16_t* sp = p.spec_states + ((slot * p.spec_k + j) * (K - 1)) * p.channels + c;
-#pragma unroll
-      for (int r = 0; r < K - 1; ++r) {
-        const int src = j + 1 + r;
-        uint16_t v;
-        if (src >= K - 1) {
-          v = p.x[static_cast<int64_t>(start + src - (K - 1)) * p.x_stride + c];
-        } else {
-          v = init ? st[static_cast<int64_t>(src) * p.channels] : uint16_t{0};
-        }
-        sp[static_cast<int64_t>(r) * p.channels] = v;
-      }
-    }
+    for (int j = 0; j + 1 < n; ++j)
+      write_window<K>(p, start, st, init, c, j + 1, p.spec_states + ((slot * p.spec_k + j) * (K - 1)) * p.channels + c);
   }
-  // A prefix-cache save: the window after the first save_lens[s] tokens,
-  // also read before the update below.
   if (p.save_slots != nullptr) {
     const int64_t save_slot = p.save_slots[s];
     const int len = p.save_lens[s];
-    if (save_slot >= 0 && save_slot < p.num_slots && len >= 1 && len <= n) {
-      uint16_t* sv = p.conv_state + save_slot * (K - 1) * p.channels + c;
-#pragma unroll
-      for (int r = 0; r < K - 1; ++r) {
-        const int src = len + r;
-        uint16_t v;
-        if (src >= K - 1) {
-          v = p.x[static_cast<int64_t>(start + src - (K - 1)) * p.x_stride + c];
-        } else {
-          v = init ? st[static_cast<int64_t>(src) * p.channels] : uint16_t{0};
-        }
-        sv[static_cast<int64_t>(r) * p.channels] = v;
-      }
-    }
+    if (save_slot >= 0 && save_slot < p.num_slots && len >= 1 && len <= n)
+      write_window<K>(p, start, st, init, c, len, p.conv_state + save_slot * (K - 1) * p.channels + c);
   }
-  // Row r of the new state is row n + r of [history (K-1 rows) | new (n rows)];
-  // rows are written in increasing r and read at n + r > r, so in place is safe.
-#pragma unroll
-  for (int r = 0; r < K - 1; ++r) {
-    const int src = n + r;
-    uint16_t v;
-    if (src >= K - 1) {
-      v = p.x[static_cast<int64_t>(start + src - (K - 1)) * p.x_stride + c];
-    } else {
-      v = init ? st[static_cast<int64_t>(src) * p.channels] : uint16_t{0};
-    }
-    st[static_cast<int64_t>(r) * p.channels] = v;
-  }
+  write_window<K>(p, start, st, init, c, n, st);  // the new state, in place
 }
 
 template <int K>

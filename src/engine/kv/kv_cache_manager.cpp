@@ -87,31 +87,30 @@ void KvCacheManager::cache_full_blocks(std::span<const int32_t> tokens, std::spa
   }
 }
 
-int32_t KvCacheManager::save_snapshot(std::span<const int32_t> tokens, int num_tokens, std::vector<BlockHash>& hashes) {
+const BlockHash* KvCacheManager::new_boundary_snapshot_key(std::span<const int32_t> tokens, int num_tokens,
+                                                          std::vector<BlockHash>& hashes) {
   const int bs = block_size_;
-  if (!caching_ || num_tokens <= 0 || num_tokens % bs != 0) return -1;
+  if (!caching_ || num_tokens <= 0 || num_tokens % bs != 0) return nullptr;
   const int full = num_tokens / bs;
   extend_block_hashes(tokens, bs, full, hashes);
   const BlockHash& key = hashes[static_cast<size_t>(full - 1)];
   if (const int32_t existing = slots_.find(key); existing >= 0) {
     slots_.touch(existing);
-    return -1;
+    return nullptr;
   }
-  if (blocks_.find(key) < 0) return -1;  // the prefix's KV is not cached: a snapshot could never hit
-  return slots_.allocate_snapshot({key, parent_of(full - 1, hashes), num_tokens, 0});
+  return &key;
+}
+
+int32_t KvCacheManager::save_snapshot(std::span<const int32_t> tokens, int num_tokens, std::vector<BlockHash>& hashes) {
+  const BlockHash* key = new_boundary_snapshot_key(tokens, num_tokens, hashes);
+  if (key == nullptr) return -1;
+  if (blocks_.find(*key) < 0) return -1;  // the prefix's KV is not cached: a snapshot could never hit
+  return slots_.allocate_snapshot({*key, parent_of(num_tokens / block_size_ - 1, hashes), num_tokens, 0});
 }
 
 int32_t KvCacheManager::reserve_snapshot(std::span<const int32_t> tokens, int num_tokens,
                                          std::vector<BlockHash>& hashes) {
-  const int bs = block_size_;
-  if (!caching_ || num_tokens <= 0 || num_tokens % bs != 0) return -1;
-  const int full = num_tokens / bs;
-  extend_block_hashes(tokens, bs, full, hashes);
-  if (const int32_t existing = slots_.find(hashes[static_cast<size_t>(full - 1)]); existing >= 0) {
-    slots_.touch(existing);
-    return -1;
-  }
-  return slots_.allocate();
+  return new_boundary_snapshot_key(tokens, num_tokens, hashes) != nullptr ? slots_.allocate() : -1;
 }
 
 bool KvCacheManager::keep_state(std::span<const int32_t> tokens, int num_tokens, int32_t live_slot,

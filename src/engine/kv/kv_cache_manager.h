@@ -88,6 +88,11 @@ class KvCacheManager {
   void on_block_evicted(const BlockHash& hash);
   void on_snapshot_dropped(const Snapshot& s);
   const BlockHash& parent_of(int full_blocks, const std::vector<BlockHash>& hashes) const;
+  // The key of a new snapshot after tokens[0, num_tokens) at a block boundary
+  // (hashes extended to it), or null when caching is off, num_tokens is not a
+  // boundary, or that snapshot exists already (it is then marked used).
+  const BlockHash* new_boundary_snapshot_key(std::span<const int32_t> tokens, int num_tokens,
+                                             std::vector<BlockHash>& hashes);
 
   int block_size_;
   bool caching_;

@@ -17,15 +17,23 @@ TEST_F(CudaOpTest, AttentionPrep) {
   struct Cfg {
     int64_t Hq, Hkv, D, RD;
     bool fp8;
+    int64_t T;  // tokens; 0: random in [1, 41]
   };
-  for (const Cfg c : {Cfg{4, 2, 32, 8, false}, Cfg{4, 2, 64, 16, false}, Cfg{24, 4, 256, 64, false},
-                      Cfg{6, 2, 32, 32, false}, Cfg{4, 2, 64, 16, true}, Cfg{24, 4, 256, 64, true}}) {
-    SCOPED_TRACE(testing::Message() << "D=" << c.D << " Hq=" << c.Hq << (c.fp8 ? " fp8 cache" : ""));
+  // The 27B and 35B-A3B shapes (24 / 16 q heads, 4 / 2 kv heads, head 256,
+  // rotary 64) at decode batches 1, 8 and 32, and odd shapes at random sizes.
+  const std::vector<Cfg> cfgs = {
+      Cfg{4, 2, 32, 8, false, 0},    Cfg{4, 2, 64, 16, false, 0},   Cfg{24, 4, 256, 64, false, 0},
+      Cfg{6, 2, 32, 32, false, 0},   Cfg{4, 2, 64, 16, true, 0},    Cfg{24, 4, 256, 64, true, 0},
+      Cfg{24, 4, 256, 64, false, 1}, Cfg{24, 4, 256, 64, false, 8}, Cfg{24, 4, 256, 64, true, 32},
+      Cfg{16, 2, 256, 64, false, 1}, Cfg{16, 2, 256, 64, true, 8},  Cfg{16, 2, 256, 64, false, 32},
+      Cfg{6, 2, 128, 128, false, 3}};
+  for (const Cfg& c : cfgs) {
+    SCOPED_TRACE(testing::Message() << "D=" << c.D << " Hq=" << c.Hq << " T=" << c.T << (c.fp8 ? " fp8 cache" : ""));
     const DType cache_dtype = c.fp8 ? DType::kF8E4M3 : DType::kBF16;
     // Scales that keep the normed k inside the e4m3 range and saturate v's
     // tail (|v| > 4.48, 2.2 sigma).
     const float k_scale = c.fp8 ? 0.03f : 1.0f, v_scale = c.fp8 ? 0.01f : 1.0f;
-    const int64_t T = 1 + rng.integer(0, 40), BS = 16, blocks = (T + BS - 1) / BS + 2;
+    const int64_t T = c.T > 0 ? c.T : 1 + rng.integer(0, 40), BS = 16, blocks = (T + BS - 1) / BS + 2;
     const int64_t Wq = c.Hq * 2 * c.D, Wkv = c.Hkv * c.D;
     HostTensor qkv = bf16_tensor({T, Wq + 2 * Wkv}), qn = bf16_tensor({c.D}), kn = f32_tensor({c.D});
     qkv.fill_normal(rng, 2.0);
@@ -77,6 +85,9 @@ struct AttnCase {
   bool gate;
   bool hints;
   bool fp8 = false;  // e4m3 cache with k_scale 0.05, v_scale 0.02
+  // With hints: the max_seq_len passed, when above the longest sequence (a
+  // decode graph's bucket bound; the splits are chosen from it).
+  int64_t len_bound = 0;
 };
 
 class PagedAttentionTest : public CudaOpTest, public ::testing::WithParamInterface<AttnCase> {};
@@ -128,7 +139,7 @@ TEST_P(PagedAttentionTest, MatchesCpu) {
                          c.Hq, c.Hkv, c.D};
     if (c.hints) {
       a.max_query_len = max_q;
-      a.max_seq_len = max_len;
+      a.max_seq_len = std::max(max_len, c.len_bound);
     }
     return a;
   };
@@ -162,7 +173,23 @@ INSTANTIATE_TEST_SUITE_P(
         AttnCase{"fp8 prefill d64 mixed", 4, 2, 64, 16, {{70, 130}, {1, 33}, {0, 5}, {17, 0}}, true, false, true},
         AttnCase{"fp8 chunked prefill d256", 24, 4, 256, 16, {{130, 900}, {1, 50}}, true, true, true},
         AttnCase{"fp8 decode d256 split", 24, 4, 256, 16, decode_batch(3, 1500), true, true, true},
-        AttnCase{"fp8 decode d128 g8", 16, 2, 128, 32, decode_batch(8, 700), false, true, true}),
+        AttnCase{"fp8 decode d128 g8", 16, 2, 128, 32, decode_batch(8, 700), false, true, true},
+        // Decode at the 27B (24 / 4 heads) and 35B-A3B (16 / 2 heads) shapes:
+        // batches 1, 8 and 32 at contexts 1, 130 and 4000, some with a
+        // max_seq_len bound above the actual lengths as a decode graph has.
+        AttnCase{"decode 27b b1 ctx1", 24, 4, 256, 16, decode_batch(1, 0), true, true},
+        AttnCase{"decode 27b b1 ctx130 bound256", 24, 4, 256, 16, decode_batch(1, 129), true, true, false, 256},
+        AttnCase{"decode 27b b1 ctx4000", 24, 4, 256, 16, decode_batch(1, 3999), true, true},
+        AttnCase{"decode 27b b8 ctx130", 24, 4, 256, 16, decode_batch(8, 100), true, true, false, 512},
+        AttnCase{"decode 27b b32 ctx20 to 1167", 24, 4, 256, 16, decode_batch(32, 20), true, true},
+        AttnCase{"decode 35b b1 ctx1 bound64", 16, 2, 256, 16, decode_batch(1, 0), true, true, false, 64},
+        AttnCase{"decode 35b b1 ctx130", 16, 2, 256, 16, decode_batch(1, 129), true, true},
+        AttnCase{"decode 35b b1 ctx4000 bound8192", 16, 2, 256, 16, decode_batch(1, 3999), true, true, false, 8192},
+        AttnCase{"decode 35b b8 ctx4000", 16, 2, 256, 16, decode_batch(8, 3900), true, true},
+        AttnCase{"decode 35b b32 ctx20 to 1167 bound2048", 16, 2, 256, 16, decode_batch(32, 20), true, true, false, 2048},
+        AttnCase{"fp8 decode 27b b1 ctx130 bound256", 24, 4, 256, 16, decode_batch(1, 129), true, true, true, 256},
+        AttnCase{"fp8 decode 35b b8 ctx4000", 16, 2, 256, 16, decode_batch(8, 3900), true, true, true},
+        AttnCase{"fp8 decode 35b b32 ctx1", 16, 2, 256, 16, decode_batch(32, 0), true, true, true}),
     [](const ::testing::TestParamInfo<AttnCase>& i) {
       std::string n = i.param.name;
       for (char& ch : n) {

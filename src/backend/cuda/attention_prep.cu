@@ -1,5 +1,6 @@
 // The fused attention preamble: q/gate split, q/k RMSNorm1p, partial NeoX
-// RoPE and the paged KV-cache write (bf16, or e4m3 codes), one block per token.
+// RoPE and the paged KV-cache write (bf16, or e4m3 codes), one warp per
+// (token, head).
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/kv_fp8.cuh"
 #include "backend/cuda/launch/attention.h"
@@ -7,81 +8,100 @@
 namespace hyllm::cuda {
 namespace {
 
+// One warp per (token, head): blockIdx.x is the token, blockIdx.y * kWarps +
+// warp the head item (q heads first, then kv heads), so a decode step spreads
+// its heads over many SMs instead of walking them in series.
 constexpr int kWarps = 4;
+// Rotary pairs (i, i + half) a lane owns: i = lane + 32 * j.
+constexpr int kMaxPairsPerLane = kMaxRotaryHalf / 32;
 
 // kFp8: the cache holds e4m3 codes of k / k_scale and v / v_scale.
 template <bool kFp8>
-__global__ void attention_prep_kernel(const __grid_constant__ AttentionPrepParams p) {
+__global__ void __launch_bounds__(kWarps * 32) attention_prep_kernel(const __grid_constant__ AttentionPrepParams p) {
   extern __shared__ float smem[];
   const int half = p.rotary_dim / 2, D = p.head_dim;
-  float* cos_v = smem;
-  float* sin_v = smem + half;
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  float* buf = smem + 2 * half + warp * D;
   const int t = blockIdx.x;
-  // cos/sin in double, rounded once: the correctly rounded values glibc's
-  // cosf/sinf give the CPU reference.
-  const float pos = static_cast<float>(p.positions[t]);
-  for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    const double angle = static_cast<double>(__fmul_rn(pos, p.inv_freq[i]));
-    cos_v[i] = static_cast<float>(cos(angle));
-    sin_v[i] = static_cast<float>(sin(angle));
-  }
-  __syncthreads();
+  const int item = blockIdx.y * kWarps + warp;
+  const int items = p.num_q_heads + p.num_kv_heads;
+  if (item >= items) return;  // no block-wide barrier follows
+  float* buf = smem + warp * D;
+  const bool is_q = item < p.num_q_heads;
+  const int h = is_q ? item : item - p.num_q_heads;
+  const uint16_t* src = is_q ? p.q_gate + t * p.q_gate_stride + static_cast<int64_t>(h) * 2 * D
+                             : p.k + t * p.k_stride + static_cast<int64_t>(h) * D;
   const int64_t slot = p.slot_mapping[t];
   const bool write_cache = slot >= 0 && slot < p.num_slots;
-  const int items = p.num_q_heads + p.num_kv_heads;
-  for (int item = warp; item < items; item += kWarps) {
-    const bool is_q = item < p.num_q_heads;
-    const int h = is_q ? item : item - p.num_q_heads;
-    const uint16_t* src = is_q ? p.q_gate + t * p.q_gate_stride + static_cast<int64_t>(h) * 2 * D
-                               : p.k + t * p.k_stride + static_cast<int64_t>(h) * D;
-    const int64_t cache_off = (slot * p.num_kv_heads + h) * D;
+  // A k head whose token has no cache slot has nothing to write.
+  if (!is_q && !write_cache) return;
+  const int64_t cache_off = (slot * p.num_kv_heads + h) * D;
+
+  // cos/sin of the pairs this lane rotates, in double and rounded once: the
+  // correctly rounded values glibc's cosf/sinf give the CPU reference. Each
+  // lane computes only its own pairs, so they overlap the loads below.
+  float cos_v[kMaxPairsPerLane], sin_v[kMaxPairsPerLane];
+  const float pos = static_cast<float>(p.positions[t]);
+#pragma unroll
+  for (int j = 0; j < kMaxPairsPerLane; ++j) {
+    const int i = lane + 32 * j;
+    if (i < half) {
+      const double angle = static_cast<double>(__fmul_rn(pos, p.inv_freq[i]));
+      cos_v[j] = static_cast<float>(cos(angle));
+      sin_v[j] = static_cast<float>(sin(angle));
+    }
+  }
+
+  float sum_sq = 0.0f;
+  for (int d = lane; d < D; d += 32) {
+    const float v = bf2f(src[d]);
+    buf[d] = v;
+    sum_sq += v * v;
+  }
+  sum_sq = warp_sum(sum_sq);
+  const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(D) + p.eps);
+  const void* w = is_q ? p.q_norm : p.k_norm;
+  const bool w32 = is_q ? p.q_norm_f32 : p.k_norm_f32;
+  for (int d = lane; d < D; d += 32) buf[d] = round_bf(__fmul_rn(__fmul_rn(buf[d], inv), load_float(w, w32, d) + 1.0f));
+  __syncwarp();
+  if (is_q || !kFp8) {
     uint16_t* dst = is_q ? p.q_out + (static_cast<int64_t>(t) * p.num_q_heads + h) * D
-                         : (write_cache && !kFp8 ? static_cast<uint16_t*>(p.k_cache) + cache_off : nullptr);
-    float sum_sq = 0.0f;
-    for (int d = lane; d < D; d += 32) {
-      const float v = bf2f(src[d]);
-      buf[d] = v;
-      sum_sq += v * v;
-    }
-    sum_sq = warp_sum(sum_sq);
-    const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(D) + p.eps);
-    const void* w = is_q ? p.q_norm : p.k_norm;
-    const bool w32 = is_q ? p.q_norm_f32 : p.k_norm_f32;
-    for (int d = lane; d < D; d += 32) buf[d] = round_bf(__fmul_rn(__fmul_rn(buf[d], inv), load_float(w, w32, d) + 1.0f));
-    __syncwarp();
-    if (dst != nullptr) {
-      for (int i = lane; i < half; i += 32) {
+                         : static_cast<uint16_t*>(p.k_cache) + cache_off;
+#pragma unroll
+    for (int j = 0; j < kMaxPairsPerLane; ++j) {
+      const int i = lane + 32 * j;
+      if (i < half) {
         const float x1 = buf[i], x2 = buf[i + half];
-        dst[i] = f2bf(__fsub_rn(__fmul_rn(x1, cos_v[i]), __fmul_rn(x2, sin_v[i])));
-        dst[i + half] = f2bf(__fadd_rn(__fmul_rn(x2, cos_v[i]), __fmul_rn(x1, sin_v[i])));
+        dst[i] = f2bf(__fsub_rn(__fmul_rn(x1, cos_v[j]), __fmul_rn(x2, sin_v[j])));
+        dst[i + half] = f2bf(__fadd_rn(__fmul_rn(x2, cos_v[j]), __fmul_rn(x1, sin_v[j])));
       }
-      for (int d = p.rotary_dim + lane; d < D; d += 32) dst[d] = f2bf(buf[d]);
-    } else if (kFp8 && !is_q && write_cache) {
-      uint8_t* kd = static_cast<uint8_t*>(p.k_cache) + cache_off;
-      for (int i = lane; i < half; i += 32) {
+    }
+    for (int d = p.rotary_dim + lane; d < D; d += 32) dst[d] = f2bf(buf[d]);
+  } else {
+    uint8_t* kd = static_cast<uint8_t*>(p.k_cache) + cache_off;
+#pragma unroll
+    for (int j = 0; j < kMaxPairsPerLane; ++j) {
+      const int i = lane + 32 * j;
+      if (i < half) {
         const float x1 = buf[i], x2 = buf[i + half];
-        kd[i] = kv_fp8_code(round_bf(__fsub_rn(__fmul_rn(x1, cos_v[i]), __fmul_rn(x2, sin_v[i]))), p.k_scale);
-        kd[i + half] = kv_fp8_code(round_bf(__fadd_rn(__fmul_rn(x2, cos_v[i]), __fmul_rn(x1, sin_v[i]))), p.k_scale);
-      }
-      for (int d = p.rotary_dim + lane; d < D; d += 32) kd[d] = kv_fp8_code(buf[d], p.k_scale);
-    }
-    if (is_q) {
-      const uint16_t* g = src + D;
-      uint16_t* go = p.gate_out + (static_cast<int64_t>(t) * p.num_q_heads + h) * D;
-      for (int d = lane; d < D; d += 32) go[d] = g[d];
-    } else if (write_cache) {
-      const uint16_t* vs = p.v + t * p.v_stride + static_cast<int64_t>(h) * D;
-      if constexpr (kFp8) {
-        uint8_t* vd = static_cast<uint8_t*>(p.v_cache) + cache_off;
-        for (int d = lane; d < D; d += 32) vd[d] = kv_fp8_code(bf2f(vs[d]), p.v_scale);
-      } else {
-        uint16_t* vd = static_cast<uint16_t*>(p.v_cache) + cache_off;
-        for (int d = lane; d < D; d += 32) vd[d] = vs[d];
+        kd[i] = kv_fp8_code(round_bf(__fsub_rn(__fmul_rn(x1, cos_v[j]), __fmul_rn(x2, sin_v[j]))), p.k_scale);
+        kd[i + half] = kv_fp8_code(round_bf(__fadd_rn(__fmul_rn(x2, cos_v[j]), __fmul_rn(x1, sin_v[j]))), p.k_scale);
       }
     }
-    __syncwarp();
+    for (int d = p.rotary_dim + lane; d < D; d += 32) kd[d] = kv_fp8_code(buf[d], p.k_scale);
+  }
+  if (is_q) {
+    const uint16_t* g = src + D;
+    uint16_t* go = p.gate_out + (static_cast<int64_t>(t) * p.num_q_heads + h) * D;
+    for (int d = lane; d < D; d += 32) go[d] = g[d];
+  } else {
+    const uint16_t* vs = p.v + t * p.v_stride + static_cast<int64_t>(h) * D;
+    if constexpr (kFp8) {
+      uint8_t* vd = static_cast<uint8_t*>(p.v_cache) + cache_off;
+      for (int d = lane; d < D; d += 32) vd[d] = kv_fp8_code(bf2f(vs[d]), p.v_scale);
+    } else {
+      uint16_t* vd = static_cast<uint16_t*>(p.v_cache) + cache_off;
+      for (int d = lane; d < D; d += 32) vd[d] = vs[d];
+    }
   }
 }
 
@@ -89,11 +109,12 @@ __global__ void attention_prep_kernel(const __grid_constant__ AttentionPrepParam
 
 void launch_attention_prep(const AttentionPrepParams& p, cudaStream_t stream) {
   if (p.tokens == 0) return;
-  const size_t smem = (static_cast<size_t>(p.rotary_dim) + static_cast<size_t>(kWarps) * p.head_dim) * sizeof(float);
+  const size_t smem = static_cast<size_t>(kWarps) * p.head_dim * sizeof(float);
+  const dim3 grid(p.tokens, ceil_div(p.num_q_heads + p.num_kv_heads, kWarps));
   if (p.fp8_cache) {
-    attention_prep_kernel<true><<<p.tokens, kWarps * 32, smem, stream>>>(p);
+    attention_prep_kernel<true><<<grid, kWarps * 32, smem, stream>>>(p);
   } else {
-    attention_prep_kernel<false><<<p.tokens, kWarps * 32, smem, stream>>>(p);
+    attention_prep_kernel<false><<<grid, kWarps * 32, smem, stream>>>(p);
   }
 }
 

@@ -23,6 +23,11 @@ namespace {
 
 constexpr int kRows = 64;   // rows per block
 constexpr int kKeys = 64;   // keys per tile
+// Split-KV granularity: a split may hold less than a tile, so that a short
+// decode context still spreads its K/V reads over many SMs.
+constexpr int kSplitKeys = 16;
+// Most splits of a launch: the merge keeps one split's weight per lane.
+constexpr int kMaxSplits = 32;
 constexpr int kThreads = 128;
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -83,8 +88,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
   if (m0 >= rows_total) return;
   const int last_row = min(m0 + kRows, rows_total) - 1;
   const int kv_len = ctx + last_row / group + 1;  // keys the tile's last row sees
-  // This split's key range, in whole tiles.
-  const int per_split = ((kv_len + num_splits - 1) / num_splits + kKeys - 1) / kKeys * kKeys;
+  // This split's key range, a multiple of kSplitKeys; the last tile of a range
+  // shorter than kKeys zero-fills (and masks) the keys past kv_end.
+  const int per_split = ((kv_len + num_splits - 1) / num_splits + kSplitKeys - 1) / kSplitKeys * kSplitKeys;
   const int kv_begin = split * per_split;
   const int kv_end = min(kv_len, kv_begin + per_split);
 
@@ -260,7 +266,8 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
   }
 }
 
-// Merges the splits of one (token, head) per warp.
+// Merges the splits of one (token, head) per warp: lane s holds split s's
+// max and weight, then each lane combines two columns at a time.
 __global__ void merge_splits_kernel(PagedAttentionParams p, int num_splits, const float* partial) {
   const int64_t item = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int64_t items = static_cast<int64_t>(p.tokens) * p.num_q_heads;
@@ -268,35 +275,43 @@ __global__ void merge_splits_kernel(PagedAttentionParams p, int num_splits, cons
   const int lane = threadIdx.x & 31, D = p.head_dim;
   const int64_t stride = items * (D + 2);
   const float* base = partial + item * (D + 2);
-  float m = -INFINITY;
-  for (int s = 0; s < num_splits; ++s) m = fmaxf(m, base[s * stride + D]);
-  float total = 0.0f;
-  for (int s = 0; s < num_splits; ++s) {
-    const float ms = base[s * stride + D];
-    if (ms != -INFINITY) total += base[s * stride + D + 1] * exp2f(ms - m);
-  }
+  const float ms = lane < num_splits ? base[lane * stride + D] : -INFINITY;
+  const float m = warp_max(ms);
+  const float weight = ms == -INFINITY ? 0.0f : exp2f(ms - m);
+  const float total = warp_sum(lane < num_splits ? base[lane * stride + D + 1] * weight : 0.0f);
   const float inv = (p.fp8_cache ? p.v_scale : 1.0f) / total;
-  for (int d = lane; d < D; d += 32) {
-    float o = 0.0f;
+  for (int d = 2 * lane; d < D; d += 64) {
+    float o0 = 0.0f, o1 = 0.0f;
     for (int s = 0; s < num_splits; ++s) {
-      const float ms = base[s * stride + D];
-      if (ms != -INFINITY) o += base[s * stride + d] * exp2f(ms - m);
+      const float ws = __shfl_sync(0xffffffffu, weight, s);
+      if (ws == 0.0f) continue;  // uniform over the warp
+      const float2 v = *reinterpret_cast<const float2*>(base + s * stride + d);
+      o0 += v.x * ws;
+      o1 += v.y * ws;
     }
-    o = round_bf(o * inv);
-    if (p.gate != nullptr) o = __fmul_rn(o, sigmoid(bf2f(p.gate[item * D + d])));
-    p.out[item * D + d] = f2bf(o);
+    o0 = round_bf(o0 * inv);
+    o1 = round_bf(o1 * inv);
+    if (p.gate != nullptr) {
+      o0 = __fmul_rn(o0, sigmoid(bf2f(p.gate[item * D + d])));
+      o1 = __fmul_rn(o1, sigmoid(bf2f(p.gate[item * D + d + 1])));
+    }
+    *reinterpret_cast<uint32_t*>(p.out + item * D + d) = pack_bf16(o0, o1);
   }
 }
 
+// The split count depends only on the launch's bounds (max_seq_len, the
+// shape), never on the lengths in device memory: a graph recorded for a
+// max_seq_len bucket stays valid as contexts grow inside it, the kernel
+// dividing each sequence's actual keys over the same splits.
 int choose_splits(const PagedAttentionParams& p, int m_tiles) {
   if (p.max_seq_len <= 0) return 1;
   const int64_t blocks = static_cast<int64_t>(m_tiles) * p.num_kv_heads * p.num_seqs;
   const int64_t target = 2LL * p.num_sms;
   if (blocks >= target) return 1;
-  const int by_len = (p.max_seq_len + 2 * kKeys - 1) / (2 * kKeys);  // at least 128 keys per split
+  const int by_len = (p.max_seq_len + kSplitKeys - 1) / kSplitKeys;  // at least kSplitKeys keys per split
   int splits = static_cast<int>((target + blocks - 1) / blocks);
   splits = min(splits, by_len);
-  return max(1, min(splits, 32));
+  return max(1, min(splits, kMaxSplits));
 }
 
 int m_tiles_of(const PagedAttentionParams& p) {

@@ -19,13 +19,21 @@ TEST_F(CudaOpTest, SamplerMatchesHost) {
   auto sampler = make_cuda_sampler(*gpu_);
   int64_t mismatches = 0, rows_checked = 0;
   double max_lp_err = 0.0;
-  for (int64_t V : {int64_t{5000}, int64_t{248320}}) {
+  // (vocab, rows, kind of row 0): many rows, then single rows (a batch-1
+  // decode step) of the modes with the most steps over the vocabulary.
+  struct Batch {
+    int64_t V;
+    int R, first_kind;
+  };
+  for (const Batch b : {Batch{5000, 48, 0}, Batch{248320, 6, 0}, Batch{248320, 1, 0}, Batch{248320, 1, 5},
+                        Batch{248320, 1, 6}, Batch{248320, 1, 2}}) {
+    const int64_t V = b.V;
+    const int R = b.R;
     std::vector<RowSpec> specs;
-    const int R = V > 10000 ? 6 : 48;
     for (int r = 0; r < R; ++r) {
       RowSpec s;
       SamplingParams& p = s.params;
-      const int kind = r % 8;
+      const int kind = (r + b.first_kind) % 8;
       p.temperature = kind == 0 ? 0.0f : static_cast<float>(rng.uniform(0.3, 1.5));
       if (kind == 1 || kind == 5) p.top_k = static_cast<int>(rng.integer(1, 60));
       if (kind == 2 || kind == 5) p.top_p = static_cast<float>(rng.uniform(0.2, 0.95));
@@ -35,7 +43,7 @@ TEST_F(CudaOpTest, SamplerMatchesHost) {
         p.frequency_penalty = static_cast<float>(rng.uniform(0.0, 0.8));
         p.presence_penalty = static_cast<float>(rng.uniform(0.0, 0.8));
       }
-      if (kind == 6) p.logprobs = static_cast<int>(rng.integer(0, 8));
+      if (kind == 6) p.logprobs = static_cast<int>(rng.integer(0, R == 1 ? 32 : 8));
       for (int i = 0; i < 30; ++i) s.prompt.push_back(static_cast<int32_t>(rng.integer(0, V - 1)));
       for (int i = 0; i < 12; ++i) s.output.push_back(static_cast<int32_t>(rng.integer(0, 40)));  // repeats
       if (r % 3 == 0) s.banned = {static_cast<int32_t>(rng.integer(0, V - 1)), 7};
@@ -80,7 +88,7 @@ TEST_F(CudaOpTest, SamplerMatchesHost) {
       ++rows_checked;
       if (got[r].token != want.token) {
         ++mismatches;
-        ADD_FAILURE() << "row " << r << " V=" << V << " kind " << r % 8 << ": gpu " << got[r].token << " host "
+        ADD_FAILURE() << "row " << r << " V=" << V << " kind " << (r + b.first_kind) % 8 << ": gpu " << got[r].token << " host "
                       << want.token << " (seed " << seed_ << ")";
       }
       if (specs[r].params.logprobs) {
@@ -100,7 +108,7 @@ TEST_F(CudaOpTest, SamplerMatchesHost) {
   l.first = std::max(l.first, max_lp_err);
   l.second = 1e-5;
   EXPECT_LE(max_lp_err, 1e-5);
-  EXPECT_EQ(rows_checked, 54);
+  EXPECT_EQ(rows_checked, 58);
 }
 
 // Structured output: rows with a token bitmask (sparse, dense, one token,

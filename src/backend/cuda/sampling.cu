@@ -1,10 +1,12 @@
-// The GPU sampler: one block per row, the host sampler's steps in its order
+// The GPU sampler: one cluster of blocks per row, the host sampler's steps in its order
 // (engine/sampler.h): raw logprobs, bans, repetition / frequency / presence
 // penalties, greedy argmax or temperature, min-p, top-k (ties kept), top-p
 // (shortest most-likely prefix in (logit desc, id asc) order), then one
 // SplitMix64 uniform picks the token by inverse CDF in id order. The k-th
 // largest logit and the top-p boundary come from 8-bit radix selects over an
 // order-preserving integer key of the logits (4 passes, no sort).
+#include <cooperative_groups.h>
+
 #include <cfloat>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -13,7 +15,17 @@
 namespace hyllm::cuda {
 namespace {
 
+namespace cg = cooperative_groups;
+
+// One cluster of kBlocks blocks per row: every pass over the vocabulary is
+// spread over kBlocks SMs, and the blocks combine their partial results
+// through distributed shared memory. Thread g = rank * kThreads + tid owns
+// ids g, g + kStride, ... in every strided pass.
+constexpr int kBlocks = 8;  // the largest portable cluster
 constexpr int kThreads = 1024;
+constexpr int kWarps = kThreads / 32;
+constexpr int kStride = kBlocks * kThreads;
+constexpr int kMaxCandidates = 64;
 constexpr float kGreedyTemperature = 1e-5f;
 
 __device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
@@ -30,74 +42,125 @@ __device__ __forceinline__ uint32_t order_key(float f) {
 }
 
 struct Shared {
-  double dred[32];
-  float fred[32];
-  int ired[32];
-  unsigned long long ured[32];
+  double dred[kWarps];
+  float fred[kWarps];
+  int ired[kWarps];
+  unsigned long long ured[kWarps];
+  double dblock;
+  float fblock;
+  int iblock;
+  unsigned long long ublock;
   unsigned int hist[256];
   double mass[256];
   uint32_t sel_prefix;
   int sel_remaining;
   double sel_need;
   int cand_count;
-  int cand_id[64];
-  float cand_val[64];
+  int cand_id[kMaxCandidates];
+  float cand_val[kMaxCandidates];
 };
 
-__device__ double block_sum_d(double v, Shared& s) {
+struct Sum {
+  template <typename T>
+  __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct Max {
+  template <typename T>
+  __device__ T operator()(T a, T b) const { return a > b ? a : b; }
+};
+
+// Op over every thread of the cluster, in a fixed order (lanes, warps, ranks),
+// so every block gets the same bits. `warps` holds kWarps values and `block`
+// one, in this block's shared memory. Ends with a cluster barrier, which also
+// orders the global writes made before the call for every later read.
+template <typename T, typename Op>
+__device__ T cluster_reduce(T v, T identity, Op op, T* warps, T* block) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if (lane == 0) warps[warp] = v;
   __syncthreads();
-  if (lane == 0) s.dred[warp] = v;
-  __syncthreads();
-  double r = lane < (kThreads / 32) ? s.dred[lane] : 0.0;
+  if (warp == 0) {
+    T r = lane < kWarps ? warps[lane] : identity;
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) r += __shfl_xor_sync(0xffffffffu, r, o);
+    for (int o = 16; o > 0; o >>= 1) r = op(r, __shfl_xor_sync(0xffffffffu, r, o));
+    if (lane == 0) *block = r;
+  }
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  T r = identity;
+#pragma unroll 1
+  for (int b = 0; b < kBlocks; ++b) r = op(r, *cluster.map_shared_rank(block, b));
+  cluster.sync();  // every block has read the slots before they are written again
   return r;
 }
-__device__ float block_max_f(float v, Shared& s) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = warp_max(v);
-  __syncthreads();
-  if (lane == 0) s.fred[warp] = v;
-  __syncthreads();
-  return warp_max(lane < (kThreads / 32) ? s.fred[lane] : -INFINITY);
-}
-__device__ int block_sum_i(int v, Shared& s) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  __syncthreads();
-  if (lane == 0) s.ired[warp] = v;
-  __syncthreads();
-  int r = lane < (kThreads / 32) ? s.ired[lane] : 0;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) r += __shfl_xor_sync(0xffffffffu, r, o);
-  return r;
-}
+__device__ double cluster_sum_d(double v, Shared& s) { return cluster_reduce(v, 0.0, Sum{}, s.dred, &s.dblock); }
+__device__ float cluster_max_f(float v, Shared& s) { return cluster_reduce(v, -INFINITY, Max{}, s.fred, &s.fblock); }
+__device__ int cluster_sum_i(int v, Shared& s) { return cluster_reduce(v, 0, Sum{}, s.ired, &s.iblock); }
 // Max of a 64-bit value (used as (key << 32 | ~id) for "largest, lowest id").
-__device__ unsigned long long block_max_u64(unsigned long long v, Shared& s) {
+__device__ unsigned long long cluster_max_u64(unsigned long long v, Shared& s) {
+  return cluster_reduce(v, 0ull, Max{}, s.ured, &s.ublock);
+}
+
+// Of values that are -1 or a thread index g.
+__device__ int cluster_max_i(int v, Shared& s) { return cluster_reduce(v, -1, Max{}, s.ired, &s.iblock); }
+
+// Exclusive prefix sum over the cluster in thread order g, in a fixed order;
+// `total` gets the sum of all.
+__device__ double exclusive_scan(double v, double& total, Shared& s) {
+  static_assert(kWarps == 32, "one warp scans the warp totals");
+  cg::cluster_group cluster = cg::this_cluster();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int rank = static_cast<int>(cluster.block_rank());
+  double x = v;  // inclusive within the warp
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const unsigned long long other = __shfl_xor_sync(0xffffffffu, v, o);
-    v = other > v ? other : v;
+  for (int o = 1; o < 32; o <<= 1) {
+    const double y = __shfl_up_sync(0xffffffffu, x, o);
+    if (lane >= o) x += y;
   }
+  const double prev = __shfl_up_sync(0xffffffffu, x, 1);
+  const double lane_before = lane > 0 ? prev : 0.0;
+  if (lane == 31) s.dred[warp] = x;
   __syncthreads();
-  if (lane == 0) s.ured[warp] = v;
-  __syncthreads();
-  unsigned long long r = lane < (kThreads / 32) ? s.ured[lane] : 0ull;
+  if (warp == 0) {
+    double t = s.dred[lane];
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const unsigned long long other = __shfl_xor_sync(0xffffffffu, r, o);
-    r = other > r ? other : r;
+    for (int o = 1; o < 32; o <<= 1) {
+      const double y = __shfl_up_sync(0xffffffffu, t, o);
+      if (lane >= o) t += y;
+    }
+    s.dred[lane] = t;  // inclusive over the warps
+    if (lane == 31) s.dblock = t;
   }
-  return r;
+  cluster.sync();
+  double before = 0.0, sum = 0.0;
+#pragma unroll 1
+  for (int b = 0; b < kBlocks; ++b) {
+    const double t = *cluster.map_shared_rank(&s.dblock, b);
+    if (b < rank) before += t;
+    sum += t;
+  }
+  const double warp_before = warp > 0 ? s.dred[warp - 1] : 0.0;
+  cluster.sync();  // every block has read the slots before they are written again
+  total = sum;
+  return before + warp_before + lane_before;
+}
+
+// One radix pass of a select: bins[b] over the cluster for this block's
+// thread b (the caller then decides on them in every block alike).
+template <typename T>
+__device__ T cluster_bin(T* bins, int b) {
+  cg::cluster_group cluster = cg::this_cluster();
+  T total = 0;
+#pragma unroll 1
+  for (int r = 0; r < kBlocks; ++r) total += cluster.map_shared_rank(bins, r)[b];
+  return total;
 }
 
 // The key of the k-th largest unmasked value (k >= 1, at most the count).
-__device__ uint32_t select_kth(const float* v, int n, int k, Shared& s) {
+__device__ uint32_t select_kth(const float* v, int n, int k, int g, Shared& s) {
+  cg::cluster_group cluster = cg::this_cluster();
+  __shared__ unsigned int totals[256];
   if (threadIdx.x == 0) {
     s.sel_prefix = 0;
     s.sel_remaining = k;
@@ -107,20 +170,22 @@ __device__ uint32_t select_kth(const float* v, int n, int k, Shared& s) {
     for (int i = threadIdx.x; i < 256; i += kThreads) s.hist[i] = 0;
     __syncthreads();
     const uint32_t prefix = s.sel_prefix;
-    for (int i = threadIdx.x; i < n; i += kThreads) {
+    for (int i = g; i < n; i += kStride) {
       if (v[i] == -INFINITY) continue;
       const uint32_t key = order_key(v[i]);
       if ((key & mask) == prefix) atomicAdd(&s.hist[(key >> shift) & 255u], 1u);
     }
-    __syncthreads();
+    cluster.sync();
+    for (int i = threadIdx.x; i < 256; i += kThreads) totals[i] = cluster_bin(s.hist, i);
+    cluster.sync();  // the bins are read everywhere before the next pass clears them
     if (threadIdx.x == 0) {
       int rem = s.sel_remaining;
       for (int b = 255; b >= 0; --b) {
-        if (static_cast<int>(s.hist[b]) >= rem) {
+        if (static_cast<int>(totals[b]) >= rem) {
           s.sel_prefix = prefix | (static_cast<uint32_t>(b) << shift);
           break;
         }
-        rem -= static_cast<int>(s.hist[b]);
+        rem -= static_cast<int>(totals[b]);
       }
       s.sel_remaining = rem;
     }
@@ -133,33 +198,37 @@ __device__ uint32_t select_kth(const float* v, int n, int k, Shared& s) {
 // The key of the top-p boundary: the smallest key tau with mass(key >= tau) >=
 // need, where w[i] = exp(v[i] - vmax) in double for unmasked values. Also
 // returns the mass of the keys above tau.
-__device__ uint32_t select_mass(const float* v, int n, float vmax, double need, double& mass_above, Shared& s) {
+__device__ uint32_t select_mass(const float* v, int n, float vmax, double need, double& mass_above, int g,
+                                Shared& s) {
+  cg::cluster_group cluster = cg::this_cluster();
+  __shared__ double totals[256];
   if (threadIdx.x == 0) {
     s.sel_prefix = 0;
     s.sel_need = need;
   }
-  double above = 0.0;
   uint32_t mask = 0;
   for (int shift = 24; shift >= 0; shift -= 8) {
     for (int i = threadIdx.x; i < 256; i += kThreads) s.mass[i] = 0.0;
     __syncthreads();
     const uint32_t prefix = s.sel_prefix;
-    for (int i = threadIdx.x; i < n; i += kThreads) {
+    for (int i = g; i < n; i += kStride) {
       if (v[i] == -INFINITY) continue;
       const uint32_t key = order_key(v[i]);
       if ((key & mask) == prefix) atomicAdd(&s.mass[(key >> shift) & 255u], exp(static_cast<double>(v[i] - vmax)));
     }
-    __syncthreads();
+    cluster.sync();
+    for (int i = threadIdx.x; i < 256; i += kThreads) totals[i] = cluster_bin(s.mass, i);
+    cluster.sync();
     if (threadIdx.x == 0) {
       double rem = s.sel_need;
       int chosen = 0;
       for (int b = 255; b >= 0; --b) {
-        if (s.mass[b] > 0.0 && (s.mass[b] >= rem || b == 0)) {
+        if (totals[b] > 0.0 && (totals[b] >= rem || b == 0)) {
           chosen = b;
           break;
         }
-        rem -= s.mass[b];
-        if (s.mass[b] > 0.0) chosen = b;  // keeps the last non-empty bin if rounding runs out
+        rem -= totals[b];
+        if (totals[b] > 0.0) chosen = b;  // keeps the last non-empty bin if rounding runs out
       }
       s.sel_prefix = prefix | (static_cast<uint32_t>(chosen) << shift);
       s.sel_need = rem;
@@ -168,16 +237,52 @@ __device__ uint32_t select_mass(const float* v, int n, float vmax, double need, 
     __syncthreads();
   }
   const uint32_t tau = s.sel_prefix;
-  for (int i = threadIdx.x; i < n; i += kThreads) {
+  double above = 0.0;
+  for (int i = g; i < n; i += kStride) {
     if (v[i] != -INFINITY && order_key(v[i]) > tau) above += exp(static_cast<double>(v[i] - vmax));
   }
-  mass_above = block_sum_d(above, s);
+  mass_above = cluster_sum_d(above, s);
   return tau;
 }
 
-__global__ void __launch_bounds__(kThreads) sampling_kernel(SamplingLaunch p) {
+// Thread 0 of the cluster: the best n of every block's candidates, by
+// insertion (value desc, id asc), as the row's top logprobs. Out of line: its
+// arrays would otherwise crowd the sampling loops' registers.
+__device__ __noinline__ void write_top_logprobs(int32_t* out_ids, float* out_logprobs, int n, double log_z, Shared& s) {
+  cg::cluster_group cluster = cg::this_cluster();
+  int top_id[kMaxTopLogprobs];
+  float top_val[kMaxTopLogprobs];
+  int c = 0;
+  for (int rk = 0; rk < kBlocks; ++rk) {
+    const Shared* o = cluster.map_shared_rank(&s, rk);
+    const int count = min(o->cand_count, kMaxCandidates);
+    for (int k = 0; k < count; ++k) {
+      const int id = o->cand_id[k];
+      const float val = o->cand_val[k];
+      int j = c < n ? c : n - 1;  // the slot the candidate enters from
+      if (c == n && (top_val[j] > val || (top_val[j] == val && top_id[j] < id))) continue;
+      while (j > 0 && (top_val[j - 1] < val || (top_val[j - 1] == val && top_id[j - 1] > id))) {
+        top_id[j] = top_id[j - 1];
+        top_val[j] = top_val[j - 1];
+        --j;
+      }
+      top_id[j] = id;
+      top_val[j] = val;
+      if (c < n) ++c;
+    }
+  }
+  for (int i = 0; i < c; ++i) {
+    out_ids[i] = top_id[i];
+    out_logprobs[i] = static_cast<float>(static_cast<double>(top_val[i]) - log_z);
+  }
+}
+
+__global__ void __cluster_dims__(kBlocks, 1, 1) __launch_bounds__(kThreads) sampling_kernel(SamplingLaunch p) {
   __shared__ Shared s;
-  const int r = blockIdx.x;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int r = blockIdx.y;
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int g = rank * kThreads + threadIdx.x;
   const SamplingRowParams prm = p.params[r];
   const int V = p.vocab;
   float* row_logits = p.logits + r * p.ld;
@@ -187,109 +292,113 @@ __global__ void __launch_bounds__(kThreads) sampling_kernel(SamplingLaunch p) {
   // (logprobs included), as the host sampler does.
   if (prm.mask_offset >= 0) {
     const uint32_t* mask = p.mask_words + prm.mask_offset;
-    for (int i = threadIdx.x; i < V; i += kThreads) {
+    for (int i = g; i < V; i += kStride) {
       if (!((mask[i >> 5] >> (i & 31)) & 1u)) row_logits[i] = -INFINITY;
     }
-    __syncthreads();
   }
   const float* raw = row_logits;
 
-  // 1. Raw log-softmax statistics (double sums, as the host).
-  float mx = -INFINITY;
-  for (int i = threadIdx.x; i < V; i += kThreads) mx = fmaxf(mx, raw[i]);
-  const float raw_max = block_max_f(mx, s);
-  double z_raw = 0.0;
-  for (int i = threadIdx.x; i < V; i += kThreads) z_raw += exp(static_cast<double>(raw[i]) - raw_max);
-  const double log_z = static_cast<double>(raw_max) + log(block_sum_d(z_raw, s));
+  // 1. Raw log-softmax statistics (double sums, as the host), only for a row
+  // that asks for logprobs: otherwise its logprob is 0, as the host's is.
+  const bool want_logprobs = prm.num_logprobs >= 0;
+  double log_z = 0.0;
+  if (want_logprobs) {
+    float mx = -INFINITY;
+    for (int i = g; i < V; i += kStride) mx = fmaxf(mx, raw[i]);
+    const float raw_max = cluster_max_f(mx, s);
+    double z_raw = 0.0;
+    for (int i = g; i < V; i += kStride) z_raw += exp(static_cast<double>(raw[i]) - raw_max);
+    log_z = static_cast<double>(raw_max) + log(cluster_sum_d(z_raw, s));
+  }
 
   // 2-3. Bans and penalties on a copy.
-  for (int i = threadIdx.x; i < V; i += kThreads) w[i] = raw[i];
-  __syncthreads();
-  for (int i = prm.banned_begin + threadIdx.x; i < prm.banned_end; i += kThreads) {
+  // The pool's ids are scattered over the owners: a cluster barrier orders
+  // each step's writes before the next.
+  for (int i = g; i < V; i += kStride) w[i] = raw[i];
+  cluster.sync();
+  for (int i = prm.banned_begin + g; i < prm.banned_end; i += kStride) {
     const int t = p.pool[i];
     if (t >= 0 && t < V) w[t] = -INFINITY;
   }
-  __syncthreads();
+  cluster.sync();
   if (prm.repetition_penalty != 1.0f) {
-    for (int i = prm.rep_begin + threadIdx.x; i < prm.rep_end; i += kThreads) {
+    for (int i = prm.rep_begin + g; i < prm.rep_end; i += kStride) {
       const int t = p.pool[i];
       if (t < 0 || t >= V) continue;
       const float x = w[t];
       w[t] = x > 0 ? x / prm.repetition_penalty : x * prm.repetition_penalty;
     }
-    __syncthreads();
+    cluster.sync();
   }
   if (prm.frequency_penalty != 0.0f || prm.presence_penalty != 0.0f) {
-    for (int i = prm.count_begin + 2 * threadIdx.x; i + 1 < prm.count_end; i += 2 * kThreads) {
+    for (int i = prm.count_begin + 2 * g; i + 1 < prm.count_end; i += 2 * kStride) {
       const int t = p.pool[i];
       if (t < 0 || t >= V) continue;
       w[t] -= prm.frequency_penalty * static_cast<float>(p.pool[i + 1]) + prm.presence_penalty;
     }
-    __syncthreads();
+    cluster.sync();
   }
 
   int token = -1;
   if (prm.temperature < kGreedyTemperature) {
     // 4. Greedy: largest value, lowest id on ties.
     unsigned long long best = 0;
-    for (int i = threadIdx.x; i < V; i += kThreads) {
+    for (int i = g; i < V; i += kStride) {
       const unsigned long long cand = (static_cast<unsigned long long>(order_key(w[i])) << 32) |
                                       static_cast<uint32_t>(~static_cast<uint32_t>(i));
       best = cand > best ? cand : best;
     }
-    best = block_max_u64(best, s);
+    best = cluster_max_u64(best, s);
     token = static_cast<int>(~static_cast<uint32_t>(best & 0xffffffffu));
   } else {
     // 5. Temperature and the masks.
     const float inv_t = 1.0f / prm.temperature;
     float m = -INFINITY;
-    for (int i = threadIdx.x; i < V; i += kThreads) {
+    for (int i = g; i < V; i += kStride) {
       w[i] *= inv_t;
       m = fmaxf(m, w[i]);
     }
-    const float vmax = block_max_f(m, s);
+    const float vmax = cluster_max_f(m, s);
     if (vmax != -INFINITY) {
       if (prm.min_p > 0.0f) {
         const float threshold = vmax + logf(prm.min_p);
-        for (int i = threadIdx.x; i < V; i += kThreads) {
+        for (int i = g; i < V; i += kStride) {
           if (w[i] < threshold) w[i] = -INFINITY;
         }
-        __syncthreads();
       }
       int live = 0;
-      for (int i = threadIdx.x; i < V; i += kThreads) live += w[i] != -INFINITY;
-      live = block_sum_i(live, s);
+      for (int i = g; i < V; i += kStride) live += w[i] != -INFINITY;
+      live = cluster_sum_i(live, s);
       if (prm.top_k > 0 && prm.top_k < V && prm.top_k < live) {
-        const uint32_t kth = select_kth(w, V, prm.top_k, s);
-        for (int i = threadIdx.x; i < V; i += kThreads) {
+        const uint32_t kth = select_kth(w, V, prm.top_k, g, s);
+        for (int i = g; i < V; i += kStride) {
           if (w[i] != -INFINITY && order_key(w[i]) < kth) w[i] = -INFINITY;
         }
-        __syncthreads();
         live = 0;
-        for (int i = threadIdx.x; i < V; i += kThreads) live += w[i] != -INFINITY;
-        live = block_sum_i(live, s);
+        for (int i = g; i < V; i += kStride) live += w[i] != -INFINITY;
+        live = cluster_sum_i(live, s);
       }
       if (prm.top_p < 1.0f && live > 1) {
         double z = 0.0;
-        for (int i = threadIdx.x; i < V; i += kThreads) {
+        for (int i = g; i < V; i += kStride) {
           if (w[i] != -INFINITY) z += exp(static_cast<double>(w[i] - vmax));
         }
-        z = block_sum_d(z, s);
+        z = cluster_sum_d(z, s);
         const double limit = (1.0 - static_cast<double>(prm.top_p)) * z;
         double above = 0.0;
-        const uint32_t tau = select_mass(w, V, vmax, z - limit, above, s);
+        const uint32_t tau = select_mass(w, V, vmax, z - limit, above, g, s);
         // Keys above tau stay; of the ties at tau, the lowest ids stay until
         // the kept prefix reaches z - limit.
         float tie_val = 0.0f;
         int ties = 0;
-        for (int i = threadIdx.x; i < V; i += kThreads) {
+        for (int i = g; i < V; i += kStride) {
           if (w[i] != -INFINITY && order_key(w[i]) == tau) {
             ++ties;
             tie_val = w[i];
           }
         }
-        ties = block_sum_i(ties, s);
-        tie_val = block_max_f(ties > 0 ? tie_val : -INFINITY, s);
+        ties = cluster_sum_i(ties, s);
+        tie_val = cluster_max_f(ties > 0 ? tie_val : -INFINITY, s);
         int keep_ties = ties;
         if (ties > 1) {
           const double wt = exp(static_cast<double>(tie_val - vmax));
@@ -303,22 +412,23 @@ __global__ void __launch_bounds__(kThreads) sampling_kernel(SamplingLaunch p) {
           while (lo < hi) {
             const int mid = (lo + hi) / 2;
             int c = 0;
-            for (int i = threadIdx.x; i < mid; i += kThreads) c += (w[i] != -INFINITY && order_key(w[i]) == tau);
-            c = block_sum_i(c, s);
+            for (int i = g; i < mid; i += kStride) c += (w[i] != -INFINITY && order_key(w[i]) == tau);
+            c = cluster_sum_i(c, s);
             if (c >= keep_ties) hi = mid; else lo = mid + 1;
           }
           id_cut = lo;
         }
-        for (int i = threadIdx.x; i < V; i += kThreads) {
+        for (int i = g; i < V; i += kStride) {
           if (w[i] == -INFINITY) continue;
           const uint32_t key = order_key(w[i]);
           if (key < tau || (key == tau && i >= id_cut)) w[i] = -INFINITY;
         }
-        __syncthreads();
       }
-      // 6. Inverse CDF in id order: each thread owns a contiguous id range.
-      const int chunk = (V + kThreads - 1) / kThreads;
-      const int b = threadIdx.x * chunk, e = min(V, b + chunk);
+      // 6. Inverse CDF in id order: each thread owns a contiguous id range,
+      // ranges in thread order g; the writes above were strided.
+      cluster.sync();
+      const int chunk = (V + kStride - 1) / kStride;
+      const int b = min(V, g * chunk), e = min(V, b + chunk);
       double part = 0.0;
       int last_kept = -1;
       for (int i = b; i < e; ++i) {
@@ -327,26 +437,16 @@ __global__ void __launch_bounds__(kThreads) sampling_kernel(SamplingLaunch p) {
           last_kept = i;
         }
       }
-      // Exclusive scan of the parts (the block is small enough for a shared pass).
-      __shared__ double parts[kThreads];
-      parts[threadIdx.x] = part;
-      __syncthreads();
-      if (threadIdx.x == 0) {
-        double run = 0.0;
-        for (int i = 0; i < kThreads; ++i) {
-          const double x = parts[i];
-          parts[i] = run;
-          run += x;
-        }
-        s.sel_need = run;  // z
-      }
-      __syncthreads();
-      const double total = s.sel_need;
+      double total = 0.0;
+      const double start = exclusive_scan(part, total, s);
       const uint64_t bits = splitmix64(splitmix64(prm.seed) ^ prm.sample_index);
       const double target = static_cast<double>(bits >> 11) * 0x1.0p-53 * total;
+      // The range holding target: the last non-empty one starting at or
+      // below it. Its owner walks it; if rounding leaves the walk short of
+      // target, the range's last kept id is the pick.
+      const int owner = cluster_max_i(part > 0.0 && start <= target ? g : -1, s);
       int chosen = -1;
-      const double start = parts[threadIdx.x];
-      if (part > 0.0 && start <= target && target < start + part) {
+      if (g == owner) {
         double acc = start;
         for (int i = b; i < e; ++i) {
           if (w[i] == -INFINITY) continue;
@@ -356,53 +456,39 @@ __global__ void __launch_bounds__(kThreads) sampling_kernel(SamplingLaunch p) {
             break;
           }
         }
+        if (chosen < 0) chosen = last_kept;
       }
-      // The chosen id, else (rounding left target == z) the last kept id.
-      const unsigned long long c1 = block_max_u64(chosen >= 0 ? (1ull << 40) | static_cast<unsigned>(chosen) : 0ull, s);
-      const unsigned long long c2 = block_max_u64(last_kept >= 0 ? static_cast<unsigned>(last_kept) + 1ull : 0ull, s);
+      // Else (no range has mass) the last kept id.
+      const unsigned long long c1 = cluster_max_u64(chosen >= 0 ? (1ull << 40) | static_cast<unsigned>(chosen) : 0ull, s);
+      const unsigned long long c2 = cluster_max_u64(last_kept >= 0 ? static_cast<unsigned>(last_kept) + 1ull : 0ull, s);
       token = (c1 >> 40) ? static_cast<int>(c1 & 0xffffffffu) : static_cast<int>(c2) - 1;
     }
   }
-  if (threadIdx.x == 0) {
+  if (g == 0) {
     p.out_token[r] = token;
-    p.out_logprob[r] = token >= 0 ? static_cast<float>(static_cast<double>(raw[token]) - log_z) : 0.0f;
+    p.out_logprob[r] = want_logprobs && token >= 0 ? static_cast<float>(static_cast<double>(raw[token]) - log_z) : 0.0f;
   }
   // Top-N raw logprobs: the N-th largest raw key, then the candidates sorted.
   const int n_top = min(prm.num_logprobs, kMaxTopLogprobs);
   if (n_top > 0) {
     const int n = min(n_top, V);
-    const uint32_t kth = select_kth(raw, V, n, s);
+    const uint32_t kth = select_kth(raw, V, n, g, s);
     if (threadIdx.x == 0) s.cand_count = 0;
     __syncthreads();
-    for (int i = threadIdx.x; i < V; i += kThreads) {
+    for (int i = g; i < V; i += kStride) {
       if (raw[i] != -INFINITY && order_key(raw[i]) >= kth) {
         const int slot = atomicAdd(&s.cand_count, 1);
-        if (slot < 64) {
+        if (slot < kMaxCandidates) {
           s.cand_id[slot] = i;
           s.cand_val[slot] = raw[i];
         }
       }
     }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      const int c = min(s.cand_count, 64);
-      for (int i = 1; i < c; ++i) {  // insertion sort: value desc, id asc
-        const int id = s.cand_id[i];
-        const float val = s.cand_val[i];
-        int j = i - 1;
-        while (j >= 0 && (s.cand_val[j] < val || (s.cand_val[j] == val && s.cand_id[j] > id))) {
-          s.cand_id[j + 1] = s.cand_id[j];
-          s.cand_val[j + 1] = s.cand_val[j];
-          --j;
-        }
-        s.cand_id[j + 1] = id;
-        s.cand_val[j + 1] = val;
-      }
-      for (int i = 0; i < n && i < c; ++i) {
-        p.out_top_ids[r * kMaxTopLogprobs + i] = s.cand_id[i];
-        p.out_top_logprobs[r * kMaxTopLogprobs + i] = static_cast<float>(static_cast<double>(s.cand_val[i]) - log_z);
-      }
+    cluster.sync();
+    if (g == 0) {
+      write_top_logprobs(p.out_top_ids + r * kMaxTopLogprobs, p.out_top_logprobs + r * kMaxTopLogprobs, n, log_z, s);
     }
+    cluster.sync();  // the candidates stay alive until block 0 has read them
   }
 }
 
@@ -410,7 +496,7 @@ __global__ void __launch_bounds__(kThreads) sampling_kernel(SamplingLaunch p) {
 
 void launch_sampling(const SamplingLaunch& p, cudaStream_t stream) {
   if (p.rows == 0) return;
-  sampling_kernel<<<p.rows, kThreads, 0, stream>>>(p);
+  sampling_kernel<<<dim3(kBlocks, p.rows), kThreads, 0, stream>>>(p);
 }
 
 }  // namespace hyllm::cuda

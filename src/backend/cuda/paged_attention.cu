@@ -280,15 +280,20 @@ __global__ void merge_splits_kernel(PagedAttentionParams p, int num_splits, cons
   const float weight = ms == -INFINITY ? 0.0f : exp2f(ms - m);
   const float total = warp_sum(lane < num_splits ? base[lane * stride + D + 1] * weight : 0.0f);
   const float inv = (p.fp8_cache ? p.v_scale : 1.0f) / total;
-  for (int d = 2 * lane; d < D; d += 64) {
+  // Every lane runs every iteration (the shuffles need the whole warp); lanes
+  // past D (D = 32) only pass the weights on.
+  for (int d0 = 0; d0 < D; d0 += 64) {
+    const int d = d0 + 2 * lane;
+    const bool active = d < D;
     float o0 = 0.0f, o1 = 0.0f;
     for (int s = 0; s < num_splits; ++s) {
       const float ws = __shfl_sync(0xffffffffu, weight, s);
-      if (ws == 0.0f) continue;  // uniform over the warp
+      if (ws == 0.0f || !active) continue;
       const float2 v = *reinterpret_cast<const float2*>(base + s * stride + d);
       o0 += v.x * ws;
       o1 += v.y * ws;
     }
+    if (!active) continue;
     o0 = round_bf(o0 * inv);
     o1 = round_bf(o1 * inv);
     if (p.gate != nullptr) {

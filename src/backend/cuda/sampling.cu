@@ -311,16 +311,24 @@ __global__ void __cluster_dims__(kBlocks, 1, 1) __launch_bounds__(kThreads) samp
     log_z = static_cast<double>(raw_max) + log(cluster_sum_d(z_raw, s));
   }
 
-  // 2-3. Bans and penalties on a copy.
+  // 2-3. Bans and penalties on a copy; greedy without them reads raw itself.
   // The pool's ids are scattered over the owners: a cluster barrier orders
   // each step's writes before the next.
-  for (int i = g; i < V; i += kStride) w[i] = raw[i];
-  cluster.sync();
-  for (int i = prm.banned_begin + g; i < prm.banned_end; i += kStride) {
-    const int t = p.pool[i];
-    if (t >= 0 && t < V) w[t] = -INFINITY;
+  const bool greedy = prm.temperature < kGreedyTemperature;
+  const bool edited = prm.banned_end > prm.banned_begin || prm.repetition_penalty != 1.0f ||
+                      prm.frequency_penalty != 0.0f || prm.presence_penalty != 0.0f;
+  const bool copy = edited || !greedy;
+  if (copy) {
+    for (int i = g; i < V; i += kStride) w[i] = raw[i];
+    cluster.sync();
   }
-  cluster.sync();
+  if (prm.banned_end > prm.banned_begin) {
+    for (int i = prm.banned_begin + g; i < prm.banned_end; i += kStride) {
+      const int t = p.pool[i];
+      if (t >= 0 && t < V) w[t] = -INFINITY;
+    }
+    cluster.sync();
+  }
   if (prm.repetition_penalty != 1.0f) {
     for (int i = prm.rep_begin + g; i < prm.rep_end; i += kStride) {
       const int t = p.pool[i];
@@ -340,11 +348,12 @@ __global__ void __cluster_dims__(kBlocks, 1, 1) __launch_bounds__(kThreads) samp
   }
 
   int token = -1;
-  if (prm.temperature < kGreedyTemperature) {
+  if (greedy) {
     // 4. Greedy: largest value, lowest id on ties.
+    const float* vals = copy ? w : raw;
     unsigned long long best = 0;
     for (int i = g; i < V; i += kStride) {
-      const unsigned long long cand = (static_cast<unsigned long long>(order_key(w[i])) << 32) |
+      const unsigned long long cand = (static_cast<unsigned long long>(order_key(vals[i])) << 32) |
                                       static_cast<uint32_t>(~static_cast<uint32_t>(i));
       best = cand > best ? cand : best;
     }

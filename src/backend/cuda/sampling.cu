@@ -1,10 +1,11 @@
-// The GPU sampler: one cluster of blocks per row, the host sampler's steps in its order
-// (engine/sampler.h): raw logprobs, bans, repetition / frequency / presence
-// penalties, greedy argmax or temperature, min-p, top-k (ties kept), top-p
-// (shortest most-likely prefix in (logit desc, id asc) order), then one
-// SplitMix64 uniform picks the token by inverse CDF in id order. The k-th
-// largest logit and the top-p boundary come from 8-bit radix selects over an
-// order-preserving integer key of the logits (4 passes, no sort).
+// The GPU sampler: one cluster of blocks per row, the host sampler's steps in
+// its order (engine/sampler.h): raw logprobs (rows that ask for them), bans,
+// repetition / frequency / presence penalties, greedy argmax or temperature,
+// min-p, top-k (ties kept), top-p (shortest most-likely prefix in (logit
+// desc, id asc) order), then one SplitMix64 uniform picks the token by inverse
+// CDF in id order. The k-th largest logit and the top-p boundary come from
+// 8-bit radix selects over an order-preserving integer key of the logits
+// (4 passes, no sort).
 #include <cooperative_groups.h>
 
 #include <cfloat>

@@ -88,8 +88,8 @@ TEST_F(CudaOpTest, SamplerMatchesHost) {
       ++rows_checked;
       if (got[r].token != want.token) {
         ++mismatches;
-        ADD_FAILURE() << "row " << r << " V=" << V << " kind " << (r + b.first_kind) % 8 << ": gpu " << got[r].token << " host "
-                      << want.token << " (seed " << seed_ << ")";
+        ADD_FAILURE() << "row " << r << " V=" << V << " kind " << (r + b.first_kind) % 8 << ": gpu " << got[r].token
+                      << " host " << want.token << " (seed " << seed_ << ")";
       }
       if (specs[r].params.logprobs) {
         max_lp_err = std::max(max_lp_err, static_cast<double>(std::fabs(got[r].logprob - want.logprob)));

@@ -469,7 +469,8 @@ __global__ void __cluster_dims__(kBlocks, 1, 1) __launch_bounds__(kThreads) samp
         if (chosen < 0) chosen = last_kept;
       }
       // Else (no range has mass) the last kept id.
-      const unsigned long long c1 = cluster_max_u64(chosen >= 0 ? (1ull << 40) | static_cast<unsigned>(chosen) : 0ull, s);
+      const unsigned long long c1 =
+          cluster_max_u64(chosen >= 0 ? (1ull << 40) | static_cast<unsigned>(chosen) : 0ull, s);
       const unsigned long long c2 = cluster_max_u64(last_kept >= 0 ? static_cast<unsigned>(last_kept) + 1ull : 0ull, s);
       token = (c1 >> 40) ? static_cast<int>(c1 & 0xffffffffu) : static_cast<int>(c2) - 1;
     }

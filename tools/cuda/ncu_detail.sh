@@ -4,8 +4,8 @@
 # restore all device memory to do so, which takes minutes with a real-scale
 # model's tens of GB of weights. So this runs bench_cuda_step (random
 # weights, tests/cuda/bench) on a copy of a real config cut to 4 layers (3 GDN
-# + 1 attention: every kernel kind of the model at its real shapes) with a
-# small context, and profiles the launches matching a regex after the first
+# + 1 attention: every kernel kind of the model at its real shapes; fewer with
+# HYLLM_NCU_LAYERS=N, e.g. 1 for the MoE kernels alone) with a small context, and profiles the launches matching a regex after the first
 # HYLLM_NCU_SKIP of them (default 0; warm ones are more telling).
 #
 #   HYLLM_BENCH_STEP=path/to/bench_cuda_step tools/cuda/ncu_detail.sh CONFIG REGEX [COUNT] [-- bench args]
@@ -24,13 +24,14 @@ ARGS=("$@")
 BENCH=${HYLLM_BENCH_STEP:-$ROOT/build-cuda/tests/cuda/bench_cuda_step}
 CUT=$OUT/config_$CFG
 mkdir -p "$CUT"
-python3 - "tests/data/configs/$CFG/config.json" "$CUT/config.json" <<'PY'
+python3 - "tests/data/configs/$CFG/config.json" "$CUT/config.json" "${HYLLM_NCU_LAYERS:-4}" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
 t = c.get("text_config", c)
-t["num_hidden_layers"] = 4
+n = int(sys.argv[3])
+t["num_hidden_layers"] = n
 if t.get("layer_types"):
-    t["layer_types"] = t["layer_types"][:4]
+    t["layer_types"] = t["layer_types"][:n]
 json.dump(c, open(sys.argv[2], "w"), indent=1)
 PY
 ncu --clock-control none --set full -k "regex:$REGEX" --launch-skip "${HYLLM_NCU_SKIP:-0}" --launch-count "$COUNT" \

@@ -5,7 +5,8 @@
 # model's tens of GB of weights. So this runs bench_cuda_step (random
 # weights, tests/cuda/bench) on a copy of a real config cut to 4 layers (3 GDN
 # + 1 attention: every kernel kind of the model at its real shapes; fewer with
-# HYLLM_NCU_LAYERS=N, e.g. 1 for the MoE kernels alone) with a small context, and profiles the launches matching a regex after the first
+# HYLLM_NCU_LAYERS=N, e.g. 1 for the MoE kernels alone) with a small
+# context, and profiles the launches matching a regex after the first
 # HYLLM_NCU_SKIP of them (default 0; warm ones are more telling).
 #
 #   HYLLM_BENCH_STEP=path/to/bench_cuda_step tools/cuda/ncu_detail.sh CONFIG REGEX [COUNT] [-- bench args]

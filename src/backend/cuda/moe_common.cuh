@@ -73,6 +73,12 @@ __device__ __forceinline__ void warp_route(Get get, int E, int top_k, int lane, 
   weight /= top_sum;
 }
 
+// Decode of one or two sequences: so few small-regime work items that the
+// gate_up kernel fills the GPU with about two blocks per SM. It then splits K
+// over more warps per block, so that each warp has a shorter chain of
+// dependent weight loads.
+inline bool few_items(const MoeSmallParams& p) { return p.plan.max_items <= 24; }
+
 // Exclusive prefix sums over up to kMoeMaxExperts entries of N counters, by a
 // block of 256 threads, each owning 4 consecutive entries: value(e, c) is
 // counter c of entry e (0 past the end), prefix(e, c) receives the sums of

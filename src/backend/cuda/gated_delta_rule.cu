@@ -69,17 +69,21 @@ __device__ __forceinline__ Gates token_gates(const GatedDeltaRuleParams& p, int 
   return {g, expf(g), sigmoid(b)};
 }
 
-// Block = token; warp = key head (q and k), then threads = value heads.
-__global__ void prepare_kernel(GatedDeltaRuleParams p, Scratch s) {
+// Block (x) = token, block (y) = a group of key heads, one per warp; then
+// the threads of all the token's blocks = value heads.
+constexpr int kPrepareThreads = 128;
+
+__global__ void __launch_bounds__(kPrepareThreads) prepare_kernel(GatedDeltaRuleParams p, Scratch s) {
   const int t = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, warps = blockDim.x / 32;
   const int Dk = p.k_dim, Hk = p.num_k_heads;
-  for (int kh = warp; kh < Hk; kh += warps) {
+  const int kh = blockIdx.y * warps + warp;
+  if (kh < Hk) {
     const int64_t head = static_cast<int64_t>(t) * Hk + kh;
     const float dot = normalize_qk(p, t, kh, lane, s.qn + head * Dk, s.kn + head * Dk);
     if (lane == 0) s.kq[head] = dot;
   }
-  for (int vh = threadIdx.x; vh < p.num_v_heads; vh += blockDim.x) {
+  for (int vh = blockIdx.y * blockDim.x + threadIdx.x; vh < p.num_v_heads; vh += gridDim.y * blockDim.x) {
     const Gates gt = token_gates(p, t, vh);
     const int64_t i = static_cast<int64_t>(t) * p.num_v_heads + vh;
     s.decay[i] = gt.decay;
@@ -396,7 +400,10 @@ void launch_gated_delta_rule(const GatedDeltaRuleParams& p, void* scratch, cudaS
   const bool chunked = use_chunked(p);
   const Scratch s = scratch != nullptr ? carve_delta_rule_scratch(p, scratch, chunked) : Scratch{};
   const bool staged = use_staged(p);
-  if (use_prepare(p)) prepare_kernel<<<p.tokens, 128, 0, stream>>>(p, s);
+  if (use_prepare(p)) {
+    const dim3 grid(p.tokens, ceil_div(p.num_k_heads, kPrepareThreads / 32));
+    prepare_kernel<<<grid, kPrepareThreads, 0, stream>>>(p, s);
+  }
   // With the chunked kernels, the recurrence takes only the short sequences
   // (its blocks of long ones return at once).
   const int chunked_from = chunked ? kChunkedFromTokens : INT_MAX;

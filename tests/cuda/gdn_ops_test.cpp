@@ -52,18 +52,27 @@ TEST_F(CudaOpTest, GdnConv) {
 }
 
 // The real layers' conv widths (27B: 2 * 16 * 128 + 48 * 128 channels; 35B-A3B:
-// 2 * 16 * 128 + 32 * 128) at decode batches 1, 8 and 32 (one launch on CUDA
-// up to 32 tokens in a call), a verify step of 31 tokens (one launch) and of
-// 33 (two).
+// 2 * 16 * 128 + 32 * 128) at decode batches 1, 8 and 32 and in verify steps.
+// On CUDA one launch runs calls of up to 32 tokens or, with the host hint, of
+// sequences of up to 8 tokens (the batch-32 verify step); the others two.
 TEST_F(CudaOpTest, GdnConvDecodeShapes) {
   Rng rng(seed_);
   const int64_t K = 4;
+  struct Case {
+    std::vector<int64_t> lens;
+    int64_t hint;
+  };
+  const std::vector<Case> cases{{std::vector<int64_t>(1, 1), 1},
+                                {std::vector<int64_t>(8, 1), 1},
+                                {std::vector<int64_t>(32, 1), 1},
+                                {std::vector<int64_t>(32, 4), 4},
+                                {{4, 4, 0, 4, 4, 4, 4, 4, 3}, 0},
+                                {{4, 4, 4, 4, 4, 4, 4, 4, 1}, 0},
+                                {{4, 4, 4, 4, 4, 4, 4, 4, 1, 9}, 9}};
   for (const int64_t C : {int64_t{10240}, int64_t{8192}}) {
-    for (const auto& lens : std::vector<std::vector<int64_t>>{std::vector<int64_t>(1, 1), std::vector<int64_t>(8, 1),
-                                                              std::vector<int64_t>(32, 1),
-                                                              {4, 4, 0, 4, 4, 4, 4, 4, 3}, {4, 4, 4, 4, 4, 4, 4, 4, 1}}) {
-      const int64_t slots = static_cast<int64_t>(lens.size()) + 2;
-      const Batch b = make_batch(rng, lens, slots);
+    for (const Case& c : cases) {
+      const int64_t slots = static_cast<int64_t>(c.lens.size()) + 2;
+      const Batch b = make_batch(rng, c.lens, slots);
       HostTensor x = bf16_tensor({b.T, C}), w = bf16_tensor({C, 1, K}), st = bf16_tensor({slots, K - 1, C});
       HostTensor out = bf16_tensor({b.T, C});
       x.fill_normal(rng, 2.0);
@@ -73,8 +82,11 @@ TEST_F(CudaOpTest, GdnConvDecodeShapes) {
       Mirror dx(*gpu_, x), dw(*gpu_, w), dst(*gpu_, st), dout(*gpu_, out), dqsl(*gpu_, qsl), didx(*gpu_, idx),
           dinit(*gpu_, init);
       dout.poison();
-      gdn_conv(*cpu_, {x.view(), w.view(), st.view(), qsl.view(), idx.view(), init.view(), out.view()});
-      gdn_conv(*gpu_, {dx.view(), dw.view(), dst.view(), dqsl.view(), didx.view(), dinit.view(), dout.view()});
+      GdnConvArgs ca{x.view(), w.view(), st.view(), qsl.view(), idx.view(), init.view(), out.view()};
+      GdnConvArgs ga{dx.view(), dw.view(), dst.view(), dqsl.view(), didx.view(), dinit.view(), dout.view()};
+      ca.max_query_len = ga.max_query_len = c.hint;
+      gdn_conv(*cpu_, ca);
+      gdn_conv(*gpu_, ga);
       expect_close("gdn_conv decode shapes out", dout, out, kTolElementwise);
       expect_equal("gdn_conv decode shapes state", dst, st);
     }
@@ -368,6 +380,7 @@ TEST_F(CudaOpTest, PrefixCacheStateSaveDecode) {
   cc.save = {ss.view(), sn.view()};
   GdnConvArgs gc{dx.view(), dw.view(), dconv.view(), dqsl.view(), didx.view(), dinit.view(), dconv_out.view()};
   gc.save = {dss.view(), dsn.view()};
+  cc.max_query_len = gc.max_query_len = 4;
   gdn_conv(*cpu_, cc);
   gdn_conv(*gpu_, gc);
   expect_close("decode save gdn_conv out", dconv_out, conv_out, kTolElementwise);

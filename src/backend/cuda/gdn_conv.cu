@@ -145,13 +145,17 @@ __global__ void conv_decode_kernel(GdnConvParams p) {
   if (slot_ok) conv_windows<K>(p, c, s, start, n, slot, init);
 }
 
-// Up to this many tokens in a call, the one-launch kernel: a thread then walks
-// at most this many tokens of its sequence.
+// The one-launch kernel runs calls of at most kDecodeMaxTokens tokens, or
+// whose sequences have at most kDecodeMaxQueryLen tokens each (the host
+// hint): a thread then walks at most that many tokens of its sequence.
+// Correct for any call; the bounds keep a long sequence off a serial walk.
 constexpr int kDecodeMaxTokens = 32;
+constexpr int kDecodeMaxQueryLen = 8;
 
 template <int K>
 void launch_k(const GdnConvParams& p, cudaStream_t stream) {
-  if (p.tokens <= kDecodeMaxTokens) {
+  const bool short_sequences = p.max_query_len > 0 && p.max_query_len <= kDecodeMaxQueryLen;
+  if (p.tokens <= kDecodeMaxTokens || short_sequences) {
     // 64 threads a block: at batch 1 the 10240 channels of the 27B layer fill every SM.
     const int threads = 64;
     conv_decode_kernel<K><<<dim3(ceil_div(p.channels, threads), p.num_seqs), threads, 0, stream>>>(p);

@@ -39,6 +39,12 @@ class Mirror {
     be_->copy_to_device(dev_.data(), ff.data(), ff.size());
   }
   TensorView view() const { return dev_.view(); }
+  // The device bytes, in a new host tensor (read through get / values).
+  HostTensor download() const {
+    HostTensor t = HostTensor::buffer_only(host_->dtype(), host_->view().shape());
+    be_->copy_to_host(t.buf.data(), dev_.data(), t.buf.size());
+    return t;
+  }
   // The device values as doubles (same conversions as HostTensor::get).
   std::vector<double> values() const {
     HostTensor tmp(host_->dtype(), host_->view().shape());
@@ -86,6 +92,28 @@ class CudaOpTest : public ::testing::Test {
 
   std::unique_ptr<Backend> cpu_, gpu_;
   uint32_t seed_ = 0;
+};
+
+// An Fp8Activation with host and device buffers.
+struct Fp8Pair {
+  HostTensor q, scale;
+  std::unique_ptr<Mirror> dq, dscale;
+  Fp8Activation host, dev;
+  Fp8Pair(Backend& gpu, ActQuantMode mode, int64_t T, int64_t K, float static_scale)
+      : q(DType::kF8E4M3, {T, K}),
+        scale(DType::kF32, mode == ActQuantMode::kGroup128 ? Shape{(K + 127) / 128, T} : Shape{1}) {
+    q.poison();
+    if (mode == ActQuantMode::kGroup128)
+      scale.poison();
+    else
+      scale.set(0, static_scale);
+    dq = std::make_unique<Mirror>(gpu, q);
+    dscale = std::make_unique<Mirror>(gpu, scale);
+    dq->poison();
+    if (mode == ActQuantMode::kGroup128) dscale->poison();
+    host = {mode, q.view(), scale.view()};
+    dev = {mode, dq->view(), dscale->view()};
+  }
 };
 
 // Thresholds (normalised error, see above). A bf16 output rounded once from

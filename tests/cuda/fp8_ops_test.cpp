@@ -15,28 +15,6 @@ namespace {
 inline constexpr double kTolFp8F32 = 1e-3;
 inline constexpr double kTolFp8Bf16 = kOneBf16Step;
 
-// An Fp8Activation with host and device buffers.
-struct Fp8Pair {
-  HostTensor q, scale;
-  std::unique_ptr<Mirror> dq, dscale;
-  Fp8Activation host, dev;
-  Fp8Pair(Backend& gpu, ActQuantMode mode, int64_t T, int64_t K, float static_scale)
-      : q(DType::kF8E4M3, {T, K}),
-        scale(DType::kF32, mode == ActQuantMode::kGroup128 ? Shape{(K + 127) / 128, T} : Shape{1}) {
-    q.poison();
-    if (mode == ActQuantMode::kGroup128)
-      scale.poison();
-    else
-      scale.set(0, static_scale);
-    dq = std::make_unique<Mirror>(gpu, q);
-    dscale = std::make_unique<Mirror>(gpu, scale);
-    dq->poison();
-    if (mode == ActQuantMode::kGroup128) dscale->poison();
-    host = {mode, q.view(), scale.view()};
-    dev = {mode, dq->view(), dscale->view()};
-  }
-};
-
 TEST_F(CudaOpTest, QuantizeFp8MatchesTheCpuBitForBit) {
   Rng rng(seed_);
   for (auto [T, K] : {std::pair<int64_t, int64_t>{1, 128}, {7, 5120}, {3, 200}, {33, 64}}) {

@@ -120,6 +120,9 @@ INSTANTIATE_TEST_SUITE_P(
                       MoeCase{"tiny_ungated_small", shape(6, 3, 64, 24, 32, true, false), 9, false},
                       MoeCase{"tiny_ungated_grouped", shape(6, 3, 64, 24, 32, true, false), 45, true},
                       MoeCase{"no_shared_small", shape(16, 4, 128, 64, 0, false, false), 5, false},
+                      // more than 256 experts: the router's wide per-lane instance
+                      MoeCase{"e320_small_b1", shape(320, 4, 128, 64, 64), 1, false},
+                      MoeCase{"e320_small", shape(320, 4, 128, 64, 64), 6, false},
                       MoeCase{"no_shared_grouped", shape(16, 4, 128, 64, 0, false, false), 70, true},
                       MoeCase{"fp8_a3b_decode_b1", shape(256, 8, 2048, 512, 512, true, true, false, kFp8), 1, false},
                       MoeCase{"fp8_a3b_decode_b32", shape(256, 8, 2048, 512, 512, true, true, false, kFp8), 32, false},

@@ -14,6 +14,7 @@
 #   HYLLM_SPEC_MODELS="qwen3_5_27b" HYLLM_SPEC_BATCHES="1 8" HYLLM_SPEC_KS="0 2" ... to narrow it
 #   HYLLM_BIN=path/to/hyllm      a binary built elsewhere (no build, no op checks)
 #   HYLLM_SPEC_ITERS=3           timed iterations per point
+#   HYLLM_SPEC_INPUT_LEN=256 HYLLM_SPEC_OUTPUT_LEN=64   prompt and output tokens per sequence
 #
 # Uses the dependency archive of tools/cuda/run_device_checks.sh when present.
 set -uo pipefail
@@ -47,7 +48,7 @@ for model in $MODELS; do
       [[ $k -gt 0 ]] && spec=(--speculative-config "{\"method\": \"mtp\", \"num_speculative_tokens\": $k}")
       log="$OUT/latency_${model}_b${b}_k${k}.log"
       "$BIN" bench latency --model "tests/data/configs/$model" --load-format dummy \
-        --input-len 256 --output-len 64 --batch-size "$b" --num-iters-warmup 1 --num-iters "${HYLLM_SPEC_ITERS:-3}" \
+        --input-len ${HYLLM_SPEC_INPUT_LEN:-256} --output-len ${HYLLM_SPEC_OUTPUT_LEN:-64} --batch-size "$b" --num-iters-warmup 1 --num-iters "${HYLLM_SPEC_ITERS:-3}" \
         --max-model-len 4096 --max-num-seqs "$(( b > 8 ? b : 8 ))" --output-json "$log.json" "${spec[@]}" >"$log" 2>&1
       # Per-token decode time in ms: (batch latency - prefill) / (output tokens - 1).
       t=$(python3 -c "import json; j=json.load(open('$log.json')); print('%.3f' % ((1e3*j['avg_latency'] - j['prefill_ms_median']) / (j['output_len'] - 1)))" 2>/dev/null || echo "?")
@@ -61,7 +62,7 @@ echo
 echo "== speculative decoding (dummy weights: drafts rejected; ops harness rc=$ops_rc)"
 printf '%-18s %5s %3s %10s %8s %22s\n' model batch k "ms/token" "x plain" "TPOT ms at a=.6/.8/.9"
 for r in "${rows[@]}"; do
-  read -r model b k _ t _ base _ <<<"$r"
+  read -r model b k _ t _ _ base _ <<<"$r"
   python3 - "$model" "$b" "$k" "$t" "$base" <<'PY'
 import sys
 model, b, k, t, base = sys.argv[1], sys.argv[2][2:], int(sys.argv[3][2:]), sys.argv[4], sys.argv[5]

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch/bf16_gemv.h"
 #include "backend/cuda/launch/dense.h"
 #include "backend/cuda/launch/fill.h"
 #include "backend/cuda/launch/moe.h"
@@ -77,6 +78,23 @@ void CudaKernels::poison_scratch(uint8_t byte) {
 
 void CudaKernels::linear(const LinearArgs& a) {
   if (a.w.format == WeightFormat::kBf16) {
+    cuda::Bf16GemvParams g;
+    g.x = bf(a.x);
+    g.w = bf(a.w.weight);
+    g.out = a.out.data();
+    g.out_f32 = is_f32(a.out);
+    const bool narrow = a.x.dim(0) <= cuda::kBf16GemvMaxRows && a.w.out_features() <= cuda::kBf16GemvMaxOut &&
+                        a.x.dim(1) <= std::numeric_limits<int32_t>::max();
+    if (narrow) {
+      g.M = static_cast<int>(a.x.dim(0));
+      g.N = static_cast<int>(a.w.out_features());
+      g.K = static_cast<int>(a.x.dim(1));
+    }
+    if (narrow && cuda::bf16_gemv_fits(g)) {
+      cuda::launch_bf16_gemv(g, stream_);
+      check_launch("linear (bf16 gemv)");
+      return;
+    }
     gemm_.run(bf(a.x), bf(a.w.weight), a.out.data(), is_f32(a.out), a.x.dim(0), a.w.out_features(), a.x.dim(1),
               stream_);
     return;

@@ -32,23 +32,52 @@ __global__ void swiglu_kernel(SwigluParams p) {
   }
 }
 
-// The FP8-output form: one block per row; the bf16 results go to shared memory
-// (and to out when given), then the block quantises them.
+// The FP8-output kernels below give each warp one (row, 128-column group):
+// lane l holds columns 4l .. 4l+3 of the group in registers, so a row is
+// spread over ceil(groups / kGroupWarps) blocks and even one row fills
+// several SMs. The grid is rows * blocks_per_row blocks of kGroupWarps warps.
+constexpr int kGroupWarps = 4;
+
+struct GroupSlot {
+  int row;
+  int k;      // first of the lane's 4 columns
+  bool live;  // false for the warps past the row's last group (whole warps)
+};
+
+__device__ __forceinline__ GroupSlot group_slot(int cols) {
+  const int groups = (cols + kFp8Group - 1) / kFp8Group;
+  const int blocks_per_row = (groups + kGroupWarps - 1) / kGroupWarps;
+  const int group = static_cast<int>(blockIdx.x % blocks_per_row) * kGroupWarps + static_cast<int>(threadIdx.x / 32);
+  return {static_cast<int>(blockIdx.x / blocks_per_row), group * kFp8Group + static_cast<int>(threadIdx.x & 31) * 4,
+          group < groups};
+}
+
+inline int group_blocks(int rows, int cols) {
+  const int groups = (cols + kFp8Group - 1) / kFp8Group;
+  return rows * ((groups + kGroupWarps - 1) / kGroupWarps);
+}
+
+// The FP8-output SwiGLU: the bf16 results (also written to out when given)
+// are quantised from registers.
 __global__ void swiglu_fp8_kernel(SwigluParams p) {
-  extern __shared__ uint16_t s_row[];
-  const int t = blockIdx.x;
-  const uint16_t* row = p.x + static_cast<int64_t>(t) * p.x_stride;
-  for (int c = threadIdx.x; c < p.inter; c += blockDim.x) {
-    const uint16_t o = f2bf(__fmul_rn(silu(bf2f(row[c])), bf2f(row[p.inter + c])));
-    s_row[c] = o;
-    if (p.out) p.out[static_cast<int64_t>(t) * p.inter + c] = o;
-  }
-  __syncthreads();
-  quantize_row_block(s_row, t, p.fp8);
+  const GroupSlot s = group_slot(p.inter);
+  if (!s.live) return;
+  const uint16_t* row = p.x + static_cast<int64_t>(s.row) * p.x_stride;
+  float g[4], u[4], o[4];
+  load4_bf16(row, s.k, p.inter, g);
+  load4_bf16(row + p.inter, s.k, p.inter, u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) o[i] = s.k + i < p.inter ? round_bf(__fmul_rn(silu(g[i]), u[i])) : 0.0f;
+  if (p.out) store4_bf16(p.out + static_cast<int64_t>(s.row) * p.inter, s.k, p.inter, o);
+  quantize_group_regs<4>(o, s.k, s.row, p.fp8);
 }
 
 __global__ void quantize_fp8_kernel(QuantizeFp8Params p) {
-  quantize_row_block(p.x + static_cast<int64_t>(blockIdx.x) * p.x_stride, blockIdx.x, p.out);
+  const GroupSlot s = group_slot(p.out.cols);
+  if (!s.live) return;
+  float v[4];
+  load4_bf16(p.x + static_cast<int64_t>(s.row) * p.x_stride, s.k, p.out.cols, v);
+  quantize_group_regs<4>(v, s.k, s.row, p.out);
 }
 
 // Copies `row_bytes` from src to dst with one block, 16 bytes at a time when
@@ -92,10 +121,7 @@ __global__ void gather_rows_kernel(GatherRowsParams p) {
 void launch_swiglu(const SwigluParams& p, cudaStream_t stream) {
   if (p.rows == 0 || p.inter == 0) return;
   if (p.fp8.enabled()) {
-    const size_t smem = static_cast<size_t>(p.inter) * 2;
-    if (smem > 48 * 1024)
-      cudaFuncSetAttribute(swiglu_fp8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    swiglu_fp8_kernel<<<p.rows, 256, smem, stream>>>(p);
+    swiglu_fp8_kernel<<<group_blocks(p.rows, p.inter), kGroupWarps * 32, 0, stream>>>(p);
     return;
   }
   const bool vec = p.inter % 8 == 0 && p.x_stride % 8 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
@@ -111,7 +137,7 @@ void launch_swiglu(const SwigluParams& p, cudaStream_t stream) {
 
 void launch_quantize_fp8(const QuantizeFp8Params& p, cudaStream_t stream) {
   if (p.out.rows == 0 || p.out.cols == 0) return;
-  quantize_fp8_kernel<<<p.out.rows, 128, 0, stream>>>(p);
+  quantize_fp8_kernel<<<group_blocks(p.out.rows, p.out.cols), kGroupWarps * 32, 0, stream>>>(p);
 }
 
 void launch_embedding(const EmbeddingParams& p, cudaStream_t stream) {

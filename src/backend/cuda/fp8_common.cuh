@@ -18,37 +18,80 @@ __device__ __forceinline__ uint8_t e4m3_code(float v) {
   return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
 }
 
+// Quantises the 128-column groups whose values the lanes of a warp hold in
+// registers: each lane holds N consecutive columns k .. k+N-1 of row `row`
+// (N = 4 or 8, k a multiple of N; zeros at and beyond o.cols), and the 128/N
+// lanes holding one group are consecutive and start at a multiple of 128/N
+// within the warp. Every lane of the warp calls it (the group maximum is a
+// shuffle reduction); lanes with k >= o.cols write nothing.
+template <int N>
+__device__ __forceinline__ void quantize_group_regs(const float (&v)[N], int k, int row, const Fp8Out& o) {
+  static_assert(N == 4 || N == 8, "a lane holds 4 or 8 columns");
+  float s;
+  if (o.group_scales) {
+    float amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < N; ++i) amax = fmaxf(amax, fabsf(v[i]));
+#pragma unroll
+    for (int off = kFp8Group / N / 2; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+    s = __fdiv_rn(fmaxf(amax, 1e-10f), 448.0f);
+    if (k % kFp8Group == 0 && k < o.cols) o.scale[static_cast<int64_t>(k / kFp8Group) * o.rows + row] = s;
+  } else {
+    s = *o.static_scale;
+  }
+  if (k >= o.cols) return;
+  uint8_t* dst = o.q + static_cast<int64_t>(row) * o.cols + k;
+  if (k + N <= o.cols && (reinterpret_cast<uintptr_t>(dst) & (N - 1)) == 0) {
+    uint32_t packed[N / 4] = {};
+#pragma unroll
+    for (int i = 0; i < N; ++i) packed[i / 4] |= static_cast<uint32_t>(e4m3_code(__fdiv_rn(v[i], s))) << (8 * (i % 4));
+    if constexpr (N == 4) {
+      *reinterpret_cast<uint32_t*>(dst) = packed[0];
+    } else {
+      *reinterpret_cast<uint2*>(dst) = make_uint2(packed[0], packed[1]);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      if (k + i < o.cols) dst[i] = e4m3_code(__fdiv_rn(v[i], s));
+  }
+}
+
+// Loads 4 bf16 values vals[k .. k+3] as floats (zeros at and beyond n), with
+// one 8-byte load when they are in range and aligned.
+__device__ __forceinline__ void load4_bf16(const uint16_t* vals, int k, int n, float (&v)[4]) {
+  if (k + 4 <= n && (reinterpret_cast<uintptr_t>(vals + k) & 7) == 0) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(vals + k);
+    v[0] = __uint_as_float(raw.x << 16);
+    v[1] = __uint_as_float(raw.x & 0xffff0000u);
+    v[2] = __uint_as_float(raw.y << 16);
+    v[3] = __uint_as_float(raw.y & 0xffff0000u);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = k + i < n ? bf2f(vals[k + i]) : 0.0f;
+  }
+}
+
+// Stores 4 floats, already bf16-exact, as bf16 at vals[k .. k+3] (those below n).
+__device__ __forceinline__ void store4_bf16(uint16_t* vals, int k, int n, const float (&v)[4]) {
+  if (k + 4 <= n && (reinterpret_cast<uintptr_t>(vals + k) & 7) == 0) {
+    *reinterpret_cast<uint2*>(vals + k) = make_uint2(__float_as_uint(v[0]) >> 16 | (__float_as_uint(v[1]) & 0xffff0000u),
+                                                     __float_as_uint(v[2]) >> 16 | (__float_as_uint(v[3]) & 0xffff0000u));
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (k + i < n) vals[k + i] = static_cast<uint16_t>(__float_as_uint(v[i]) >> 16);
+  }
+}
+
 // One warp quantises column group `group` (128 columns) of row `row`, whose
 // bf16 values are vals[0, cols) (global or shared memory): lane l takes
 // columns 4l .. 4l+3 of the group.
 __device__ __forceinline__ void quantize_group_warp(const uint16_t* vals, int group, int row, const Fp8Out& o) {
-  const int lane = threadIdx.x & 31;
-  const int k = group * kFp8Group + lane * 4;
+  const int k = group * kFp8Group + (threadIdx.x & 31) * 4;
   float v[4];
-  float amax = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    v[i] = k + i < o.cols ? bf2f(vals[k + i]) : 0.0f;
-    amax = fmaxf(amax, fabsf(v[i]));
-  }
-  float s;
-  if (o.group_scales) {
-    s = __fdiv_rn(fmaxf(warp_max(amax), 1e-10f), 448.0f);
-    if (lane == 0) o.scale[static_cast<int64_t>(group) * o.rows + row] = s;
-  } else {
-    s = *o.static_scale;
-  }
-  uint8_t* dst = o.q + static_cast<int64_t>(row) * o.cols + k;
-  if (k + 4 <= o.cols && (reinterpret_cast<uintptr_t>(dst) & 3) == 0) {
-    uint32_t packed = 0;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) packed |= static_cast<uint32_t>(e4m3_code(__fdiv_rn(v[i], s))) << (8 * i);
-    *reinterpret_cast<uint32_t*>(dst) = packed;
-  } else {
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      if (k + i < o.cols) dst[i] = e4m3_code(__fdiv_rn(v[i], s));
-  }
+  load4_bf16(vals, k, o.cols, v);
+  quantize_group_regs<4>(v, k, row, o);
 }
 
 // The warps of the block quantise row `row` (bf16 values at vals).

@@ -14,13 +14,13 @@ inline constexpr int kRoutePerLane = kMoeMaxExperts / 32;
 // probabilities (ties: the lower expert id), renormalised to sum 1, in
 // descending order: lane i < top_k gets choice i. A NaN probability ranks
 // below every number, so every choice is a valid, distinct expert id even for
-// garbage rows (padding of a captured step).
-template <typename Get>
+// garbage rows (padding of a captured step). Requires E <= 32 * kPerLane.
+template <int kPerLane = kRoutePerLane, typename Get>
 __device__ __forceinline__ void warp_route(Get get, int E, int top_k, int lane, int& id, float& weight) {
-  float v[kRoutePerLane];
+  float v[kPerLane];
   float mx = -INFINITY;
 #pragma unroll
-  for (int i = 0; i < kRoutePerLane; ++i) {
+  for (int i = 0; i < kPerLane; ++i) {
     const int e = i * 32 + lane;
     v[i] = e < E ? get(e) : -INFINITY;
     mx = fmaxf(mx, v[i]);
@@ -28,13 +28,13 @@ __device__ __forceinline__ void warp_route(Get get, int E, int top_k, int lane, 
   mx = warp_max(mx);
   float sum = 0.0f;
 #pragma unroll
-  for (int i = 0; i < kRoutePerLane; ++i) {
+  for (int i = 0; i < kPerLane; ++i) {
     v[i] = i * 32 + lane < E ? expf(v[i] - mx) : 0.0f;
     sum += v[i];
   }
   sum = warp_sum(sum);
 #pragma unroll
-  for (int i = 0; i < kRoutePerLane; ++i) {
+  for (int i = 0; i < kPerLane; ++i) {
     const float p = v[i] / sum;
     v[i] = i * 32 + lane < E ? (p == p ? p : -1.0f) : -2.0f;
   }
@@ -45,7 +45,7 @@ __device__ __forceinline__ void warp_route(Get get, int E, int top_k, int lane, 
     float best = -3.0f;
     int best_e = 0x7fffffff;
 #pragma unroll
-    for (int i = 0; i < kRoutePerLane; ++i) {
+    for (int i = 0; i < kPerLane; ++i) {
       if (v[i] > best) {  // ascending ids per lane: the first maximum is the lowest id
         best = v[i];
         best_e = i * 32 + lane;
@@ -66,12 +66,18 @@ __device__ __forceinline__ void warp_route(Get get, int E, int top_k, int lane, 
       weight = best;
     }
 #pragma unroll
-    for (int i = 0; i < kRoutePerLane; ++i) {
+    for (int i = 0; i < kPerLane; ++i) {
       if (i * 32 + lane == best_e) v[i] = -2.0f;
     }
   }
   weight /= top_sum;
 }
+
+// Decode of one or two sequences: so few small-regime work items that the
+// gate_up kernel fills the GPU with about two blocks per SM. It then splits K
+// over more warps per block, so that each warp has a shorter chain of
+// dependent weight loads.
+inline bool few_items(const MoeSmallParams& p) { return p.plan.max_items <= 24; }
 
 // Exclusive prefix sums over up to kMoeMaxExperts entries of N counters, by a
 // block of 256 threads, each owning 4 consecutive entries: value(e, c) is

@@ -32,7 +32,12 @@ constexpr int kSmallPairs = kMoeSmallMaxTokens * kMoeMaxTopK;
 // Block b, warp w: router row 8b + w (row E is the shared-expert gate) dotted
 // with every token's x (staged in shared memory), rounded to bf16 as the
 // linear op rounds. The last block to finish routes every token and writes
-// the plan (launch/moe.h).
+// the plan (launch/moe.h). The code is kept small (tokens in rolled tiles,
+// kPerLane = the smallest per-lane logit count that holds E): unrolled over
+// every token and 1024 experts it outgrew the instruction cache, whose misses
+// then took most of a decode step's routing time. kMaxT = 1 is the batch-1
+// instance (no tile loop overhead), 4 serves any other count.
+template <int kMaxT, int kPerLane>
 __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ int s_ids[kSmallPairs];
@@ -53,34 +58,42 @@ __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p)
   const int rows = E + (p.gate != nullptr ? 1 : 0);
   if (row < rows) {
     const uint16_t* w = row < E ? p.router + static_cast<int64_t>(row) * H : p.gate;
-    float acc[kMoeSmallMaxTokens];
+    // Tokens in tiles of kTile (a rolled loop), so that the code stays small
+    // for any token count; a tile re-reads the row (from L2 after the first).
+    constexpr int kTile = kMaxT < 4 ? kMaxT : 4;
+#pragma unroll 1
+    for (int t0 = 0; t0 < T; t0 += kTile) {
+      float acc[kTile];
 #pragma unroll
-    for (int t = 0; t < kMoeSmallMaxTokens; ++t) acc[t] = 0.0f;
-    for (int c0 = 0; c0 < chunks; c0 += 32 * 8) {
-      uint4 wv[8];
+      for (int u = 0; u < kTile; ++u) acc[u] = 0.0f;
+      for (int c0 = 0; c0 < chunks; c0 += 32 * 8) {
+        uint4 wv[8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int c = c0 + j * 32 + lane;
-        wv[j] = ld_stream(w + c * 8, c < chunks);
-      }
+        for (int j = 0; j < 8; ++j) {
+          const int c = c0 + j * 32 + lane;
+          wv[j] = ld_stream(w + c * 8, c < chunks);
+        }
 #pragma unroll
-      for (int t = 0; t < kMoeSmallMaxTokens; ++t) {
-        if (t < T) {
-          float s = acc[t];
+        for (int u = 0; u < kTile; ++u) {
+          const int t = t0 + u;
+          if (t < T) {
+            float s = acc[u];
 #pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            const int c = c0 + j * 32 + lane;
-            if (c < chunks) s = dot8(wv[j], xs[t * chunks + c], s);
+            for (int j = 0; j < 8; ++j) {
+              const int c = c0 + j * 32 + lane;
+              if (c < chunks) s = dot8(wv[j], xs[t * chunks + c], s);
+            }
+            acc[u] = s;
           }
-          acc[t] = s;
         }
       }
-    }
 #pragma unroll
-    for (int t = 0; t < kMoeSmallMaxTokens; ++t) {
-      if (t < T) {
-        const float v = warp_sum(acc[t]);
-        if (lane == 0) p.logits[t * (E + 1) + row] = round_bf(v);
+      for (int u = 0; u < kTile; ++u) {
+        const int t = t0 + u;
+        if (t < T) {
+          const float v = warp_sum(acc[u]);
+          if (lane == 0) p.logits[t * (E + 1) + row] = round_bf(v);
+        }
       }
     }
   }
@@ -96,7 +109,7 @@ __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p)
   for (int t = warp; t < T; t += kSmallRouteWarps) {
     int id;
     float wt;
-    warp_route([&](int e) { return __ldcg(lg + t * (E + 1) + e); }, E, k, lane, id, wt);
+    warp_route<kPerLane>([&](int e) { return __ldcg(lg + t * (E + 1) + e); }, E, k, lane, id, wt);
     if (lane < k) {
       s_ids[t * k + lane] = id;
       s_w[t * k + lane] = wt;
@@ -249,6 +262,28 @@ __global__ void __launch_bounds__(256) plan_grouped_kernel(MoePlanGroupedParams 
   }
 }
 
+template <int kMaxT, int kPerLane>
+void launch_route_small_instance(const MoeRouteSmallParams& p, cudaStream_t stream) {
+  const size_t smem = static_cast<size_t>(p.tokens) * p.hidden * 2;
+  static size_t configured = 0;  // per instance
+  if (smem > configured) {
+    cudaFuncSetAttribute(route_small_kernel<kMaxT, kPerLane>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(smem));
+    configured = smem;
+  }
+  const int rows = p.experts + (p.gate != nullptr ? 1 : 0);
+  route_small_kernel<kMaxT, kPerLane><<<ceil_div(rows, kSmallRouteWarps), 256, smem, stream>>>(p);
+}
+
+template <int kMaxT>
+void launch_route_small(const MoeRouteSmallParams& p, cudaStream_t stream) {
+  if (p.experts <= 32 * 8) {
+    launch_route_small_instance<kMaxT, 8>(p, stream);
+  } else {
+    launch_route_small_instance<kMaxT, moe_detail::kRoutePerLane>(p, stream);
+  }
+}
+
 }  // namespace
 
 void launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {
@@ -257,14 +292,8 @@ void launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {
 }
 
 void launch_moe_route_small(const MoeRouteSmallParams& p, cudaStream_t stream) {
-  const size_t smem = static_cast<size_t>(p.tokens) * p.hidden * 2;
-  static size_t configured = 0;
-  if (smem > configured) {
-    cudaFuncSetAttribute(route_small_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    configured = smem;
-  }
-  const int rows = p.experts + (p.gate != nullptr ? 1 : 0);
-  route_small_kernel<<<ceil_div(rows, kSmallRouteWarps), 256, smem, stream>>>(p);
+  if (p.tokens <= 1) return launch_route_small<1>(p, stream);
+  launch_route_small<4>(p, stream);
 }
 
 void launch_moe_route_grouped(const MoeRouteGroupedParams& p, cudaStream_t stream) {

@@ -8,12 +8,13 @@
 namespace hyllm::cuda {
 namespace {
 
+using moe_detail::few_items;
 using moe_detail::ld_stream;
 using moe_detail::ld_vec;
 using moe_detail::mma_k32;
 
 constexpr int kUpCols = 16;   // intermediate columns per up block
-constexpr int kUpWarps = 4;   // split K
+// Warps per up block (the K split): 16 for few work items, else 4 (few_items).
 constexpr int kUpUnroll = 4;  // 32-wide k windows in flight per warp
 constexpr int kDownRows = 16; // output columns per down block
 constexpr int kDownWarps = 8;
@@ -23,6 +24,7 @@ constexpr int kDownUnroll = 8;
 // and up rows [I + n0, I + n0 + 16) of its expert; warps split K and their
 // partial sums are added in warp order; SwiGLU of the bf16-rounded gate and
 // up values goes to the item's hidden rows.
+template <int kUpWarps>
 __global__ void __launch_bounds__(kUpWarps * 32) up_small_kernel(MoeSmallParams p) {
   const int item = blockIdx.x;
   if (item >= *p.plan.num_items) return;
@@ -148,7 +150,11 @@ __global__ void __launch_bounds__(kDownWarps * 32) down_small_kernel(MoeSmallPar
 void launch_moe_up_small(const MoeSmallParams& p, cudaStream_t stream) {
   const int inter = p.w.inter > p.w.shared_inter ? p.w.inter : p.w.shared_inter;
   dim3 grid(p.plan.max_items, ceil_div(inter, kUpCols));
-  up_small_kernel<<<grid, kUpWarps * 32, 0, stream>>>(p);
+  if (few_items(p)) {
+    up_small_kernel<16><<<grid, 16 * 32, 0, stream>>>(p);
+  } else {
+    up_small_kernel<4><<<grid, 4 * 32, 0, stream>>>(p);
+  }
 }
 
 void launch_moe_down_small(const MoeSmallParams& p, cudaStream_t stream) {

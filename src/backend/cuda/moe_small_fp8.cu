@@ -13,11 +13,11 @@
 namespace hyllm::cuda {
 namespace {
 
+using moe_detail::few_items;
 using moe_detail::ld_stream;
 using moe_detail::ld_vec;
 
-constexpr int kUpCols = 16;
-constexpr int kUpWarps = 4;
+constexpr int kUpCols = 16;  // warps per up block: 16 for few work items, else 4
 constexpr int kDownRows = 16;
 constexpr int kDownWarps = 8;
 constexpr int kBlock = 128;  // FP8 scale block (columns)
@@ -48,6 +48,7 @@ __device__ __forceinline__ uint32_t e4m3x4(float a, float b, float c, float d) {
 // Block (item, 16 intermediate columns), warps splitting the 128-column
 // blocks of K: gate rows [n0, n0 + 16) and up rows [I + n0, ...) of the
 // item's expert times its tokens' codes; SwiGLU of the bf16-rounded sums.
+template <int kUpWarps>
 __global__ void __launch_bounds__(kUpWarps * 32) up_small_fp8_kernel(MoeSmallParams p) {
   const int item = blockIdx.x;
   if (item >= *p.plan.num_items) return;
@@ -223,7 +224,11 @@ __global__ void __launch_bounds__(kDownWarps * 32) down_small_fp8_kernel(MoeSmal
 void launch_moe_up_small_fp8(const MoeSmallParams& p, cudaStream_t stream) {
   const int inter = p.w.inter > p.w.shared_inter ? p.w.inter : p.w.shared_inter;
   dim3 grid(p.plan.max_items, ceil_div(inter, kUpCols));
-  up_small_fp8_kernel<<<grid, kUpWarps * 32, 0, stream>>>(p);
+  if (few_items(p)) {
+    up_small_fp8_kernel<16><<<grid, 16 * 32, 0, stream>>>(p);
+  } else {
+    up_small_fp8_kernel<4><<<grid, 4 * 32, 0, stream>>>(p);
+  }
 }
 
 void launch_moe_down_small_fp8(const MoeSmallParams& p, cudaStream_t stream) {

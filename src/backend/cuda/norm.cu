@@ -6,6 +6,11 @@
 namespace hyllm::cuda {
 namespace {
 
+// Rows up to which rms_norm takes the register form.
+constexpr int kRegisterFormMaxRows = 256;
+// Warps (heads) per block of the warp-per-head gated RMSNorm.
+constexpr int kHeadWarps = 4;
+
 // One block per row. The row's (rounded) residual sum is kept in shared memory
 // as bf16, which is exact because the op rounds it to bf16 anyway; with an FP8
 // output each thread then overwrites its own elements there with the bf16
@@ -63,33 +68,144 @@ __global__ void rms_norm_kernel(RmsNormParams p) {
   }
 }
 
-// One warp per (row, head).
+// Weight values w[i .. i+N-1] (N = 4 or 8) as floats, vectorised when
+// aligned; columns at and beyond n read as zero.
+template <int N>
+__device__ __forceinline__ void load_weights(const void* w, bool is_f32, int i, int n, float (&o)[N]) {
+  if (i + N <= n && is_f32 && (reinterpret_cast<uintptr_t>(static_cast<const float*>(w) + i) & 15) == 0) {
+#pragma unroll
+    for (int q = 0; q < N / 4; ++q) {
+      const float4 f = reinterpret_cast<const float4*>(static_cast<const float*>(w) + i)[q];
+      o[4 * q] = f.x, o[4 * q + 1] = f.y, o[4 * q + 2] = f.z, o[4 * q + 3] = f.w;
+    }
+  } else if (i + N <= n && !is_f32 && (reinterpret_cast<uintptr_t>(static_cast<const uint16_t*>(w) + i) & (2 * N - 1)) == 0) {
+    uint32_t raw[N / 2];
+    if constexpr (N == 8) {
+      const uint4 r = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(w) + i);
+      raw[0] = r.x, raw[1] = r.y, raw[2] = r.z, raw[3] = r.w;
+    } else {
+      const uint2 r = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(w) + i);
+      raw[0] = r.x, raw[1] = r.y;
+    }
+#pragma unroll
+    for (int q = 0; q < N / 2; ++q) {
+      o[2 * q] = __uint_as_float(raw[q] << 16);
+      o[2 * q + 1] = __uint_as_float(raw[q] & 0xffff0000u);
+    }
+  } else {
+#pragma unroll
+    for (int q = 0; q < N; ++q) o[q] = i + q < n ? load_float(w, is_f32, i + q) : 0.0f;
+  }
+}
+
+__device__ __forceinline__ void unpack8(const uint4& r, float (&v)[8]) {
+  const uint32_t words[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    v[2 * q] = __uint_as_float(words[q] << 16);
+    v[2 * q + 1] = __uint_as_float(words[q] & 0xffff0000u);
+  }
+}
+
+// Packs 8 bf16-exact floats.
+__device__ __forceinline__ uint4 pack8(const float (&v)[8]) {
+  uint32_t w[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) w[q] = __float_as_uint(v[2 * q]) >> 16 | (__float_as_uint(v[2 * q + 1]) & 0xffff0000u);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// The register form, for few rows: one block per row with enough threads that
+// each holds CH chunks of 8 columns (chunk c = threadIdx.x + j * blockDim.x)
+// in registers from the load to the store, so there is one pass over global
+// memory and no shared-memory row; all warps quantise (16 lanes per group).
+// Needs width % 8 == 0 and 16-byte aligned x, out, residual_in, residual_out.
+template <int CH>
+__global__ void __launch_bounds__(1024) rms_norm_regs_kernel(RmsNormParams p) {
+  __shared__ float red[32];
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * p.width;
+  const int chunks = p.width / 8;
+  float v[CH][8];
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int j = 0; j < CH; ++j) {
+    const int c = threadIdx.x + j * blockDim.x;
+#pragma unroll
+    for (int q = 0; q < 8; ++q) v[j][q] = 0.0f;
+    if (c >= chunks) continue;
+    const int64_t at = base + 8 * c;
+    unpack8(*reinterpret_cast<const uint4*>(p.x + at), v[j]);
+    if (p.residual_in) {
+      float r[8];
+      unpack8(*reinterpret_cast<const uint4*>(p.residual_in + at), r);
+#pragma unroll
+      for (int q = 0; q < 8; ++q) v[j][q] = round_bf(v[j][q] + r[q]);
+    }
+    if (p.residual_out) *reinterpret_cast<uint4*>(p.residual_out + at) = pack8(v[j]);
+#pragma unroll
+    for (int q = 0; q < 8; ++q) sum_sq += v[j][q] * v[j][q];
+  }
+  sum_sq = block_sum(sum_sq, red);
+  const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(p.width) + p.eps);
+#pragma unroll
+  for (int j = 0; j < CH; ++j) {
+    const int c = threadIdx.x + j * blockDim.x;
+    float o[8] = {};
+    if (c < chunks) {
+      float w[8];
+      load_weights<8>(p.weight, p.weight_f32, 8 * c, p.width, w);
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const float wq = p.plus_one ? w[q] + 1.0f : w[q];
+        o[q] = round_bf(__fmul_rn(__fmul_rn(v[j][q], inv), wq));
+      }
+      if (p.out) *reinterpret_cast<uint4*>(p.out + base + 8 * c) = pack8(o);
+    }
+    if (p.fp8.q) quantize_group_regs<8>(o, 8 * c, blockIdx.x, p.fp8);
+  }
+}
+
+// One warp per (row, head): lane l holds columns 4l .. 4l+3 of each 128
+// columns of the head. With FP8 (head_dim a multiple of 128, so the loop is
+// uniform over the warp) each warp quantises its head's groups from registers.
+template <bool FP8>
 __global__ void gated_rms_norm_kernel(GatedRmsNormParams p) {
   const int warps = blockDim.x / 32;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * warps + threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
   if (item >= static_cast<int64_t>(p.rows) * p.num_heads) return;
-  const int64_t t = item / p.num_heads, h = item % p.num_heads;
+  const int t = static_cast<int>(item / p.num_heads), h = static_cast<int>(item % p.num_heads);
   const int64_t W = static_cast<int64_t>(p.num_heads) * p.head_dim;
-  const uint16_t* x = p.x + t * W + h * p.head_dim;
-  const uint16_t* z = p.z + t * p.z_stride + h * p.head_dim;
-  uint16_t* out = p.out + t * W + h * p.head_dim;
+  const uint16_t* x = p.x + t * W + static_cast<int64_t>(h) * p.head_dim;
+  const uint16_t* z = p.z + t * p.z_stride + static_cast<int64_t>(h) * p.head_dim;
+  uint16_t* out = p.out ? p.out + t * W + static_cast<int64_t>(h) * p.head_dim : nullptr;
   float sum_sq = 0.0f;
-  for (int d = lane; d < p.head_dim; d += 32) {
-    const float v = bf2f(x[d]);
-    sum_sq += v * v;
+  for (int d = 4 * lane; d < p.head_dim; d += 128) {
+    float v[4];
+    load4_bf16(x, d, p.head_dim, v);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) sum_sq += v[i] * v[i];
   }
   sum_sq = warp_sum(sum_sq);
   const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(p.head_dim) + p.eps);
-  for (int d = lane; d < p.head_dim; d += 32) {
-    const float n = round_bf(__fmul_rn(bf2f(x[d]), inv));
-    const float w = load_float(p.weight, p.weight_f32, d);
-    out[d] = f2bf(__fmul_rn(__fmul_rn(n, w), silu(bf2f(z[d]))));
+  for (int d = 4 * lane; d < p.head_dim; d += 128) {
+    float xv[4], zv[4], w[4], o[4];
+    load4_bf16(x, d, p.head_dim, xv);
+    load4_bf16(z, d, p.head_dim, zv);
+    load_weights<4>(p.weight, p.weight_f32, d, p.head_dim, w);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float n = round_bf(__fmul_rn(xv[i], inv));
+      o[i] = d + i < p.head_dim ? round_bf(__fmul_rn(__fmul_rn(n, w[i]), silu(zv[i]))) : 0.0f;
+    }
+    if (out) store4_bf16(out, d, p.head_dim, o);
+    if constexpr (FP8) quantize_group_regs<4>(o, h * p.head_dim + d, t, p.fp8);
   }
 }
 
-// The FP8-output form: one block per row, a warp per head; the bf16 results
-// go to shared memory (and to out when given), then the block quantises them.
+// The FP8-output form when a quantisation group spans heads (head_dim not a
+// multiple of 128): one block per row, a warp per head; the bf16 results go to
+// shared memory (and to out when given), then the block quantises them.
 __global__ void gated_rms_norm_fp8_kernel(GatedRmsNormParams p) {
   extern __shared__ uint16_t s_row[];
   const int t = blockIdx.x, lane = threadIdx.x & 31;
@@ -125,7 +241,20 @@ void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
                    reinterpret_cast<uintptr_t>(p.out) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(p.residual_in) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(p.residual_out) % 16 == 0;
-  if (vec) {
+  // The register form up to kRegisterFormMaxRows rows (decode and small
+  // batches, where one block per row must be as short as possible); beyond,
+  // the shared-memory form with fewer threads per row.
+  const int chunks = p.width / 8, chunks_per_thread = (chunks + 1023) / 1024;
+  if (vec && p.rows <= kRegisterFormMaxRows && chunks_per_thread <= 3) {
+    const int threads = ceil_div(ceil_div(chunks, chunks_per_thread), 32) * 32;
+    if (chunks_per_thread == 1) {
+      rms_norm_regs_kernel<1><<<p.rows, threads, 0, stream>>>(p);
+    } else if (chunks_per_thread == 2) {
+      rms_norm_regs_kernel<2><<<p.rows, threads, 0, stream>>>(p);
+    } else {
+      rms_norm_regs_kernel<3><<<p.rows, threads, 0, stream>>>(p);
+    }
+  } else if (vec) {
     const int threads = p.width >= 2048 ? 256 : 128;
     if (smem > 48 * 1024) cudaFuncSetAttribute(rms_norm_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     rms_norm_kernel<8><<<p.rows, threads, smem, stream>>>(p);
@@ -138,6 +267,10 @@ void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
 void launch_gated_rms_norm(const GatedRmsNormParams& p, cudaStream_t stream) {
   const int64_t items = static_cast<int64_t>(p.rows) * p.num_heads;
   if (items == 0) return;
+  if (p.fp8.enabled() && p.head_dim % kFp8Group == 0) {
+    gated_rms_norm_kernel<true><<<ceil_div(items, kHeadWarps), kHeadWarps * 32, 0, stream>>>(p);
+    return;
+  }
   if (p.fp8.enabled()) {
     const size_t smem = static_cast<size_t>(p.num_heads) * p.head_dim * 2;
     if (smem > 48 * 1024)
@@ -145,8 +278,7 @@ void launch_gated_rms_norm(const GatedRmsNormParams& p, cudaStream_t stream) {
     gated_rms_norm_fp8_kernel<<<p.rows, 256, smem, stream>>>(p);
     return;
   }
-  const int warps = 8;
-  gated_rms_norm_kernel<<<ceil_div(items, warps), warps * 32, 0, stream>>>(p);
+  gated_rms_norm_kernel<false><<<ceil_div(items, kHeadWarps), kHeadWarps * 32, 0, stream>>>(p);
 }
 
 }  // namespace hyllm::cuda

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Nsight Compute's full section set for a few kernels of a decode step, on
+# the GPU machine, cheaply: ncu replays each profiled kernel and must save and
+# restore all device memory to do so, which takes minutes with a real-scale
+# model's tens of GB of weights. So this runs bench_cuda_step (random
+# weights, tests/cuda/bench) on a copy of a real config cut to 4 layers (3 GDN
+# + 1 attention: every kernel kind of the model at its real shapes; fewer with
+# HYLLM_NCU_LAYERS=N, e.g. 1 for the MoE kernels alone) with a small
+# context, and profiles the launches matching a regex after the first
+# HYLLM_NCU_SKIP of them (default 0; warm ones are more telling).
+#
+#   HYLLM_BENCH_STEP=path/to/bench_cuda_step tools/cuda/ncu_detail.sh CONFIG REGEX [COUNT] [-- bench args]
+#   e.g. HYLLM_NCU_SKIP=24 tools/cuda/ncu_detail.sh qwen3_5_35b_a3b 'route_small|up_small|down_small' 3
+# (default bench args: --prefill 1 --context 256 --batches 1 --moe-tokens 1 --iters 2)
+# Writes $OUT/ncu_<config>.txt and prints the headline rows per kernel.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+OUT=${OUT:-/tmp/hyllm-ncu}
+mkdir -p "$OUT"
+CFG=$1 REGEX=$2 COUNT=${3:-3}
+shift $(( $# >= 3 ? 3 : $# )); [[ ${1:-} == -- ]] && shift
+ARGS=("$@")
+[[ ${#ARGS[@]} -gt 0 ]] || ARGS=(--prefill 1 --context 256 --batches 1 --moe-tokens 1 --iters 2)
+BENCH=${HYLLM_BENCH_STEP:-$ROOT/build-cuda/tests/cuda/bench_cuda_step}
+CUT=$OUT/config_$CFG
+mkdir -p "$CUT"
+python3 - "tests/data/configs/$CFG/config.json" "$CUT/config.json" "${HYLLM_NCU_LAYERS:-4}" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+t = c.get("text_config", c)
+n = int(sys.argv[3])
+t["num_hidden_layers"] = n
+if t.get("layer_types"):
+    t["layer_types"] = t["layer_types"][:n]
+json.dump(c, open(sys.argv[2], "w"), indent=1)
+PY
+ncu --clock-control none --set full -k "regex:$REGEX" --launch-skip "${HYLLM_NCU_SKIP:-0}" --launch-count "$COUNT" \
+  --log-file "$OUT/ncu_$CFG.txt" "$BENCH" "$CUT" "${ARGS[@]}" > "$OUT/bench_$CFG.log" 2>&1
+echo "ncu rc=$?"
+grep -E "^  [a-zA-Z_].*\(|^    (Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per Thread|One or More Eligible|L2 Hit Rate|Theoretical Occupancy|Warp Cycles Per Issued Instruction|Block Size|Grid Size) " \
+  "$OUT/ncu_$CFG.txt" | head -${HYLLM_NCU_LINES:-80}

@@ -387,6 +387,7 @@ struct GdnConvArgs {
   TensorView out;                // [T, C] bf16
   TensorView spec_states;        // optional [num_slots, K_spec, K - 1, C] bf16
   StateSaveArgs save;            // optional: the window after save_lens[s] tokens
+  int64_t max_query_len = 0;     // host hint, the most tokens of any sequence; 0 = unknown
 };
 void gdn_conv(Backend& be, const GdnConvArgs& a);
 

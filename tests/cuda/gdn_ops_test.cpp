@@ -51,6 +51,48 @@ TEST_F(CudaOpTest, GdnConv) {
   }
 }
 
+// The real layers' conv widths (27B: 2 * 16 * 128 + 48 * 128 channels; 35B-A3B:
+// 2 * 16 * 128 + 32 * 128) at decode batches 1, 8 and 32 and in verify steps.
+// On CUDA one launch runs calls of up to 32 tokens or, with the host hint, of
+// sequences of up to 8 tokens (the batch-32 verify step); the others two.
+TEST_F(CudaOpTest, GdnConvDecodeShapes) {
+  Rng rng(seed_);
+  const int64_t K = 4;
+  struct Case {
+    std::vector<int64_t> lens;
+    int64_t hint;
+  };
+  const std::vector<Case> cases{{std::vector<int64_t>(1, 1), 1},
+                                {std::vector<int64_t>(8, 1), 1},
+                                {std::vector<int64_t>(32, 1), 1},
+                                {std::vector<int64_t>(32, 4), 4},
+                                {{4, 4, 0, 4, 4, 4, 4, 4, 3}, 0},
+                                {{4, 4, 4, 4, 4, 4, 4, 4, 1}, 0},
+                                {{4, 4, 4, 4, 4, 4, 4, 4, 1, 9}, 9}};
+  for (const int64_t C : {int64_t{10240}, int64_t{8192}}) {
+    for (const Case& c : cases) {
+      const int64_t slots = static_cast<int64_t>(c.lens.size()) + 2;
+      const Batch b = make_batch(rng, c.lens, slots);
+      HostTensor x = bf16_tensor({b.T, C}), w = bf16_tensor({C, 1, K}), st = bf16_tensor({slots, K - 1, C});
+      HostTensor out = bf16_tensor({b.T, C});
+      x.fill_normal(rng, 2.0);
+      w.fill_normal(rng, 0.5);
+      st.fill_normal(rng, 2.0);
+      HostTensor qsl = i32_tensor(b.qsl), idx = i32_tensor(b.slots), init = i32_tensor(b.init);
+      Mirror dx(*gpu_, x), dw(*gpu_, w), dst(*gpu_, st), dout(*gpu_, out), dqsl(*gpu_, qsl), didx(*gpu_, idx),
+          dinit(*gpu_, init);
+      dout.poison();
+      GdnConvArgs ca{x.view(), w.view(), st.view(), qsl.view(), idx.view(), init.view(), out.view()};
+      GdnConvArgs ga{dx.view(), dw.view(), dst.view(), dqsl.view(), didx.view(), dinit.view(), dout.view()};
+      ca.max_query_len = ga.max_query_len = c.hint;
+      gdn_conv(*cpu_, ca);
+      gdn_conv(*gpu_, ga);
+      expect_close("gdn_conv decode shapes out", dout, out, kTolElementwise);
+      expect_equal("gdn_conv decode shapes state", dst, st);
+    }
+  }
+}
+
 struct DeltaCase {
   const char* name;
   int64_t Hk, Hv, Dk, Dv;
@@ -82,7 +124,7 @@ TEST_P(DeltaRuleTest, MatchesCpu) {
                   const TensorView& s, const TensorView& qs, const TensorView& ix, const TensorView& in,
                   const TensorView& o) {
     // The host hint picks the kernels on CUDA: for the recurrent algorithm 1
-    // the direct decode kernel, more the staged one; for the chunked one, 0
+    // the decode kernel, more the staged one; for the chunked one, 0
     // (unknown) or at least 64 tokens the tensor-core kernels for sequences of
     // 64 tokens or more and the recurrence for the rest.
     const int64_t longest = *std::max_element(c.lens.begin(), c.lens.end());
@@ -106,6 +148,21 @@ TEST_P(DeltaRuleTest, MatchesCpu) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, DeltaRuleTest,
     ::testing::Values(DeltaCase{"decode_27b_heads", 16, 48, 128, 128, {1, 1, 1}, DeltaRuleAlgorithm::kRecurrent},
+                      DeltaCase{"decode_27b_b1", 16, 48, 128, 128, {1}, DeltaRuleAlgorithm::kRecurrent},
+                      DeltaCase{"decode_27b_b8", 16, 48, 128, 128, std::vector<int64_t>(8, 1),
+                                DeltaRuleAlgorithm::kRecurrent},
+                      DeltaCase{"decode_27b_b32", 16, 48, 128, 128, std::vector<int64_t>(32, 1),
+                                DeltaRuleAlgorithm::kRecurrent},
+                      DeltaCase{"decode_35b_b1", 16, 32, 128, 128, {1}, DeltaRuleAlgorithm::kRecurrent},
+                      DeltaCase{"decode_35b_b8", 16, 32, 128, 128, std::vector<int64_t>(8, 1),
+                                DeltaRuleAlgorithm::kRecurrent},
+                      DeltaCase{"decode_35b_b32", 16, 32, 128, 128, std::vector<int64_t>(32, 1),
+                                DeltaRuleAlgorithm::kRecurrent},
+                      DeltaCase{"verify_27b_4tokens", 16, 48, 128, 128, {4, 2, 0, 4}, DeltaRuleAlgorithm::kRecurrent},
+                      // Dk % 4 != 0: the decode kernel's scalar element mapping.
+                      DeltaCase{"decode_dk18_dv17", 2, 4, 18, 17, {1, 3, 2}, DeltaRuleAlgorithm::kRecurrent},
+                      // Odd Dv cannot be staged: 9 tokens in the decode kernel (three groups of 4 prepared tokens).
+                      DeltaCase{"recurrent_dk20_dv17_long", 1, 2, 20, 17, {9, 1}, DeltaRuleAlgorithm::kRecurrent},
                       DeltaCase{"prefill_chunks", 2, 4, 64, 32, {150, 1, 64}, DeltaRuleAlgorithm::kChunked},
                       DeltaCase{"ratio3_small", 2, 6, 16, 32, {7, 0, 70}, DeltaRuleAlgorithm::kChunked},
                       DeltaCase{"odd_dims", 2, 2, 24, 24, {33, 2}, DeltaRuleAlgorithm::kRecurrent},
@@ -124,7 +181,7 @@ INSTANTIATE_TEST_SUITE_P(
 // Speculative verify steps: the conv windows and recurrent states saved after
 // each token of a chunk of at most K + 1 tokens (none for a longer chunk in
 // the same step), and select_state's rollback, against the CPU reference.
-// Verify chunks of 2..5 tokens run the direct kernel (hint <= 4) or the
+// Verify chunks of 2..5 tokens run the decode kernel (hint <= 4) or the
 // staged one (hint 5).
 TEST_F(CudaOpTest, SpeculativeStatesAndRollback) {
   Rng rng(seed_);
@@ -288,6 +345,60 @@ TEST_F(CudaOpTest, PrefixCacheStateSave) {
                                             << seed_ << ")";
     }
   }
+}
+
+// Prefix-cache saves in short sequences of a decode-sized call: on CUDA the
+// one-launch conv kernel and the decode kernel of the recurrence (hint <= 4)
+// write them. Saves after the first token, inside a sequence and at its end.
+TEST_F(CudaOpTest, PrefixCacheStateSaveDecode) {
+  Rng rng(seed_);
+  const int64_t Hk = 16, Hv = 48, Dk = 128, Dv = 128, C = 2 * Hk * Dk + Hv * Dv, KC = 4;
+  const std::vector<int64_t> lens{3, 1, 4, 2}, save_lens{1, 0, 4, 1};
+  const int64_t S = static_cast<int64_t>(lens.size()), slots = 2 * S;
+  const Batch b = make_batch(rng, lens, S);  // own slots in [0, S); saves go to [S, 2S)
+  std::vector<int64_t> save_slots;
+  for (int64_t s = 0; s < S; ++s) save_slots.push_back(save_lens[s] > 0 ? S + (s * 3) % S : -1);
+  HostTensor x = bf16_tensor({b.T, C}), w = bf16_tensor({C, 1, KC}), conv = bf16_tensor({slots, KC - 1, C}),
+             conv_out = bf16_tensor({b.T, C});
+  HostTensor ab = bf16_tensor({b.T, 2 * Hv}), A_log = f32_tensor({Hv}), dt = bf16_tensor({Hv}),
+             state = f32_tensor({slots, Hv, Dv, Dk}), out = bf16_tensor({b.T, Hv * Dv});
+  x.fill_normal(rng, 2.0);
+  w.fill_normal(rng, 0.5);
+  conv.fill_normal(rng, 2.0);
+  ab.fill_normal(rng, 1.5);
+  A_log.fill_uniform(rng, -1.0, 1.0);
+  dt.fill_normal(rng, 0.5);
+  state.fill_normal(rng, 0.1);
+  HostTensor qsl = i32_tensor(b.qsl), idx = i32_tensor(b.slots), init = i32_tensor(b.init),
+             ss = i32_tensor(save_slots), sn = i32_tensor(save_lens);
+  Mirror dx(*gpu_, x), dw(*gpu_, w), dconv(*gpu_, conv), dconv_out(*gpu_, conv_out), dab(*gpu_, ab),
+      dA(*gpu_, A_log), ddt(*gpu_, dt), dstate(*gpu_, state), dout(*gpu_, out), dqsl(*gpu_, qsl), didx(*gpu_, idx),
+      dinit(*gpu_, init), dss(*gpu_, ss), dsn(*gpu_, sn);
+  dout.poison();
+  dconv_out.poison();
+  GdnConvArgs cc{x.view(), w.view(), conv.view(), qsl.view(), idx.view(), init.view(), conv_out.view()};
+  cc.save = {ss.view(), sn.view()};
+  GdnConvArgs gc{dx.view(), dw.view(), dconv.view(), dqsl.view(), didx.view(), dinit.view(), dconv_out.view()};
+  gc.save = {dss.view(), dsn.view()};
+  cc.max_query_len = gc.max_query_len = 4;
+  gdn_conv(*cpu_, cc);
+  gdn_conv(*gpu_, gc);
+  expect_close("decode save gdn_conv out", dconv_out, conv_out, kTolElementwise);
+  expect_equal("decode save gdn_conv states and saved windows", dconv, conv);
+  auto args = [&](const TensorView& q, const TensorView& abv, const TensorView& A, const TensorView& d,
+                  const TensorView& st, const TensorView& qs, const TensorView& ix, const TensorView& in,
+                  const TensorView& o, const TensorView& sslots, const TensorView& slens) {
+    GatedDeltaRuleArgs a{q, ColSlice(abv, Hv, Hv), ColSlice(abv, 0, Hv), A, d, st, qs, ix, in, o,
+                         Hk, Hv, Dk, Dv, DeltaRuleAlgorithm::kRecurrent, 4};
+    a.save = {sslots, slens};
+    return a;
+  };
+  gated_delta_rule(*cpu_, args(conv_out.view(), ab.view(), A_log.view(), dt.view(), state.view(), qsl.view(),
+                               idx.view(), init.view(), out.view(), ss.view(), sn.view()));
+  gated_delta_rule(*gpu_, args(dconv_out.view(), dab.view(), dA.view(), ddt.view(), dstate.view(), dqsl.view(),
+                               didx.view(), dinit.view(), dout.view(), dss.view(), dsn.view()));
+  expect_close("decode save gated_delta_rule out", dout, out, kTolDeltaOut);
+  expect_close("decode save gated_delta_rule states and saved states", dstate, state, kTolDeltaState);
 }
 
 }  // namespace

@@ -103,6 +103,7 @@ void CudaKernels::gdn_conv(const GdnConvArgs& a) {
   p.num_seqs = to_int(a.state_indices.dim(0), "sequences");
   p.channels = to_int(a.weight.dim(0), "channels");
   p.kernel = static_cast<int>(K);
+  p.max_query_len = to_int(a.max_query_len, "max_query_len");
   if (!a.spec_states.empty()) {
     p.spec_states = bf_mut(a.spec_states);
     p.spec_k = to_int(a.spec_states.dim(1), "spec_states K");

@@ -1,6 +1,9 @@
-// The GDN causal depthwise conv1d with its rolling state. Two launches: the
-// outputs (which read the old state), then the state update (which
-// overwrites it); one kernel could not do both without a grid-wide barrier.
+// The GDN causal depthwise conv1d with its rolling state. For prefill, two
+// launches: the outputs (which read the old state, parallel over tokens),
+// then the state update (which overwrites it); one kernel could not do both
+// without a grid-wide barrier. For decode and verify steps (few tokens in
+// all), one launch in which a thread owns one channel of one sequence: its
+// outputs, then its windows.
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/launch/gdn.h"
 
@@ -22,6 +25,33 @@ __device__ __forceinline__ int find_sequence(const int32_t* qsl, int num_seqs, i
   return lo;
 }
 
+// Output (token t, channel c) of the sequence that starts at token `start`
+// in slot `slot` (init: whether it continues from the slot's window).
+template <int K>
+__device__ __forceinline__ void conv_token(const GdnConvParams& p, const float (&w)[K], int c, int t, int start,
+                                           int64_t slot, bool init) {
+  float acc = 0.0f;
+#pragma unroll
+  for (int j = 0; j < K; ++j) {
+    const int src = t - (K - 1) + j;  // token index of tap j
+    float v = 0.0f;
+    if (src >= start) {
+      v = bf2f(p.x[static_cast<int64_t>(src) * p.x_stride + c]);
+    } else if (init) {
+      const int hist_row = (K - 1) + (src - start);  // row of conv_state, oldest first
+      if (hist_row >= 0) v = bf2f(p.conv_state[(slot * (K - 1) + hist_row) * p.channels + c]);
+    }
+    acc = __fadd_rn(acc, __fmul_rn(w[j], v));  // unfused, as the CPU reference
+  }
+  p.out[static_cast<int64_t>(t) * p.channels + c] = f2bf(silu(acc));
+}
+
+template <int K>
+__device__ __forceinline__ void load_weights(const GdnConvParams& p, int c, float (&w)[K]) {
+#pragma unroll
+  for (int j = 0; j < K; ++j) w[j] = bf2f(p.weight[static_cast<int64_t>(c) * K + j]);
+}
+
 // Thread = channel; block.y = a run of kTokensPerBlock tokens.
 template <int K>
 __global__ void conv_out_kernel(GdnConvParams p) {
@@ -30,28 +60,13 @@ __global__ void conv_out_kernel(GdnConvParams p) {
   const int t_begin = blockIdx.y * kTokensPerBlock;
   const int t_end = min(p.tokens, t_begin + kTokensPerBlock);
   float w[K];
-#pragma unroll
-  for (int j = 0; j < K; ++j) w[j] = bf2f(p.weight[static_cast<int64_t>(c) * K + j]);
+  load_weights<K>(p, c, w);
   int s = find_sequence(p.query_start_loc, p.num_seqs, t_begin);
   for (int t = t_begin; t < t_end; ++t) {
     while (p.query_start_loc[s + 1] <= t) ++s;
-    const int start = p.query_start_loc[s];
     const int64_t slot = p.state_indices[s];
     const bool init = p.has_initial_state[s] != 0 && slot >= 0 && slot < p.num_slots;
-    float acc = 0.0f;
-#pragma unroll
-    for (int j = 0; j < K; ++j) {
-      const int src = t - (K - 1) + j;  // token index of tap j
-      float v = 0.0f;
-      if (src >= start) {
-        v = bf2f(p.x[static_cast<int64_t>(src) * p.x_stride + c]);
-      } else if (init) {
-        const int hist_row = (K - 1) + (src - start);  // row of conv_state, oldest first
-        if (hist_row >= 0) v = bf2f(p.conv_state[(slot * (K - 1) + hist_row) * p.channels + c]);
-      }
-      acc = __fadd_rn(acc, __fmul_rn(w[j], v));  // unfused, as the CPU reference
-    }
-    p.out[static_cast<int64_t>(t) * p.channels + c] = f2bf(silu(acc));
+    conv_token<K>(p, w, c, t, p.query_start_loc[s], slot, init);
   }
 }
 
@@ -75,17 +90,11 @@ __device__ __forceinline__ void write_window(const GdnConvParams& p, int start, 
   }
 }
 
-// Thread = (sequence, channel): the last K-1 raw rows of history + new inputs.
+// Channel c of sequence s (n tokens from `start`, in a valid slot): the last
+// K-1 raw rows of history + new inputs.
 template <int K>
-__global__ void conv_state_kernel(GdnConvParams p) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  const int s = blockIdx.y;
-  if (c >= p.channels) return;
-  const int start = p.query_start_loc[s], n = p.query_start_loc[s + 1] - start;
-  if (n == 0) return;
-  const int64_t slot = p.state_indices[s];
-  if (slot < 0 || slot >= p.num_slots) return;
-  const bool init = p.has_initial_state[s] != 0;
+__device__ __forceinline__ void conv_windows(const GdnConvParams& p, int c, int s, int start, int n, int64_t slot,
+                                             bool init) {
   uint16_t* st = p.conv_state + slot * (K - 1) * p.channels + c;
   // A verify chunk also saves the window after each token but its last, and
   // a prefix-cache save the window after the first save_lens[s] tokens, both
@@ -103,8 +112,55 @@ __global__ void conv_state_kernel(GdnConvParams p) {
   write_window<K>(p, start, st, init, c, n, st);  // the new state, in place
 }
 
+// Thread = (sequence, channel).
+template <int K>
+__global__ void conv_state_kernel(GdnConvParams p) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  const int s = blockIdx.y;
+  if (c >= p.channels) return;
+  const int start = p.query_start_loc[s], n = p.query_start_loc[s + 1] - start;
+  if (n == 0) return;
+  const int64_t slot = p.state_indices[s];
+  if (slot < 0 || slot >= p.num_slots) return;
+  conv_windows<K>(p, c, s, start, n, slot, p.has_initial_state[s] != 0);
+}
+
+// Thread = (sequence, channel): the outputs of the sequence's tokens, which
+// read the old window, then the windows, which overwrite it. No other thread
+// reads or writes this channel of this slot (sequences own distinct slots; a
+// save slot is one that no sequence of the call uses), so no barrier.
+template <int K>
+__global__ void conv_decode_kernel(GdnConvParams p) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  const int s = blockIdx.y;
+  if (c >= p.channels) return;
+  const int start = p.query_start_loc[s], n = p.query_start_loc[s + 1] - start;
+  if (n == 0) return;
+  const int64_t slot = p.state_indices[s];
+  const bool slot_ok = slot >= 0 && slot < p.num_slots;
+  const bool init = p.has_initial_state[s] != 0;
+  float w[K];
+  load_weights<K>(p, c, w);
+  for (int t = start; t < start + n; ++t) conv_token<K>(p, w, c, t, start, slot, init && slot_ok);
+  if (slot_ok) conv_windows<K>(p, c, s, start, n, slot, init);
+}
+
+// The one-launch kernel runs calls of at most kDecodeMaxTokens tokens, or
+// whose sequences have at most kDecodeMaxQueryLen tokens each (the host
+// hint): a thread then walks at most that many tokens of its sequence.
+// Correct for any call; the bounds keep a long sequence off a serial walk.
+constexpr int kDecodeMaxTokens = 32;
+constexpr int kDecodeMaxQueryLen = 8;
+
 template <int K>
 void launch_k(const GdnConvParams& p, cudaStream_t stream) {
+  const bool short_sequences = p.max_query_len > 0 && p.max_query_len <= kDecodeMaxQueryLen;
+  if (p.tokens <= kDecodeMaxTokens || short_sequences) {
+    // 64 threads a block: at batch 1 the 10240 channels of the 27B layer fill every SM.
+    const int threads = 64;
+    conv_decode_kernel<K><<<dim3(ceil_div(p.channels, threads), p.num_seqs), threads, 0, stream>>>(p);
+    return;
+  }
   const int threads = 128;
   dim3 grid_out(ceil_div(p.channels, threads), ceil_div(p.tokens, kTokensPerBlock));
   conv_out_kernel<K><<<grid_out, threads, 0, stream>>>(p);

@@ -37,7 +37,7 @@ TensorView GatedDeltaNet::forward(Backend& be, Scratch& s, const LayerInput& in,
   TensorView conv_out = s.take(DType::kBF16, Shape{T, conv_dim_});
   const StateSaveArgs save{ctx.state_save_slots, ctx.state_save_lens};
   gdn_conv(be, {qkvz[0], conv_weight_, state.conv, ctx.query_start_loc, ctx.state_indices, ctx.has_initial_state,
-                conv_out, state.spec_conv, save});
+                conv_out, state.spec_conv, save, ctx.max_query_len});
 
   TensorView core = s.take(DType::kBF16, Shape{T, hv_ * dv_});
   GatedDeltaRuleArgs dr;

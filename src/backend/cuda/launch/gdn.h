@@ -26,6 +26,7 @@ struct GdnConvParams {
   int spec_k = 0;
   const int32_t* save_slots = nullptr;  // optional [num_seqs] (ops.h StateSaveArgs)
   const int32_t* save_lens = nullptr;
+  int max_query_len = 0;  // host bound of any sequence's tokens, 0 = unknown
 };
 bool gdn_conv_supported(int kernel);
 void launch_gdn_conv(const GdnConvParams& p, cudaStream_t stream);

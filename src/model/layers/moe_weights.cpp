@@ -189,23 +189,31 @@ StackedExperts load_fp8_tensor(WeightLoader& w, const std::vector<std::string>& 
   std::vector<float> scales;
   for (int64_t e = 0; e < n; ++e) {
     const std::string g = modules[e] + "gate_proj", u = modules[e] + "up_proj", d = modules[e] + "down_proj";
-    codes.assign(static_cast<size_t>(2 * Ip * H), std::byte{0});
+    // Generated (dummy) codes are made where they live; the scales are scalars.
+    const bool codes_filled = Ip == I && fill_on_device(w, {{g + ".weight", expert_view(gu, e).slice_rows(0, I)},
+                                                            {u + ".weight", expert_view(gu, e).slice_rows(I, 2 * I)},
+                                                            {d + ".weight", expert_view(dn, e)}});
+    if (!codes_filled) codes.assign(static_cast<size_t>(2 * Ip * H), std::byte{0});
     scales.assign(static_cast<size_t>(2 * Ipb * Hb), 0.0f);
     for (int part = 0; part < 2; ++part) {
       const std::string& mod = part == 0 ? g : u;
-      auto q = w.read_host(mod + ".weight");
-      std::memcpy(codes.data() + part * Ip * H, q.data(), static_cast<size_t>(I * H));
+      if (!codes_filled) {
+        auto q = w.read_host(mod + ".weight");
+        std::memcpy(codes.data() + part * Ip * H, q.data(), static_cast<size_t>(I * H));
+      }
       std::fill_n(scales.begin() + part * Ipb * Hb, Ipb * Hb, scalar(w, mod + ".weight_scale"));
       scalar(w, mod + ".input_scale");  // validated like every scale, unused (see above)
     }
-    w.backend().copy_to_device(expert_view(gu, e).data(), codes.data(), codes.size());
+    if (!codes_filled) w.backend().copy_to_device(expert_view(gu, e).data(), codes.data(), codes.size());
     w.backend().copy_to_device(expert_view(gus, e).data(), scales.data(), scales.size() * 4);
-    auto q = w.read_host(d + ".weight");
-    codes.assign(static_cast<size_t>(H * Ip), std::byte{0});
-    for (int64_t h = 0; h < H; ++h) std::memcpy(codes.data() + h * Ip, q.data() + h * I, static_cast<size_t>(I));
+    if (!codes_filled) {
+      auto q = w.read_host(d + ".weight");
+      codes.assign(static_cast<size_t>(H * Ip), std::byte{0});
+      for (int64_t h = 0; h < H; ++h) std::memcpy(codes.data() + h * Ip, q.data() + h * I, static_cast<size_t>(I));
+      w.backend().copy_to_device(expert_view(dn, e).data(), codes.data(), codes.size());
+    }
     scales.assign(static_cast<size_t>(Hb * Ipb), scalar(w, d + ".weight_scale"));
     scalar(w, d + ".input_scale");
-    w.backend().copy_to_device(expert_view(dn, e).data(), codes.data(), codes.size());
     w.backend().copy_to_device(expert_view(dns, e).data(), scales.data(), scales.size() * 4);
   }
   return {LinearWeight::fp8_block(gu, gus), LinearWeight::fp8_block(dn, dns), Ip};

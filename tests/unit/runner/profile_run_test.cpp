@@ -138,8 +138,9 @@ void expect_same_through_either_path(const ModelConfig& cfg, uint64_t seed) {
 TEST_P(FillRandom, DummyModelIsTheSameThroughEitherPath) { expect_same_through_either_path(tiny_config(GetParam()), 3); }
 
 // MoE experts in FP8 with whole 128-row blocks (as every real checkpoint):
-// the dummy codes and scales are filled on the device in place, the same
-// bytes the host path pads and uploads.
+// the dummy codes (and block scales; ModelOpt's are scalars read on the host)
+// are filled on the device in place, the same bytes the host path pads and
+// uploads.
 TEST_P(FillRandom, DummyMoeExpertsAreTheSameThroughEitherPath) {
   if (GetParam() == QuantMethod::kNone) GTEST_SKIP() << "BF16 experts have one path";
   ModelConfig cfg = load_model_config(std::filesystem::path(HYLLM_SOURCE_DIR) / "tests/data/tiny_models/moe_flat_fused");

@@ -13,12 +13,12 @@ TEST_F(CudaOpTest, LinearBf16) {
   };
   // Decode and prefill rows, tiny-model and real-model widths, odd sizes.
   // Up to 8 rows and 4096 outputs run on bf16_gemv (the GDN b|a and 35B-A3B
-  // o_proj/out_proj decode shapes among them), the rest on cuBLASLt, as does
-  // a K that is not a multiple of 8.
+  // o_proj/out_proj decode shapes among them), the rest on cuBLASLt, as do a
+  // K that is not a multiple of 8 and an x of more than 96 KB.
   for (const Shape3 s : {Shape3{1, 256, 128}, Shape3{3, 96, 64}, Shape3{8, 1024, 320}, Shape3{32, 640, 512},
                          Shape3{77, 200, 136}, Shape3{300, 512, 1024}, Shape3{1, 5120, 5120}, Shape3{1, 96, 5120},
                          Shape3{1, 2048, 4096}, Shape3{4, 64, 2048}, Shape3{8, 4096, 1024}, Shape3{5, 100, 8200},
-                         Shape3{2, 50, 100}, Shape3{9, 96, 512}}) {
+                         Shape3{2, 50, 100}, Shape3{9, 96, 512}, Shape3{1, 64, 16384}, Shape3{8, 256, 8192}}) {
     SCOPED_TRACE(testing::Message() << "M=" << s.M << " N=" << s.N << " K=" << s.K);
     HostTensor x = bf16_tensor({s.M, s.K}), w = bf16_tensor({s.N, s.K});
     x.fill_normal(rng);

@@ -13,6 +13,8 @@ namespace hyllm::cuda {
 // the copy rate; wider outputs are left to it, which streams those near it.
 inline constexpr int kBf16GemvMaxRows = 8;
 inline constexpr int64_t kBf16GemvMaxOut = 4096;
+// x is staged in shared memory: M * K * 2 bytes at most this.
+inline constexpr int64_t kBf16GemvMaxXBytes = 96 * 1024;
 
 struct Bf16GemvParams {
   const uint16_t* x = nullptr;  // [M, K], rows contiguous
@@ -23,7 +25,8 @@ struct Bf16GemvParams {
 };
 
 // Whether the kernel takes this shape: M <= kBf16GemvMaxRows, N <=
-// kBf16GemvMaxOut, K a multiple of 8 and x, w 16-byte aligned.
+// kBf16GemvMaxOut, K a multiple of 8, M * K * 2 <= kBf16GemvMaxXBytes and
+// x, w 16-byte aligned.
 bool bf16_gemv_fits(const Bf16GemvParams& p);
 void launch_bf16_gemv(const Bf16GemvParams& p, cudaStream_t stream);
 

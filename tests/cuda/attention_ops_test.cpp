@@ -90,10 +90,14 @@ struct AttnCase {
   int64_t len_bound = 0;
 };
 
-class PagedAttentionTest : public CudaOpTest, public ::testing::WithParamInterface<AttnCase> {};
+class PagedAttentionCheck : public CudaOpTest {
+ protected:
+  // Runs case c on both backends (the device twice: the second run on
+  // poisoned scratch and output) and compares.
+  void check(const AttnCase& c);
+};
 
-TEST_P(PagedAttentionTest, MatchesCpu) {
-  const AttnCase& c = GetParam();
+void PagedAttentionCheck::check(const AttnCase& c) {
   Rng rng(seed_);
   const int64_t S = static_cast<int64_t>(c.seqs.size());
   int64_t T = 0, max_blocks = 1, total_blocks = 0, max_q = 0, max_len = 0;
@@ -151,6 +155,25 @@ TEST_P(PagedAttentionTest, MatchesCpu) {
   expect_close(std::string("paged_attention ") + c.name, dout, out, kTolAttention);
 }
 
+class PagedAttentionTest : public PagedAttentionCheck, public ::testing::WithParamInterface<AttnCase> {};
+
+TEST_P(PagedAttentionTest, MatchesCpu) { check(GetParam()); }
+
+// Split-KV launches of different shapes back to back on one backend: each
+// group's merge counter must be back at zero after every launch, or the next
+// launch that uses it merges early (or never) and leaves poisoned output.
+TEST_F(PagedAttentionCheck, SplitCountersResetBetweenLaunches) {
+  const AttnCase b1{"counters 27b b1 ctx4000", 24, 4, 256, 16, {{1, 3999}}, true, true};
+  const AttnCase b8{"counters 35b b8 mixed fp8", 16, 2, 256, 16,
+                    {{1, 0}, {1, 700}, {1, 15}, {1, 2100}, {1, 64}, {1, 1}, {1, 1300}, {1, 33}}, true, true, true,
+                    4096};
+  const AttnCase chunk{"counters 27b two row tiles", 24, 4, 256, 16, {{12, 500}, {1, 30}}, true, true};
+  for (const AttnCase* c : {&b1, &b8, &chunk, &b1, &chunk, &b8}) {
+    SCOPED_TRACE(c->name);
+    check(*c);
+  }
+}
+
 std::vector<std::pair<int64_t, int64_t>> decode_batch(int n, int64_t base) {
   std::vector<std::pair<int64_t, int64_t>> v;
   for (int i = 0; i < n; ++i) v.emplace_back(1, base + 37 * i);
@@ -190,7 +213,18 @@ INSTANTIATE_TEST_SUITE_P(
                  2048},
         AttnCase{"fp8 decode 27b b1 ctx130 bound256", 24, 4, 256, 16, decode_batch(1, 129), true, true, true, 256},
         AttnCase{"fp8 decode 35b b8 ctx4000", 16, 2, 256, 16, decode_batch(8, 3900), true, true, true},
-        AttnCase{"fp8 decode 35b b32 ctx1", 16, 2, 256, 16, decode_batch(32, 0), true, true, true}),
+        AttnCase{"fp8 decode 35b b32 ctx1", 16, 2, 256, 16, decode_batch(32, 0), true, true, true},
+        // One launch whose sequences fill different numbers of its splits
+        // (from 1 to all), so the merge weighs empty splits in every group.
+        AttnCase{"decode 27b mixed ctx bound4096", 24, 4, 256, 16, {{1, 0}, {1, 16}, {1, 129}, {1, 3999}}, true, true,
+                 false, 4096},
+        AttnCase{"fp8 decode 35b mixed ctx", 16, 2, 256, 16, {{1, 2047}, {1, 5}, {1, 300}, {1, 31}, {1, 1000}}, false,
+                 true, true},
+        // Split prefill chunks: row tiles of several tokens (each row seeing
+        // its own causal key count), a second row tile that only the first
+        // sequence fills, next to a decode row.
+        AttnCase{"chunked prefill 27b split", 24, 4, 256, 16, {{12, 500}, {1, 30}}, true, true},
+        AttnCase{"fp8 chunked prefill 35b split", 16, 2, 256, 16, {{3, 50}, {1, 1000}, {9, 0}}, true, true, true}),
     [](const ::testing::TestParamInfo<AttnCase>& i) {
       std::string n = i.param.name;
       for (char& ch : n) {

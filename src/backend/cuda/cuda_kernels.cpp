@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch/attention.h"
 #include "backend/cuda/launch/bf16_gemv.h"
 #include "backend/cuda/launch/dense.h"
 #include "backend/cuda/launch/fill.h"
@@ -46,6 +47,9 @@ CudaKernels::CudaKernels(cudaStream_t stream, int device_index) : stream_(stream
   HYLLM_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_index));
   HYLLM_CUDA_CHECK(cudaMalloc(&moe_counter_, sizeof(int32_t)));
   HYLLM_CUDA_CHECK(cudaMemset(moe_counter_, 0, sizeof(int32_t)));
+  const size_t attn_counter_bytes = sizeof(int32_t) * cuda::paged_attention_split_counters(num_sms_);
+  HYLLM_CUDA_CHECK(cudaMalloc(&attn_split_counters_, attn_counter_bytes));
+  HYLLM_CUDA_CHECK(cudaMemset(attn_split_counters_, 0, attn_counter_bytes));
   grouped_moe_ = cuda::moe_grouped_supported(device_index);
 }
 
@@ -53,6 +57,7 @@ CudaKernels::~CudaKernels() {
   cudaStreamSynchronize(stream_);
   cudaFree(scratch_);
   cudaFree(moe_counter_);
+  cudaFree(attn_split_counters_);
 }
 
 void* CudaKernels::scratch(size_t bytes) {

@@ -71,6 +71,8 @@ class CudaKernels final : public Kernels {
   uint64_t scratch_generation_ = 0;
   // The small MoE router's block counter (zero between launches).
   int32_t* moe_counter_ = nullptr;
+  // The split-KV attention merge's per-group block counters (zero between launches).
+  int32_t* attn_split_counters_ = nullptr;
   bool grouped_moe_ = false;
   CudaMoeCounts moe_counts_;
 };

@@ -79,6 +79,7 @@ void CudaKernels::paged_attention(const PagedAttentionArgs& a) {
   p.max_query_len = to_int(a.max_query_len, "max_query_len");
   p.max_seq_len = to_int(a.max_seq_len, "max_seq_len");
   p.num_sms = num_sms_;
+  p.split_counters = attn_split_counters_;
   const size_t bytes = cuda::paged_attention_scratch_bytes(p);
   cuda::launch_paged_attention(p, bytes ? scratch(bytes) : nullptr, stream_);
   check_launch("paged_attention");

@@ -6,8 +6,9 @@
 // every K/V tile, so decode (one token, group heads) and prefill use the same
 // code. Each of the 4 warps owns 16 rows. Keys stream through shared memory in
 // tiles of 64 with an online softmax in fp32. When few blocks would cover the
-// GPU (decode), the key range is split over blocks and a second kernel merges
-// the partial results.
+// GPU (decode), the key range is split over blocks: each writes its split's
+// partial result, and the last block of a (sequence, KV head, row tile) group
+// to finish, found with a counter, merges them, all in one launch.
 //
 // An e4m3 cache is converted to bf16 codes (exact) as its tiles are staged in
 // shared memory; k_scale joins the softmax scale and v_scale the final
@@ -26,8 +27,14 @@ constexpr int kKeys = 64;   // keys per tile
 // Split-KV granularity: a split may hold less than a tile, so that a short
 // decode context still spreads its K/V reads over many SMs.
 constexpr int kSplitKeys = 16;
-// Most splits of a launch: the merge keeps one split's weight per lane.
+// Most splits of a launch: the merge computes one split's weight per lane.
 constexpr int kMaxSplits = 32;
+// Splitting aims for this many blocks per SM; a launch that splits thus has
+// fewer (sequence, KV head, row tile) groups than kSplitTargetPerSm * SMs,
+// which bounds the counters it needs.
+constexpr int kSplitTargetPerSm = 2;
+// Partial loads each thread keeps in flight while merging.
+constexpr int kMergeBatch = 16;
 constexpr int kThreads = 128;
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -36,6 +43,8 @@ struct Smem {
   static constexpr int kStride = D + 8;  // 16-byte pad: ldmatrix rows hit distinct banks
   static constexpr size_t kBytes = static_cast<size_t>(3) * kRows * kStride * 2;
 };
+// The split merge reuses the tiles' shared memory for its weights.
+static_assert(kRows * (kMaxSplits + 1) * sizeof(float) <= Smem<32>::kBytes);
 
 // Loads rows [0, 64) of a [64][D] tile with cp.async; row r comes from
 // src(r) or is zero when src(r) is null.
@@ -64,6 +73,70 @@ __device__ __forceinline__ void load_tile_e4m3(uint16_t* tile, SrcFn src) {
     uint4* dst = reinterpret_cast<uint4*>(tile + r * Smem<D>::kStride + c * 16);
     dst[0] = make_uint4(a.x, a.y, b.x, b.y);
     dst[1] = make_uint4(c2.x, c2.y, d.x, d.y);
+  }
+}
+
+// Merges the splits of rows [m0, m0 + n_rows) of one (sequence, KV head):
+// first one warp per row finds the splits' weights (lane s: split s's max and
+// sum), then the block's threads share the rows' columns, two each, summing
+// the splits in order. `smem` holds kRows * (kMaxSplits + 1) floats. Partials
+// are read through L2 (__ldcg): other SMs wrote them during this launch.
+template <int D, bool kFp8>
+__device__ __forceinline__ void merge_splits(const PagedAttentionParams& p, int num_splits, const float* partial,
+                                             int q_start, int m0, int n_rows, int kvh, void* smem) {
+  float* s_weight = static_cast<float*>(smem);  // [kRows][kMaxSplits]
+  float* s_inv = s_weight + kRows * kMaxSplits;  // [kRows]
+  const int group = p.num_q_heads / p.num_kv_heads;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const int64_t hq = p.num_q_heads;
+  const int64_t stride = static_cast<int64_t>(p.tokens) * hq * (D + 2);  // one split's partials
+  // Row r's (token, head) as an index into [tokens][Hq].
+  auto item_of = [&](int r) {
+    const int rr = m0 + r;
+    return (static_cast<int64_t>(q_start) + rr / group) * hq + kvh * group + rr % group;
+  };
+  for (int r = warp; r < n_rows; r += kThreads / 32) {
+    const float* base = partial + item_of(r) * (D + 2);
+    const float ms = lane < num_splits ? __ldcg(base + lane * stride + D) : -INFINITY;
+    const float m = warp_max(ms);
+    const float weight = ms == -INFINITY ? 0.0f : exp2f(ms - m);
+    const float total = warp_sum(lane < num_splits ? __ldcg(base + lane * stride + D + 1) * weight : 0.0f);
+    s_weight[r * kMaxSplits + lane] = weight;
+    if (lane == 0) s_inv[r] = (kFp8 ? p.v_scale : 1.0f) / total;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < n_rows * (D / 2); i += kThreads) {
+    const int r = i / (D / 2), d = 2 * (i % (D / 2));
+    const int64_t item = item_of(r);
+    const float* base = partial + item * (D + 2) + d;
+    const float* w = s_weight + r * kMaxSplits;
+    float o0 = 0.0f, o1 = 0.0f;
+    // kMergeBatch loads in flight per thread, then the sums in split order; a
+    // split of weight 0 (no visible key) adds nothing.
+    for (int s0 = 0; s0 < num_splits; s0 += kMergeBatch) {
+      float2 v[kMergeBatch];
+#pragma unroll
+      for (int j = 0; j < kMergeBatch; ++j) {
+        v[j] = s0 + j < num_splits ? __ldcg(reinterpret_cast<const float2*>(base + (s0 + j) * stride))
+                                   : make_float2(0.0f, 0.0f);
+      }
+#pragma unroll
+      for (int j = 0; j < kMergeBatch; ++j) {
+        const float ws = s0 + j < num_splits ? w[s0 + j] : 0.0f;
+        if (ws == 0.0f) continue;
+        o0 += v[j].x * ws;
+        o1 += v[j].y * ws;
+      }
+    }
+    const float inv = s_inv[r];
+    o0 = round_bf(o0 * inv);
+    o1 = round_bf(o1 * inv);
+    const int64_t o_off = item * D + d;
+    if (p.gate != nullptr) {
+      o0 = __fmul_rn(o0, sigmoid(bf2f(p.gate[o_off])));
+      o1 = __fmul_rn(o1, sigmoid(bf2f(p.gate[o_off + 1])));
+    }
+    *reinterpret_cast<uint32_t*>(p.out + o_off) = pack_bf16(o0, o1);
   }
 }
 
@@ -264,44 +337,25 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
       }
     }
   }
-}
+  if (num_splits == 1) return;
 
-// Merges the splits of one (token, head) per warp: lane s holds split s's
-// max and weight, then each lane combines two columns at a time.
-__global__ void merge_splits_kernel(PagedAttentionParams p, int num_splits, const float* partial) {
-  const int64_t item = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  const int64_t items = static_cast<int64_t>(p.tokens) * p.num_q_heads;
-  if (item >= items) return;
-  const int lane = threadIdx.x & 31, D = p.head_dim;
-  const int64_t stride = items * (D + 2);
-  const float* base = partial + item * (D + 2);
-  const float ms = lane < num_splits ? base[lane * stride + D] : -INFINITY;
-  const float m = warp_max(ms);
-  const float weight = ms == -INFINITY ? 0.0f : exp2f(ms - m);
-  const float total = warp_sum(lane < num_splits ? base[lane * stride + D + 1] * weight : 0.0f);
-  const float inv = (p.fp8_cache ? p.v_scale : 1.0f) / total;
-  // Every lane runs every iteration (the shuffles need the whole warp); lanes
-  // past D (D = 32) only pass the weights on.
-  for (int d0 = 0; d0 < D; d0 += 64) {
-    const int d = d0 + 2 * lane;
-    const bool active = d < D;
-    float o0 = 0.0f, o1 = 0.0f;
-    for (int s = 0; s < num_splits; ++s) {
-      const float ws = __shfl_sync(0xffffffffu, weight, s);
-      if (ws == 0.0f || !active) continue;
-      const float2 v = *reinterpret_cast<const float2*>(base + s * stride + d);
-      o0 += v.x * ws;
-      o1 += v.y * ws;
-    }
-    if (!active) continue;
-    o0 = round_bf(o0 * inv);
-    o1 = round_bf(o1 * inv);
-    if (p.gate != nullptr) {
-      o0 = __fmul_rn(o0, sigmoid(bf2f(p.gate[item * D + d])));
-      o1 = __fmul_rn(o1, sigmoid(bf2f(p.gate[item * D + d + 1])));
-    }
-    *reinterpret_cast<uint32_t*>(p.out + item * D + d) = pack_bf16(o0, o1);
+  // Publish this split's partials (every thread fences its own stores before
+  // the barrier, thread 0 then counts the block); the group's last block to
+  // count sees every split's partials and merges them. It resets the counter:
+  // no other block of this launch touches it again, and the next launch (or
+  // graph replay) finds it at zero.
+  __shared__ bool s_last;
+  const int group_id = (seq * p.num_kv_heads + kvh) * static_cast<int>(gridDim.x) + static_cast<int>(blockIdx.x);
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    s_last = atomicAdd(p.split_counters + group_id, 1) == num_splits - 1;
+    if (s_last) p.split_counters[group_id] = 0;
   }
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  merge_splits<D, kFp8>(p, num_splits, partial, q_start, m0, last_row - m0 + 1, kvh, smem);
 }
 
 // The split count depends only on the launch's bounds (max_seq_len, the
@@ -309,9 +363,9 @@ __global__ void merge_splits_kernel(PagedAttentionParams p, int num_splits, cons
 // max_seq_len bucket stays valid as contexts grow inside it, the kernel
 // dividing each sequence's actual keys over the same splits.
 int choose_splits(const PagedAttentionParams& p, int m_tiles) {
-  if (p.max_seq_len <= 0) return 1;
+  if (p.max_seq_len <= 0 || p.split_counters == nullptr) return 1;
   const int64_t blocks = static_cast<int64_t>(m_tiles) * p.num_kv_heads * p.num_seqs;
-  const int64_t target = 2LL * p.num_sms;
+  const int64_t target = static_cast<int64_t>(kSplitTargetPerSm) * p.num_sms;
   if (blocks >= target) return 1;
   const int by_len = (p.max_seq_len + kSplitKeys - 1) / kSplitKeys;  // at least kSplitKeys keys per split
   int splits = static_cast<int>((target + blocks - 1) / blocks);
@@ -338,10 +392,6 @@ void launch_d(const PagedAttentionParams& p, void* scratch, cudaStream_t stream)
   }
   dim3 grid(m_tiles, p.num_kv_heads, p.num_seqs * splits);
   paged_attention_kernel<D, kFp8><<<grid, kThreads, smem, stream>>>(p, splits, static_cast<float*>(scratch));
-  if (splits > 1) {
-    const int64_t items = static_cast<int64_t>(p.tokens) * p.num_q_heads;
-    merge_splits_kernel<<<ceil_div(items, 4), 128, 0, stream>>>(p, splits, static_cast<const float*>(scratch));
-  }
 }
 
 template <bool kFp8>
@@ -360,6 +410,8 @@ void launch_head_dim(const PagedAttentionParams& p, void* scratch, cudaStream_t 
 bool paged_attention_supported(int head_dim) {
   return head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
+
+int paged_attention_split_counters(int num_sms) { return kSplitTargetPerSm * num_sms; }
 
 size_t paged_attention_scratch_bytes(const PagedAttentionParams& p) {
   const int splits = choose_splits(p, m_tiles_of(p));

@@ -69,7 +69,13 @@ struct PagedAttentionParams {
   int max_query_len = 0;  // upper bound of any sequence's new tokens
   int max_seq_len = 0;    // upper bound of any sequence's length, 0 = unknown
   int num_sms = 132;
+  // paged_attention_split_counters(num_sms) counters, zero before the launch
+  // and left at zero by it: the split-KV merge finds each group's last block
+  // with them. Null: the launch never splits the keys.
+  int32_t* split_counters = nullptr;
 };
+// Counters a backend with `num_sms` SMs owns for split_counters.
+int paged_attention_split_counters(int num_sms);
 // Scratch bytes the launch needs (split-KV partial results); 0 if none.
 size_t paged_attention_scratch_bytes(const PagedAttentionParams& p);
 // Returns false if head_dim is not one the kernels are built for.

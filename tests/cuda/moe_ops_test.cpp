@@ -104,12 +104,27 @@ TEST_P(MoeTest, MatchesCpu) {
   } else {
     EXPECT_EQ(after.chunked - before.chunked, 2) << "the chunked small regime did not run";
   }
+  if (c.grouped || fp8 || T > kMoeSmallTokens) return;
+  // The small regime's alternative bf16 kernels (launch/moe.h MoeSmallVariant), each against the same reference.
+  struct DefaultVariantOnExit {
+    Backend& be;
+    ~DefaultVariantOnExit() { cuda_set_moe_small_variant(be, 0, 0); }
+  } restore{*gpu_};
+  for (auto [up, down] : std::vector<std::pair<int, int>>{{1, 0}, {0, 1}, {0, 2}, {1, 1}, {1, 2}}) {
+    cuda_set_moe_small_variant(*gpu_, up, down);
+    run_gpu_poisoned([&] { moe(*gpu_, ga); }, {&dout, &dids, &dtw});
+    const std::string vtag = tag + " variant up " + std::to_string(up) + " down " + std::to_string(down);
+    expect_equal("moe ids (" + vtag + ")", dids, ids);
+    expect_close("moe out (" + vtag + ")", dout, out, kTolMoe);
+  }
 }
 
 // 35B-A3B: E 256, top 8, H 2048, I = shared I = 512.
 INSTANTIATE_TEST_SUITE_P(
     Cases, MoeTest,
     ::testing::Values(MoeCase{"a3b_decode_b1", shape(256, 8, 2048, 512, 512), 1, false},
+                      MoeCase{"a3b_decode_b4", shape(256, 8, 2048, 512, 512), 4, false},
+                      MoeCase{"a3b_decode_b20_hot", shape(256, 8, 2048, 512, 512, true, true, true), 20, false},
                       MoeCase{"a3b_decode_b32", shape(256, 8, 2048, 512, 512), 32, false},
                       MoeCase{"a3b_decode_b32_hot", shape(256, 8, 2048, 512, 512, true, true, true), 32, false},
                       MoeCase{"a3b_prefill_200", shape(256, 8, 2048, 512, 512), 200, true},

@@ -108,12 +108,14 @@ TEST_P(MoeTest, MatchesCpu) {
   // The small regime's alternative bf16 kernels (launch/moe.h MoeSmallVariant), each against the same reference.
   struct DefaultVariantOnExit {
     Backend& be;
-    ~DefaultVariantOnExit() { cuda_set_moe_small_variant(be, 0, 0); }
+    ~DefaultVariantOnExit() { cuda_set_moe_small_variant(be, 0, 0, false); }
   } restore{*gpu_};
-  for (auto [up, down] : std::vector<std::pair<int, int>>{{1, 0}, {0, 1}, {0, 2}, {1, 1}, {1, 2}}) {
-    cuda_set_moe_small_variant(*gpu_, up, down);
+  for (int code : {10, 1, 2, 11, 12, 100, 111, 112}) {  // 100 * prefetch + 10 * up + down
+    const int up = code / 10 % 10, down = code % 10;
+    const bool prefetch = code >= 100;
+    cuda_set_moe_small_variant(*gpu_, up, down, prefetch);
     run_gpu_poisoned([&] { moe(*gpu_, ga); }, {&dout, &dids, &dtw});
-    const std::string vtag = tag + " variant up " + std::to_string(up) + " down " + std::to_string(down);
+    const std::string vtag = tag + " variant " + std::to_string(code);
     expect_equal("moe ids (" + vtag + ")", dids, ids);
     expect_close("moe out (" + vtag + ")", dout, out, kTolMoe);
   }

@@ -53,9 +53,10 @@ class CudaKernels final : public Kernels {
   uint64_t scratch_generation() const { return scratch_generation_; }
   const CudaMoeCounts& moe_counts() const { return moe_counts_; }
   // launch/moe.h MoeSmallVariant.
-  void set_moe_small_variant(int up, int down) {
+  void set_moe_small_variant(int up, int down, bool prefetch) {
     moe_small_up_variant_ = up;
     moe_small_down_variant_ = down;
+    moe_small_prefetch_ = prefetch;
   }
 
  protected:
@@ -81,6 +82,7 @@ class CudaKernels final : public Kernels {
   // launch/moe.h MoeSmallVariant: the default kernels unless a test or bench picks others.
   int moe_small_up_variant_ = 0;
   int moe_small_down_variant_ = 0;
+  bool moe_small_prefetch_ = false;
 };
 
 namespace cuda_detail {

@@ -20,6 +20,41 @@ constexpr int kDownRows = 16; // output columns per down block
 constexpr int kDownWarps = 8;
 constexpr int kDownUnroll = 8;
 
+// Asks the copy engine of the SM to bring `bytes` (a multiple of 16, from a
+// 16-byte aligned address) into L2 without holding registers, so that later
+// register loads of them hit L2 however late the compiler schedules them.
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes));
+}
+
+// With kPrefetch: a block's share of an up work item (gate and up rows
+// [n0, n0 + 16)), one weight row per lane of warp 0.
+template <bool kPrefetch>
+__device__ __forceinline__ void prefetch_up_rows(const uint16_t* gate, const uint16_t* up, int n0, int I, int H) {
+  if constexpr (kPrefetch) {
+    const int lane = threadIdx.x, row = n0 + (lane & 15);
+    if (lane < 32 && row < I) {
+      prefetch_l2((lane < 16 ? gate : up) + static_cast<int64_t>(row) * H, static_cast<uint32_t>(H) * 2);
+    }
+  }
+}
+
+// With kPrefetch: every item's down rows [h0, h0 + cols) (contiguous), one
+// item per thread, before the block's warps load them.
+template <bool kPrefetch>
+__device__ __forceinline__ void prefetch_down_rows(const MoeSmallParams& p, int items, int h0, int cols) {
+  if constexpr (kPrefetch) {
+    for (int item = threadIdx.x; item < items; item += blockDim.x) {
+      const int e = p.plan.item_expert[item];
+      const bool shared = e == p.w.experts;
+      const int I = shared ? p.w.shared_inter : p.w.inter;
+      const uint16_t* W = shared ? p.w.shared_down : p.w.down + e * p.w.down_stride;
+      const int rows = min(cols, p.w.hidden - h0);
+      prefetch_l2(W + static_cast<int64_t>(h0) * I, static_cast<uint32_t>(rows) * I * 2);
+    }
+  }
+}
+
 // The up kernels' end: warp partial sums added in warp order, SwiGLU of the
 // bf16-rounded gate and up values into the item's hidden rows.
 template <int kUpWarps>
@@ -54,7 +89,7 @@ __device__ __forceinline__ void up_store(const MoeSmallParams& p, const float (&
 // and up rows [I + n0, I + n0 + 16) of its expert; warps split K and their
 // partial sums are added in warp order; SwiGLU of the bf16-rounded gate and
 // up values goes to the item's hidden rows.
-template <int kUpWarps>
+template <int kUpWarps, bool kPrefetch>
 __global__ void __launch_bounds__(kUpWarps * 32) up_small_kernel(MoeSmallParams p) {
   const int item = blockIdx.x;
   if (item >= *p.plan.num_items) return;
@@ -66,6 +101,7 @@ __global__ void __launch_bounds__(kUpWarps * 32) up_small_kernel(MoeSmallParams 
   const int H = p.w.hidden;
   const uint16_t* gate = shared ? p.w.shared_gate_up : p.w.gate_up + e * p.w.gate_up_stride;
   const uint16_t* up = gate + static_cast<int64_t>(I) * H;
+  prefetch_up_rows<kPrefetch>(gate, up, n0, I, H);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   const bool v0 = n0 + g < I, v1 = n0 + g + 8 < I, vx = g < rows;
   const int64_t r0 = v0 ? n0 + g : 0, r1 = v1 ? n0 + g + 8 : 0;
@@ -100,7 +136,7 @@ __global__ void __launch_bounds__(kUpWarps * 32) up_small_kernel(MoeSmallParams 
 // read together (both in flight at once), and the warp's first weight windows
 // are loaded before the item's row position, its tokens and x, which the
 // weights do not depend on.
-template <int kUpWarps>
+template <int kUpWarps, bool kPrefetch>
 __global__ void __launch_bounds__(kUpWarps * 32) up_early_kernel(MoeSmallParams p) {
   const int item = blockIdx.x;  // < max_items: item_expert[item] is in the plan's scratch
   const int items = *p.plan.num_items, e = p.plan.item_expert[item];
@@ -112,6 +148,7 @@ __global__ void __launch_bounds__(kUpWarps * 32) up_early_kernel(MoeSmallParams 
   const int H = p.w.hidden;
   const uint16_t* gate = shared ? p.w.shared_gate_up : p.w.gate_up + e * p.w.gate_up_stride;
   const uint16_t* up = gate + static_cast<int64_t>(I) * H;
+  prefetch_up_rows<kPrefetch>(gate, up, n0, I, H);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   const bool v0 = n0 + g < I, v1 = n0 + g + 8 < I;
   const int64_t r0 = v0 ? n0 + g : 0, r1 = v1 ? n0 + g + 8 : 0;
@@ -157,10 +194,12 @@ __global__ void __launch_bounds__(kUpWarps * 32) up_early_kernel(MoeSmallParams 
 // to bf16 into shared memory by row position. Then every token's columns are
 // combined: its routed rows in ascending expert id (ascending position), then
 // the shared expert's row scaled by its gate.
+template <bool kPrefetch>
 __global__ void __launch_bounds__(kDownWarps * 32) down_small_kernel(MoeSmallParams p) {
   extern __shared__ uint16_t ybuf[];  // [(T * top_k + T) * 16]
   const int h0 = blockIdx.x * kDownRows;
   const int H = p.w.hidden, items = *p.plan.num_items;
+  prefetch_down_rows<kPrefetch>(p, items, h0, kDownRows);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   const bool va = h0 + g < H, vb = h0 + g + 8 < H;
   for (int item = warp; item < items; item += kDownWarps) {
@@ -234,7 +273,7 @@ inline size_t down_split_smem(const MoeSmallParams& p, int cols) {
   return R * kSplit * cols * 4 + R * 4 + static_cast<size_t>(p.tokens) * p.top_k * 4;
 }
 
-template <int kCols>
+template <int kCols, bool kPrefetch>
 __global__ void __launch_bounds__(kSplitWarps * 32) down_split_kernel(MoeSmallParams p) {
   extern __shared__ float part[];  // [R][kSplit][kCols], R = T * (top_k + 1)
   const int T = p.tokens, k = p.top_k, P = T * k, R = P + T;
@@ -252,6 +291,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32) down_split_kernel(MoeSmallPa
   }
   const int h0 = blockIdx.x * kCols;
   const int H = p.w.hidden, items = *p.plan.num_items;
+  prefetch_down_rows<kPrefetch>(p, items, h0, kCols);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   const bool va = h0 + g < H, vb = kCols == 16 && h0 + g + 8 < H;
   for (int u = warp; u < p.plan.max_items * kSplit; u += kSplitWarps) {
@@ -327,31 +367,42 @@ __global__ void __launch_bounds__(kSplitWarps * 32) down_split_kernel(MoeSmallPa
   }
 }
 
+// The variants' kernels, picked by MoeSmallVariant.
+template <int kUpWarps>
+void launch_up(const MoeSmallParams& p, dim3 grid, cudaStream_t stream) {
+  const bool early = p.variant.up == 1, pf = p.variant.prefetch;
+  auto kernel = early ? (pf ? up_early_kernel<kUpWarps, true> : up_early_kernel<kUpWarps, false>)
+                      : (pf ? up_small_kernel<kUpWarps, true> : up_small_kernel<kUpWarps, false>);
+  kernel<<<grid, kUpWarps * 32, 0, stream>>>(p);
+}
+
 }  // namespace
 
 void launch_moe_up_small(const MoeSmallParams& p, cudaStream_t stream) {
   const int inter = p.w.inter > p.w.shared_inter ? p.w.inter : p.w.shared_inter;
   dim3 grid(p.plan.max_items, ceil_div(inter, kUpCols));
-  const bool early = p.variant.up == 1;
   if (few_items(p)) {
-    (early ? up_early_kernel<16> : up_small_kernel<16>)<<<grid, 16 * 32, 0, stream>>>(p);
+    launch_up<16>(p, grid, stream);
   } else {
-    (early ? up_early_kernel<4> : up_small_kernel<4>)<<<grid, 4 * 32, 0, stream>>>(p);
+    launch_up<4>(p, grid, stream);
   }
 }
 
 void launch_moe_down_small(const MoeSmallParams& p, cudaStream_t stream) {
+  const bool pf = p.variant.prefetch;
   if (p.variant.down == 1 || p.variant.down == 2) {
     const int cols = p.variant.down == 2 ? 8 : 16;
     const size_t smem = down_split_smem(p, cols);
     if (smem <= 48 * 1024) {
-      (cols == 8 ? down_split_kernel<8> : down_split_kernel<16>)<<<ceil_div(p.w.hidden, cols), kSplitWarps * 32, smem,
-                                                                  stream>>>(p);
+      auto kernel = cols == 8 ? (pf ? down_split_kernel<8, true> : down_split_kernel<8, false>)
+                              : (pf ? down_split_kernel<16, true> : down_split_kernel<16, false>);
+      kernel<<<ceil_div(p.w.hidden, cols), kSplitWarps * 32, smem, stream>>>(p);
       return;
     }
   }
   const size_t smem = static_cast<size_t>(p.tokens) * (p.top_k + 1) * kDownRows * 2;
-  down_small_kernel<<<ceil_div(p.w.hidden, kDownRows), kDownWarps * 32, smem, stream>>>(p);
+  (pf ? down_small_kernel<true> : down_small_kernel<false>)<<<ceil_div(p.w.hidden, kDownRows), kDownWarps * 32, smem,
+                                                              stream>>>(p);
 }
 
 }  // namespace hyllm::cuda

@@ -4,12 +4,12 @@
 // physical floor (BENCHMARKING.md section 4: bytes over copy bandwidth, FLOPs
 // over bf16 tensor peak, both as measured on our H200).
 //   bench_cuda_step CONFIG_DIR [--prefill 1024] [--context 1024] [--batches 1,8,32] [--iters 20]
-//                   [--router-skew S] [--moe-tokens 1,32,1024] [--moe-variants 0,10,1,2,11,12] [--moe-only 1]
+//                   [--router-skew S] [--moe-tokens 1,32,1024] [--moe-variants 0,10,1,2,11,12,100,111] [--moe-only 1]
 // MoE configs also get the MoE blocks alone (every layer's, one after
 // another, from a CUDA graph) at each --moe-tokens row count, beside the
 // bytes of the experts they must read, and the routing's load spread.
 // --moe-variants times the small regime's alternative expert kernels
-// (launch/moe.h MoeSmallVariant, code 10 * up + down) at the --moe-tokens
+// (launch/moe.h MoeSmallVariant, code 100 * prefetch + 10 * up + down) at the --moe-tokens
 // counts up to 32, last; --moe-only skips the prefill and decode steps.
 #include <execinfo.h>
 
@@ -152,7 +152,7 @@ void time_moe(Backend& be, SyntheticModel& m, const ModelConfig& cfg, const std:
   }
 }
 
-// The small regime's kernel variants, each code 10 * up + down, over all
+// The small regime's kernel variants, each code 100 * prefetch + 10 * up + down, over all
 // layers' distinct expert weights (so they stream from memory, not L2):
 // per-layer time of route + up + down, and the bytes of the experts an even
 // routing reads (distinct routed experts + the shared one) per second.
@@ -167,7 +167,7 @@ void time_moe_variants(Backend& be, SyntheticModel& m, const ModelConfig& cfg, c
   for (int64_t T : tokens) {
     if (T > 32 || T > m.max_tokens()) continue;
     for (int64_t v : variants) {
-      cuda_set_moe_small_variant(be, static_cast<int>(v / 10), static_cast<int>(v % 10));
+      cuda_set_moe_small_variant(be, static_cast<int>(v / 10 % 10), static_cast<int>(v % 10), v >= 100);
       m.moe_layers(T);  // warm-up: sizes the scratch before the capture
       be.synchronize();
       auto g = cuda_capture_graph(be, [&] { m.moe_layers(T); });
@@ -182,12 +182,12 @@ void time_moe_variants(Backend& be, SyntheticModel& m, const ModelConfig& cfg, c
       const double per_layer = median(ts) / static_cast<double>(cfg.num_hidden_layers);
       const double distinct = E * (1.0 - std::pow(1.0 - k / E, static_cast<double>(T)));
       const double bytes = (distinct + 1.0) * expert_bytes;
-      std::printf("%-8s %6lld %10.2f %10.1f %12.0f %7.1f%%\n", (std::to_string(v / 10) + "." + std::to_string(v % 10)).c_str(),
+      std::printf("%-8lld %6lld %10.2f %10.1f %12.0f %7.1f%%\n", static_cast<long long>(v),
                   static_cast<long long>(T), per_layer * 1e6, bytes / 1e6, bytes / per_layer / 1e9,
                   100.0 * bytes / per_layer / kCopyBandwidth);
     }
   }
-  cuda_set_moe_small_variant(be, 0, 0);
+  cuda_set_moe_small_variant(be, 0, 0, false);
 }
 
 int run(int argc, char** argv) {

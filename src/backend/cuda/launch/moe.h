@@ -118,9 +118,13 @@ void launch_moe_route_small(const MoeRouteSmallParams& p, cudaStream_t stream);
 //  down 2 ("split8"): the same with 8 output columns per block (twice the
 //    blocks), the hidden rows as the mma's m16 side (rows 8..15 zero) and the
 //    weight rows as its n8 side.
+//  prefetch: with any of the above, each block first asks for its weight
+//    rows in L2 by bulk prefetches (no registers held), so that register
+//    loads the compiler schedules late still find them there.
 struct MoeSmallVariant {
   int up = 0;    // 0 default, 1 early
   int down = 0;  // 0 default, 1 split, 2 split8
+  bool prefetch = false;
 };
 
 struct MoeSmallParams {

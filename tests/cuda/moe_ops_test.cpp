@@ -108,12 +108,13 @@ TEST_P(MoeTest, MatchesCpu) {
   // The small regime's alternative bf16 kernels (launch/moe.h MoeSmallVariant), each against the same reference.
   struct DefaultVariantOnExit {
     Backend& be;
-    ~DefaultVariantOnExit() { cuda_set_moe_small_variant(be, 0, 0, false); }
+    ~DefaultVariantOnExit() { cuda_set_moe_small_variant(be, 0, 0, false, false); }
   } restore{*gpu_};
-  for (int code : {10, 1, 2, 11, 12, 100, 111, 112}) {  // 100 * prefetch + 10 * up + down
+  // Codes: 1000 * pdl + 100 * prefetch + 10 * up + down (cuda_backend.h).
+  for (int code : {10, 1, 2, 11, 12, 100, 111, 112, 1111, 1112}) {
     const int up = code / 10 % 10, down = code % 10;
-    const bool prefetch = code >= 100;
-    cuda_set_moe_small_variant(*gpu_, up, down, prefetch);
+    const bool prefetch = code / 100 % 10 == 1, pdl = code >= 1000;
+    cuda_set_moe_small_variant(*gpu_, up, down, prefetch, pdl);
     run_gpu_poisoned([&] { moe(*gpu_, ga); }, {&dout, &dids, &dtw});
     const std::string vtag = tag + " variant " + std::to_string(code);
     expect_equal("moe ids (" + vtag + ")", dids, ids);

@@ -55,6 +55,11 @@ __device__ __forceinline__ void prefetch_down_rows(const MoeSmallParams& p, int 
   }
 }
 
+// Programmatic dependent launch (launch/moe.h MoeSmallVariant::pdl); both are
+// no-ops in a kernel launched without it or with no such dependent.
+__device__ __forceinline__ void allow_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+__device__ __forceinline__ void wait_for_prerequisite() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+
 // The up kernels' end: warp partial sums added in warp order, SwiGLU of the
 // bf16-rounded gate and up values into the item's hidden rows.
 template <int kUpWarps>
@@ -138,6 +143,7 @@ __global__ void __launch_bounds__(kUpWarps * 32) up_small_kernel(MoeSmallParams 
 // weights do not depend on.
 template <int kUpWarps, bool kPrefetch>
 __global__ void __launch_bounds__(kUpWarps * 32) up_early_kernel(MoeSmallParams p) {
+  allow_dependents();  // every block is resident by then: the down kernel may take the free SMs
   const int item = blockIdx.x;  // < max_items: item_expert[item] is in the plan's scratch
   const int items = *p.plan.num_items, e = p.plan.item_expert[item];
   if (item >= items) return;  // e may be stale past the item count; unused then
@@ -292,6 +298,9 @@ __global__ void __launch_bounds__(kSplitWarps * 32) down_split_kernel(MoeSmallPa
   const int h0 = blockIdx.x * kCols;
   const int H = p.w.hidden, items = *p.plan.num_items;
   prefetch_down_rows<kPrefetch>(p, items, h0, kCols);
+  // Above: the plan (route_small's, complete before the up kernel began).
+  // Below: the hidden rows, complete only with the up kernel.
+  wait_for_prerequisite();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   const bool va = h0 + g < H, vb = kCols == 16 && h0 + g + 8 < H;
   for (int u = warp; u < p.plan.max_items * kSplit; u += kSplitWarps) {
@@ -376,6 +385,24 @@ void launch_up(const MoeSmallParams& p, dim3 grid, cudaStream_t stream) {
   kernel<<<grid, kUpWarps * 32, 0, stream>>>(p);
 }
 
+// A launch that may begin before the stream's previous kernel completes
+// (which it waits for with griddepcontrol.wait) when `pdl`.
+template <typename Kernel>
+void launch_maybe_pdl(Kernel kernel, bool pdl, dim3 grid, int threads, size_t smem, cudaStream_t stream,
+                      const MoeSmallParams& p) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  cudaLaunchKernelEx(&cfg, kernel, p);  // an error stays for the caller's check_launch
+}
+
 }  // namespace
 
 void launch_moe_up_small(const MoeSmallParams& p, cudaStream_t stream) {
@@ -396,7 +423,9 @@ void launch_moe_down_small(const MoeSmallParams& p, cudaStream_t stream) {
     if (smem <= 48 * 1024) {
       auto kernel = cols == 8 ? (pf ? down_split_kernel<8, true> : down_split_kernel<8, false>)
                               : (pf ? down_split_kernel<16, true> : down_split_kernel<16, false>);
-      kernel<<<ceil_div(p.w.hidden, cols), kSplitWarps * 32, smem, stream>>>(p);
+      // Programmatic launch only after up_early, which lets it begin early.
+      const bool pdl = p.variant.pdl && p.variant.up == 1;
+      launch_maybe_pdl(kernel, pdl, dim3(ceil_div(p.w.hidden, cols)), kSplitWarps * 32, smem, stream, p);
       return;
     }
   }

@@ -4,13 +4,14 @@
 // physical floor (BENCHMARKING.md section 4: bytes over copy bandwidth, FLOPs
 // over bf16 tensor peak, both as measured on our H200).
 //   bench_cuda_step CONFIG_DIR [--prefill 1024] [--context 1024] [--batches 1,8,32] [--iters 20]
-//                   [--router-skew S] [--moe-tokens 1,32,1024] [--moe-variants 0,10,1,2,11,12,100,111] [--moe-only 1]
+//                   [--router-skew S] [--moe-tokens 1,32,1024] [--moe-variants 0,10,1,11,111,1111] [--moe-only 1]
 // MoE configs also get the MoE blocks alone (every layer's, one after
 // another, from a CUDA graph) at each --moe-tokens row count, beside the
 // bytes of the experts they must read, and the routing's load spread.
 // --moe-variants times the small regime's alternative expert kernels
-// (launch/moe.h MoeSmallVariant, code 100 * prefetch + 10 * up + down) at the --moe-tokens
-// counts up to 32, last; --moe-only skips the prefill and decode steps.
+// (launch/moe.h MoeSmallVariant; code 1000 * pdl + 100 * prefetch + 10 * up
+// + down) at the --moe-tokens counts up to 32, last; --moe-only skips the
+// prefill and decode steps.
 #include <execinfo.h>
 
 #include <algorithm>
@@ -152,8 +153,8 @@ void time_moe(Backend& be, SyntheticModel& m, const ModelConfig& cfg, const std:
   }
 }
 
-// The small regime's kernel variants, each code 100 * prefetch + 10 * up + down, over all
-// layers' distinct expert weights (so they stream from memory, not L2):
+// The small regime's kernel variants (codes as for --moe-variants) over all
+// layers' distinct expert weights, so that they stream from memory, not L2:
 // per-layer time of route + up + down, and the bytes of the experts an even
 // routing reads (distinct routed experts + the shared one) per second.
 void time_moe_variants(Backend& be, SyntheticModel& m, const ModelConfig& cfg, const std::vector<int64_t>& tokens,
@@ -167,7 +168,8 @@ void time_moe_variants(Backend& be, SyntheticModel& m, const ModelConfig& cfg, c
   for (int64_t T : tokens) {
     if (T > 32 || T > m.max_tokens()) continue;
     for (int64_t v : variants) {
-      cuda_set_moe_small_variant(be, static_cast<int>(v / 10 % 10), static_cast<int>(v % 10), v >= 100);
+      cuda_set_moe_small_variant(be, static_cast<int>(v / 10 % 10), static_cast<int>(v % 10), v / 100 % 10 == 1,
+                                 v >= 1000);
       m.moe_layers(T);  // warm-up: sizes the scratch before the capture
       be.synchronize();
       auto g = cuda_capture_graph(be, [&] { m.moe_layers(T); });
@@ -187,7 +189,7 @@ void time_moe_variants(Backend& be, SyntheticModel& m, const ModelConfig& cfg, c
                   100.0 * bytes / per_layer / kCopyBandwidth);
     }
   }
-  cuda_set_moe_small_variant(be, 0, 0, false);
+  cuda_set_moe_small_variant(be, 0, 0, false, false);
 }
 
 int run(int argc, char** argv) {

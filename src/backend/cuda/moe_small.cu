@@ -143,7 +143,10 @@ __global__ void __launch_bounds__(kUpWarps * 32) up_small_kernel(MoeSmallParams 
 // weights do not depend on.
 template <int kUpWarps, bool kPrefetch>
 __global__ void __launch_bounds__(kUpWarps * 32) up_early_kernel(MoeSmallParams p) {
-  allow_dependents();  // every block is resident by then: the down kernel may take the free SMs
+  // Programmatic launch: the plan is complete past the wait; only then may
+  // the down kernel begin (its blocks read the plan before their own wait).
+  wait_for_prerequisite();
+  allow_dependents();
   const int item = blockIdx.x;  // < max_items: item_expert[item] is in the plan's scratch
   const int items = *p.plan.num_items, e = p.plan.item_expert[item];
   if (item >= items) return;  // e may be stale past the item count; unused then
@@ -377,13 +380,6 @@ __global__ void __launch_bounds__(kSplitWarps * 32) down_split_kernel(MoeSmallPa
 }
 
 // The variants' kernels, picked by MoeSmallVariant.
-template <int kUpWarps>
-void launch_up(const MoeSmallParams& p, dim3 grid, cudaStream_t stream) {
-  const bool early = p.variant.up == 1, pf = p.variant.prefetch;
-  auto kernel = early ? (pf ? up_early_kernel<kUpWarps, true> : up_early_kernel<kUpWarps, false>)
-                      : (pf ? up_small_kernel<kUpWarps, true> : up_small_kernel<kUpWarps, false>);
-  kernel<<<grid, kUpWarps * 32, 0, stream>>>(p);
-}
 
 // A launch that may begin before the stream's previous kernel completes
 // (which it waits for with griddepcontrol.wait) when `pdl`.
@@ -401,6 +397,17 @@ void launch_maybe_pdl(Kernel kernel, bool pdl, dim3 grid, int threads, size_t sm
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 1 : 0;
   cudaLaunchKernelEx(&cfg, kernel, p);  // an error stays for the caller's check_launch
+}
+
+template <int kUpWarps>
+void launch_up(const MoeSmallParams& p, dim3 grid, cudaStream_t stream) {
+  const bool early = p.variant.up == 1, pf = p.variant.prefetch;
+  if (early) {
+    auto kernel = pf ? up_early_kernel<kUpWarps, true> : up_early_kernel<kUpWarps, false>;
+    launch_maybe_pdl(kernel, p.variant.pdl, grid, kUpWarps * 32, 0, stream, p);
+  } else {
+    (pf ? up_small_kernel<kUpWarps, true> : up_small_kernel<kUpWarps, false>)<<<grid, kUpWarps * 32, 0, stream>>>(p);
+  }
 }
 
 }  // namespace

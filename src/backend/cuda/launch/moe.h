@@ -121,10 +121,11 @@ void launch_moe_route_small(const MoeRouteSmallParams& p, cudaStream_t stream);
 //  prefetch: with any of the above, each block first asks for its weight
 //    rows in L2 by bulk prefetches (no registers held), so that register
 //    loads the compiler schedules late still find them there.
-//  pdl: with up 1 and down 1 or 2, down is a programmatic dependent launch:
-//    its blocks take the SMs that the up kernel's last blocks leave free,
-//    read the plan and (with prefetch) ask for their weights, then wait for
-//    the up kernel's hidden rows.
+//  pdl: with up 1, up is a programmatic dependent launch of route_small (its
+//    blocks wait for the plan already resident, no launch gap), and with down
+//    1 or 2 too, down is one of up: its blocks take the SMs that the up
+//    kernel's last blocks leave free, read the plan and (with prefetch) ask
+//    for their weights, then wait for the up kernel's hidden rows.
 struct MoeSmallVariant {
   int up = 0;    // 0 default, 1 early
   int down = 0;  // 0 default, 1 split, 2 split8

@@ -111,7 +111,7 @@ TEST_P(MoeTest, MatchesCpu) {
     ~DefaultVariantOnExit() { cuda_set_moe_small_variant(be, 0, 0, false, false); }
   } restore{*gpu_};
   // Codes: 1000 * pdl + 100 * prefetch + 10 * up + down (cuda_backend.h).
-  for (int code : {10, 1, 2, 11, 12, 100, 111, 112, 1111, 1112}) {
+  for (int code : {10, 1, 2, 11, 12, 100, 111, 112, 1110, 1111, 1112}) {
     const int up = code / 10 % 10, down = code % 10;
     const bool prefetch = code / 100 % 10 == 1, pdl = code >= 1000;
     cuda_set_moe_small_variant(*gpu_, up, down, prefetch, pdl);

@@ -93,7 +93,7 @@ if has variants; then
   note "MoeTest with every small-regime variant: $r, $(grep -c '^\[       OK' "$OUT/variants_harness.log") ok, $(grep -c '^\[  FAILED' "$OUT/variants_harness.log") failed lines"
   r=$(timed timeout ${MOE_BENCH_TIMEOUT:-120} stdbuf -oL "$BIN/bench_cuda_step" tests/data/configs/qwen3_5_35b_a3b \
       --prefill 16 --context 16 --batches 1 --iters ${MOE_ITERS:-20} --moe-only 1 --moe-tokens 1,2,4,8,32 \
-      --moe-variants ${MOE_VARIANTS:-0,10,1,2,11,12,100,110,101,102,111,112,1111,1112} > "$OUT/variants_bench.log" 2>&1)
+      --moe-variants ${MOE_VARIANTS:-0,10,1,2,11,12,100,110,101,102,111,112,1110,1111,1112} > "$OUT/variants_bench.log" 2>&1)
   note "variants bench 35B-A3B: $r"
 fi
 if has serve; then

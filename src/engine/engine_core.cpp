@@ -281,6 +281,7 @@ std::vector<RequestOutput> EngineCore::step() {
     std::lock_guard lock(stats_mutex_);
     stats_.num_steps++;
     stats_.num_preemptions = scheduler_->num_preemptions();
+    stats_.recorded_graphs = executor_.recorded_graphs();
     if (sched.num_scheduled_tokens > 0) stats_.iteration_tokens.observe(sched.num_scheduled_tokens);
   }
   return collect_outputs(end);

@@ -48,6 +48,7 @@ struct EngineStats {
   int num_requests_waiting = 0;     // vllm:num_requests_waiting
   double kv_cache_usage = 0.0;      // vllm:kv_cache_usage_perc, 0..1 (blocks in use / blocks)
   double state_slot_usage = 0.0;    // GDN state slots in use / slots (hyllm only)
+  int64_t recorded_graphs = 0;      // decode-step device graphs kept for replay (hyllm only)
 
   // Counters.
   uint64_t num_preemptions = 0;     // vllm:num_preemptions_total

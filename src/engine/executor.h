@@ -143,6 +143,11 @@ class ModelExecutor {
   virtual void allocate_cache(const CacheAllocation& allocation) = 0;
 
   virtual StepOutput execute(const StepInput& input) = 0;
+
+  // Device graphs the executor keeps recorded for replay (0 without them).
+  // Each holds host and device memory until the cache is reallocated, so the
+  // process's memory grows with this count until every step shape is seen.
+  virtual int64_t recorded_graphs() const { return 0; }
 };
 
 }  // namespace hyllm

@@ -11,6 +11,8 @@ std::string render_metrics(const EngineStats& s, std::string_view model_name) {
   w.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", s.num_requests_waiting);
   w.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", s.kv_cache_usage);
   w.gauge("hyllm:state_slot_usage_perc", "GDN state-slot usage. 1 means 100 percent usage.", s.state_slot_usage);
+  w.gauge("hyllm:recorded_graphs", "Decode-step device graphs kept for replay (each holds host and device memory).",
+          static_cast<double>(s.recorded_graphs));
   w.counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
             static_cast<double>(s.num_preemptions));
   w.counter("vllm:prompt_tokens", "Number of prefill tokens processed.", static_cast<double>(s.prompt_tokens));

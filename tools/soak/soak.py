@@ -130,7 +130,8 @@ def metrics(port):
         return float(m.group(1)) if m else None
 
     return {"running": value("vllm:num_requests_running"), "waiting": value("vllm:num_requests_waiting"),
-            "kv": value("vllm:kv_cache_usage_perc"), "state": value("hyllm:state_slot_usage_perc")}
+            "kv": value("vllm:kv_cache_usage_perc"), "state": value("hyllm:state_slot_usage_perc"),
+            "graphs": value("hyllm:recorded_graphs")}
 
 
 # ---- one request -------------------------------------------------------------
@@ -434,7 +435,7 @@ def main():
             oldest = sorted(ctx["in_flight"].values(), key=lambda kt: kt[1])[:3]
         try:
             m = metrics(port)
-            engine = f"running {m['running']:.0f}, waiting {m['waiting']:.0f}"
+            engine = f"running {m['running']:.0f}, waiting {m['waiting']:.0f}, graphs {m['graphs'] or 0:.0f}"
         except Exception as e:  # noqa: BLE001 - progress only
             engine = f"/metrics: {e}"
         late = ", ".join(f"{k} for {time.time() - t0:.0f} s" for k, t0 in oldest)
@@ -444,11 +445,17 @@ def main():
         print(f"soak: {time.time() - load_start:.0f} s: {sent} requests finished, {engine}, {memory}; oldest in flight: "
               f"{late or 'none'}", flush=True)
 
+    def graphs_now():
+        try:
+            return metrics(port)["graphs"]
+        except Exception:  # noqa: BLE001 - the scraper reports /metrics failures
+            return None
+
     def sampler():
         next_progress = load_start + 30
         while not stop_sampling.is_set():
             samples.append({"phase": "warmup" if time.time() < warm_end else "load", "rss": rss_bytes(pid),
-                            "gpu": gpu_bytes(pid)})
+                            "gpu": gpu_bytes(pid), "graphs": graphs_now()})
             if time.time() >= next_progress:
                 progress()
                 next_progress += 30
@@ -482,7 +489,7 @@ def main():
             break
         time.sleep(0.5)
     time.sleep(1)
-    samples.append({"phase": "idle", "rss": rss_bytes(pid), "gpu": gpu_bytes(pid)})
+    samples.append({"phase": "idle", "rss": rss_bytes(pid), "gpu": gpu_bytes(pid), "graphs": after.get("graphs")})
     health = get(port, "/health")[0]
 
     # SIGTERM while streams are in flight.
@@ -543,6 +550,14 @@ def main():
     gpu_ok = not have_gpu or idle["gpu"] - warm_gpu <= opt.gpu_slack_mib * MiB
     drain_ok = (len(drain_results) == opt.drain_streams and all(d == "ok" for d in drain_results)
                 and running_at_signal > 0 and late != "HTTP 200" and code == 0)
+    # Recorded decode graphs hold host and device memory and grow in number
+    # until every step shape has been seen: the detail lines say how many were
+    # added after warm-up and the memory per added graph, to tell that growth
+    # from a leak (a leak grows with no new graphs).
+    warm_graphs = max((s.get("graphs") or 0) for s in warm)
+    new_graphs = (idle.get("graphs") or 0) - warm_graphs
+    per_graph = (lambda growth: f"; {new_graphs:.0f} graphs recorded after warm-up, "
+                 f"{growth / MiB / new_graphs:.2f} MiB each" if new_graphs > 0 else "; no graphs recorded after warm-up")
     idle_ok = (after.get("running") == 0 and after.get("waiting") == 0 and after.get("kv") == 0
                and after.get("state") == 0)
     checks = [
@@ -554,9 +569,9 @@ def main():
         ("engine idle after the load", f"running {after.get('running')}, waiting {after.get('waiting')}, "
          f"KV usage {after.get('kv')}, state-slot usage {after.get('state')}", idle_ok),
         ("host RSS flat after warm-up", f"{warm_rss / MiB:.0f} MiB after warm-up, peak {peak_rss / MiB:.0f}, "
-         f"{idle['rss'] / MiB:.0f} MiB at the end ({rss_growth / MiB:+.1f} MiB)", rss_ok),
+         f"{idle['rss'] / MiB:.0f} MiB at the end ({rss_growth / MiB:+.1f} MiB){per_graph(rss_growth)}", rss_ok),
         ("GPU memory flat after warm-up", f"{warm_gpu / MiB:.0f} MiB after warm-up, {idle['gpu'] / MiB:.0f} MiB at "
-         f"the end" if have_gpu else "no GPU", gpu_ok),
+         f"the end{per_graph(idle['gpu'] - warm_gpu)}" if have_gpu else "no GPU", gpu_ok),
         ("SIGTERM drain", f"{running_at_signal} streams running at the signal; "
          f"{sum(d == 'ok' for d in drain_results)}/{opt.drain_streams} finished; new request: {late}; "
          f"exit {code} after {drain_seconds:.1f} s", drain_ok),

@@ -16,6 +16,12 @@ int64_t DecodeGraphs::seq_len_bucket(int64_t max_seq_len, int64_t max_model_len)
   return std::max(std::min(b, max_model_len), max_seq_len);
 }
 
+int64_t DecodeGraphs::recorded() const {
+  int64_t n = 0;
+  for (const auto& [key, entry] : graphs_) n += entry.graph != nullptr ? 1 : 0;
+  return n;
+}
+
 TensorView DecodeGraphs::run(StepContext& ctx, const std::function<TensorView(const StepContext&)>& forward) {
   const bool uniform = ctx.decode_only || ctx.uniform_query_len > 0;
   if (!recorder_ || !uniform || ctx.num_seqs > kMaxBatch) return forward(ctx);

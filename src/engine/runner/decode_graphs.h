@@ -42,6 +42,8 @@ class DecodeGraphs {
   // Forgets every recording (the cache it points into was reallocated).
   void clear() { graphs_.clear(); }
   size_t size() const { return graphs_.size(); }
+  // Shapes with a recording (size() also counts shapes seen once, not yet recorded).
+  int64_t recorded() const;
   int64_t replays() const { return replays_; }
 
   // The sequence-length bound a decode step is recorded under: the next

@@ -79,6 +79,9 @@ class ModelRunner final : public ModelExecutor {
   const std::vector<float>& last_logits() const { return logits_host_; }
   // Decode steps replayed from recorded graphs so far.
   int64_t graph_replays() const { return graphs_.replays() + draft_graphs_[0].replays() + draft_graphs_[1].replays(); }
+  int64_t recorded_graphs() const override {
+    return graphs_.recorded() + draft_graphs_[0].recorded() + draft_graphs_[1].recorded();
+  }
 
  private:
   // Fixed-capacity device copies of the step's metadata.

@@ -125,6 +125,11 @@ TEST(DecodeGraphs, ShapesAreBatchRowsAndSeqLenBucket) {
   }
   EXPECT_EQ(rec.recordings, 4);
   EXPECT_EQ(g.size(), 4u);
+  EXPECT_EQ(g.recorded(), 4);
+  StepContext once = decode_ctx(3, 100);  // a shape seen once is noted, not recorded
+  g.run(once, f.fn());
+  EXPECT_EQ(g.size(), 5u);
+  EXPECT_EQ(g.recorded(), 4);
   EXPECT_EQ(DecodeGraphs::seq_len_bucket(1, 4096), 256);
   EXPECT_EQ(DecodeGraphs::seq_len_bucket(257, 4096), 512);
   EXPECT_EQ(DecodeGraphs::seq_len_bucket(3000, 3500), 3500);  // capped at max_model_len

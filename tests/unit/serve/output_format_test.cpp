@@ -101,6 +101,7 @@ TEST(Metrics, VllmNamesFromEngineStats) {
   s.num_requests_running = 2;
   s.kv_cache_usage = 0.25;
   s.state_slot_usage = 0.5;
+  s.recorded_graphs = 7;
   s.prompt_tokens = 12;
   s.request_finished[static_cast<int>(FinishReason::kLength)] = 1;
   s.time_to_first_token.observe(0.02);
@@ -110,6 +111,7 @@ TEST(Metrics, VllmNamesFromEngineStats) {
            "vllm:num_requests_waiting{engine=\"0\",model_name=\"tiny\"} 0.0\n",
            "vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"tiny\"} 0.25\n",
            "hyllm:state_slot_usage_perc{engine=\"0\",model_name=\"tiny\"} 0.5\n",
+           "hyllm:recorded_graphs{engine=\"0\",model_name=\"tiny\"} 7.0\n",
            "vllm:prompt_tokens_total{engine=\"0\",model_name=\"tiny\"} 12.0\n",
            "vllm:generation_tokens_total{engine=\"0\",model_name=\"tiny\"} 0.0\n",
            "vllm:request_success_total{finished_reason=\"length\",engine=\"0\",model_name=\"tiny\"} 1.0\n",

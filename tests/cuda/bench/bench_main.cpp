@@ -168,25 +168,31 @@ void time_moe_variants(Backend& be, SyntheticModel& m, const ModelConfig& cfg, c
   for (int64_t T : tokens) {
     if (T > 32 || T > m.max_tokens()) continue;
     for (int64_t v : variants) {
-      cuda_set_moe_small_variant(be, static_cast<int>(v / 10 % 10), static_cast<int>(v % 10), v / 100 % 10 == 1,
-                                 v >= 1000);
-      m.moe_layers(T);  // warm-up: sizes the scratch before the capture
-      be.synchronize();
-      auto g = cuda_capture_graph(be, [&] { m.moe_layers(T); });
-      std::vector<double> ts;
-      for (int i = 0; i < iters + 2; ++i) {
+      // A variant that fails (e.g. a driver that cannot capture programmatic
+      // launches) gets a line of its own; the others are still timed.
+      try {
+        cuda_set_moe_small_variant(be, static_cast<int>(v / 10 % 10), static_cast<int>(v % 10), v / 100 % 10 == 1,
+                                   v >= 1000);
+        m.moe_layers(T);  // warm-up: sizes the scratch before the capture
         be.synchronize();
-        const double t0 = now_s();
-        g->replay();
-        be.synchronize();
-        if (i >= 2) ts.push_back(now_s() - t0);
+        auto g = cuda_capture_graph(be, [&] { m.moe_layers(T); });
+        std::vector<double> ts;
+        for (int i = 0; i < iters + 2; ++i) {
+          be.synchronize();
+          const double t0 = now_s();
+          g->replay();
+          be.synchronize();
+          if (i >= 2) ts.push_back(now_s() - t0);
+        }
+        const double per_layer = median(ts) / static_cast<double>(cfg.num_hidden_layers);
+        const double distinct = E * (1.0 - std::pow(1.0 - k / E, static_cast<double>(T)));
+        const double bytes = (distinct + 1.0) * expert_bytes;
+        std::printf("%-8lld %6lld %10.2f %10.1f %12.0f %7.1f%%\n", static_cast<long long>(v),
+                    static_cast<long long>(T), per_layer * 1e6, bytes / 1e6, bytes / per_layer / 1e9,
+                    100.0 * bytes / per_layer / kCopyBandwidth);
+      } catch (const std::exception& e) {
+        std::printf("%-8lld %6lld failed: %s\n", static_cast<long long>(v), static_cast<long long>(T), e.what());
       }
-      const double per_layer = median(ts) / static_cast<double>(cfg.num_hidden_layers);
-      const double distinct = E * (1.0 - std::pow(1.0 - k / E, static_cast<double>(T)));
-      const double bytes = (distinct + 1.0) * expert_bytes;
-      std::printf("%-8lld %6lld %10.2f %10.1f %12.0f %7.1f%%\n", static_cast<long long>(v),
-                  static_cast<long long>(T), per_layer * 1e6, bytes / 1e6, bytes / per_layer / 1e9,
-                  100.0 * bytes / per_layer / kCopyBandwidth);
     }
   }
   cuda_set_moe_small_variant(be, 0, 0, false, false);

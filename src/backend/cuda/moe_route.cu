@@ -7,7 +7,6 @@ namespace hyllm::cuda {
 namespace {
 
 using moe_detail::block_scan_experts;
-using moe_detail::dot8;
 using moe_detail::ld_stream;
 using moe_detail::warp_route;
 

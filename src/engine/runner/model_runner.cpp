@@ -52,6 +52,8 @@ ModelRunner::ModelRunner(std::unique_ptr<Model> model, const RunnerOptions& opti
   dev_.sample_rows = i32_buffer(be, R);
   dev_.save_slots = i32_buffer(be, S);
   dev_.save_lens = i32_buffer(be, S);
+  if (num_spec_ > 0 && !opts_.samples)
+    fail(ErrorCode::kUnsupported, "speculative decoding needs the runner that samples");
   if (num_spec_ > 0) {
     dev_.hidden_rows = i32_buffer(be, T);
     dev_.keep = i32_buffer(be, S);
@@ -436,6 +438,10 @@ StepOutput ModelRunner::execute(const StepInput& input) {
   // The profile step's shapes are no decode step's; it runs op by op.
   TensorView logits = profiling_ ? model_->forward(ctx)
                                  : graphs_.run(ctx, [this](const StepContext& c) { return model_->forward(c); });
+  if (!opts_.samples) {
+    model_->backend().synchronize();
+    return {};
+  }
   fill_token_masks(input);
   const Clock::time_point t2 = Clock::now();
   const int64_t R = ctx.sample_rows.numel(), V = model_->vocab_size();

@@ -54,6 +54,10 @@ struct RunnerOptions {
   // null: every step is launched op by op (--enforce-eager). The app gives
   // its backend's recorder (e.g. cuda_capture_graph).
   GraphRecorder record_graph;
+  // False on every rank of a tensor-parallel group but the first: the step
+  // runs its forward (and the collectives in it) and samples nothing, and
+  // execute() returns an empty StepOutput after the device has finished.
+  bool samples = true;
 };
 
 class ModelRunner final : public ModelExecutor {

@@ -172,7 +172,7 @@ void linear(Backend& be, const LinearArgs& a);
 // [vocab_start, vocab_start + V) of the whole vocabulary, and
 // out[t, :] = table[ids[t] - vocab_start, :] when ids[t] lies in that range,
 // zeros otherwise (no error): summed over the ranks, every row is the whole
-// table's row.
+// table's row. vocab_start is >= 0, and 0 without part_of_vocab.
 struct EmbeddingArgs {
   TensorView ids;    // [T] i32
   TensorView table;  // [V, H] bf16

@@ -46,6 +46,10 @@ class Backend {
 
   // Waits until all queued work is done.
   virtual void synchronize() = 0;
+  // Makes the calling thread able to use this backend (CUDA: selects its
+  // device). A tensor-parallel rank's thread calls it once before any other
+  // call; single-device code never needs it.
+  virtual void bind_to_current_thread() {}
   virtual MemoryInfo memory_info() const = 0;
 
   // The backend's op implementations (ops.h validates, then calls these).

@@ -27,6 +27,12 @@ class Communicator {
   // See ops.h all_reduce / all_gather_columns; arguments already validated.
   virtual void all_reduce(const TensorView& x, const TensorView& out) = 0;
   virtual void all_gather_columns(const TensorView& x, const TensorView& out) = 0;
+
+  // After one rank failed mid-step, the others may wait in a collective for
+  // it forever: abort() (callable from any thread, on any rank's
+  // communicator) makes every waiting and every later collective of the
+  // whole group throw kInternal instead. The group is unusable afterwards.
+  virtual void abort() = 0;
 };
 
 }  // namespace hyllm

@@ -219,7 +219,9 @@ InProcessEngine build_engine(const EngineFlags& f) {
   ro.max_model_len = config.max_model_len;
   ro.gpu_memory_utilization = config.gpu_memory_utilization;
   if (config.kv_cache_memory_bytes) ro.cache_memory_bytes = *config.kv_cache_memory_bytes;
-  e.engine = make_engine_client(load_executor(e.backends, device, e.model_dir, mo, ro, f.enforce_eager), config);
+  std::unique_ptr<ModelExecutor> executor = load_executor(e.backends, device, e.model_dir, mo, ro, f.enforce_eager);
+  e.executor = executor.get();
+  e.engine = make_engine_client(std::move(executor), config);
   return e;
 }
 

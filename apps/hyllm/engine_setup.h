@@ -81,6 +81,7 @@ struct InProcessEngine {
   ModelConfig model_config;
   std::vector<std::unique_ptr<Backend>> backends;  // outlive the engine: declared first
   std::unique_ptr<EngineClient> engine;
+  const ModelExecutor* executor = nullptr;  // the engine's, for its times()
 
   InProcessEngine() = default;
   InProcessEngine(InProcessEngine&&) = default;

@@ -159,4 +159,6 @@ StepOutput TensorParallelExecutor::execute(const StepInput& input) {
 
 int64_t TensorParallelExecutor::recorded_graphs() const { return ranks_.front()->runner->recorded_graphs(); }
 
+ExecutorTimes TensorParallelExecutor::times() const { return ranks_.front()->runner->times(); }
+
 }  // namespace hyllm

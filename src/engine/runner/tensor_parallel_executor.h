@@ -49,6 +49,7 @@ class TensorParallelExecutor final : public ModelExecutor {
   void allocate_cache(const CacheAllocation& allocation) override;
   StepOutput execute(const StepInput& input) override;
   int64_t recorded_graphs() const override;
+  ExecutorTimes times() const override;
 
   int size() const { return static_cast<int>(ranks_.size()); }
   ModelRunner& runner(int rank);

@@ -11,7 +11,6 @@
 #include "backend/cuda/nccl_communicator.h"
 
 #include <cuda_runtime.h>
-#include <nccl.h>
 
 #include <algorithm>
 #include <atomic>
@@ -21,6 +20,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/launch/convert.h"
+#include "backend/cuda/nccl_library.h"
 #include "util/env.h"
 
 namespace hyllm {
@@ -31,7 +31,7 @@ namespace {
     ncclResult_t hyllm_nccl_ = (expr);                                                                     \
     if (hyllm_nccl_ != ncclSuccess) [[unlikely]] {                                                         \
       ::hyllm::fail(::hyllm::ErrorCode::kInternal, "{}:{}: {} failed: {}", __FILE__, __LINE__, #expr,      \
-                    ncclGetErrorString(hyllm_nccl_));                                                      \
+                    cuda::nccl().GetErrorString(hyllm_nccl_));                                                      \
     }                                                                                                      \
   } while (0)
 
@@ -39,15 +39,15 @@ class NcclGroup {
  public:
   explicit NcclGroup(const std::vector<int>& devices) : comms_(devices.size()), locks_(devices.size()) {
     set_nccl_defaults();
-    HYLLM_NCCL_CHECK(ncclCommInitAll(comms_.data(), static_cast<int>(devices.size()), devices.data()));
+    HYLLM_NCCL_CHECK(cuda::nccl().CommInitAll(comms_.data(), static_cast<int>(devices.size()), devices.data()));
   }
   ~NcclGroup() {
     if (aborted_.load()) return;
     // Finalising is collective: the comms of this one thread finalise as a group.
-    ncclGroupStart();
-    for (ncclComm_t c : comms_) ncclCommFinalize(c);
-    ncclGroupEnd();
-    for (ncclComm_t c : comms_) ncclCommDestroy(c);
+    cuda::nccl().GroupStart();
+    for (ncclComm_t c : comms_) cuda::nccl().CommFinalize(c);
+    cuda::nccl().GroupEnd();
+    for (ncclComm_t c : comms_) cuda::nccl().CommDestroy(c);
   }
   NcclGroup(const NcclGroup&) = delete;
   NcclGroup& operator=(const NcclGroup&) = delete;
@@ -69,7 +69,7 @@ class NcclGroup {
     for (size_t r = 0; r < comms_.size(); ++r) {
       std::lock_guard lk(locks_[r]);
       if (comms_[r] == nullptr) continue;
-      ncclCommAbort(comms_[r]);
+      cuda::nccl().CommAbort(comms_[r]);
       comms_[r] = nullptr;
     }
     if (had_device) cudaSetDevice(device);
@@ -102,11 +102,11 @@ class NcclCommunicator final : public Communicator {
     group_->with_comm(rank_, [&](ncclComm_t comm) {
       if (n == 0) return;
       if (x_f32) {
-        HYLLM_NCCL_CHECK(ncclAllReduce(x.data(), sum, n, ncclFloat32, ncclSum, comm, stream));
+        HYLLM_NCCL_CHECK(cuda::nccl().AllReduce(x.data(), sum, n, ncclFloat32, ncclSum, comm, stream));
       } else {
         cuda::launch_convert_float(x.data(), false, sum, true, n, stream);
         cuda_detail::check_launch("all_reduce");
-        HYLLM_NCCL_CHECK(ncclAllReduce(sum, sum, n, ncclFloat32, ncclSum, comm, stream));
+        HYLLM_NCCL_CHECK(cuda::nccl().AllReduce(sum, sum, n, ncclFloat32, ncclSum, comm, stream));
       }
     });
     if (n > 0 && !out_f32) {
@@ -126,7 +126,7 @@ class NcclCommunicator final : public Communicator {
     group_->with_comm(rank_, [&](ncclComm_t comm) {
       if (block == 0) return;
       HYLLM_NCCL_CHECK(
-          ncclAllGather(x.data(), direct ? out.data() : staging, block, nccl_type(x.dtype()), comm, stream));
+          cuda::nccl().AllGather(x.data(), direct ? out.data() : staging, block, nccl_type(x.dtype()), comm, stream));
     });
     if (direct || block == 0 || N == 0) return;
     for (int q = 0; q < size(); ++q) {

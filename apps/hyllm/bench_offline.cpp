@@ -137,7 +137,9 @@ void setup_latency(CLI::App& bench, int& exit_code) {
     InProcessEngine e = build_engine(ef);
     auto prompts = random_prompts(batch_size, input_len, usable_vocab(e), ef.seed);
     std::vector<double> latencies, prefills, steps;
+    ExecutorTimes before;
     for (int it = -warmup; it < iters; ++it) {
+      if (it == 0) before = e.executor->times();
       auto times = run_batch(*e.engine, prompts, output_len, fmt::format("latency{}", it));
       if (it < 0) continue;
       double end = 0, first = 0;
@@ -159,10 +161,21 @@ void setup_latency(CLI::App& bench, int& exit_code) {
                              input_len, mean(prefills) * 1e3, percentile(prefills, 50) * 1e3);
     std::cout << fmt::format("Decode step (batch {}): mean {:.3f} ms, median {:.3f} ms, p99 {:.3f} ms\n", batch_size,
                              mean(steps) * 1e3, percentile(steps, 50) * 1e3, percentile(steps, 99) * 1e3);
+    // Speculative decoding: the executor's own split of its generation steps
+    // into the target (verify) step and the MTP draft passes.
+    const ExecutorTimes after = e.executor->times();
+    const int64_t n_steps = after.steps - before.steps;
+    const double target_ms = n_steps ? (after.target_s - before.target_s) * 1e3 / n_steps : 0.0;
+    const double draft_ms = n_steps ? (after.draft_s - before.draft_s) * 1e3 / n_steps : 0.0;
+    if (draft_ms > 0)
+      std::cout << fmt::format("Generation steps: {}, mean {:.3f} ms target (verify) + {:.3f} ms MTP drafts\n",
+                               n_steps, target_ms, draft_ms);
     if (!output_json.empty()) {
       nlohmann::json j = {{"avg_latency", mean(latencies)}, {"latencies", latencies},
                           {"prefill_ms_median", percentile(prefills, 50) * 1e3},
                           {"decode_step_ms_median", percentile(steps, 50) * 1e3}, {"batch_size", batch_size},
+                          {"executor_steps", n_steps}, {"executor_target_ms_mean", target_ms},
+                          {"executor_draft_ms_mean", draft_ms},
                           {"input_len", input_len}, {"output_len", output_len}};
       for (double p : {10.0, 25.0, 50.0, 75.0, 90.0, 99.0})
         j["percentiles"][fmt::format("{}", static_cast<int>(p))] = percentile(latencies, p);

@@ -117,10 +117,6 @@ std::string read_text_file(const fs::path& path) {
 
 // Flags that name features hyllm does not have yet: refused before anything loads.
 void refuse_missing_features(const ServeArgs& a) {
-  if (a.tensor_parallel_size != 1) {
-    fail(ErrorCode::kUnsupported, "--tensor-parallel-size {}: hyllm runs a model on one GPU only (use 1)",
-         a.tensor_parallel_size);
-  }
   if (a.pipeline_parallel_size != 1) {
     fail(ErrorCode::kUnsupported, "--pipeline-parallel-size {}: pipeline parallelism is not available (use 1)",
          a.pipeline_parallel_size);
@@ -230,7 +226,7 @@ int run_serve(ServeArgs& a) {
   if (api_keys.empty() && env().api_key) api_keys.push_back(*env().api_key);
   // Declared before the server: the engine inside it frees device memory
   // through the backend, so the backend must outlive it.
-  std::unique_ptr<Backend> backend;
+  std::vector<std::unique_ptr<Backend>> backends;
   serve::ServerOptions server_options;
   server_options.host = a.host;
   server_options.port = a.port;
@@ -243,8 +239,9 @@ int run_serve(ServeArgs& a) {
   }
 
   const auto t_load = Clock::now();
-  backend = make_backend(device);
-  if (device == "cuda" && backend->memory_info().total_bytes >= (70ull << 30)) {
+  backends = make_backends(device, a.tensor_parallel_size);
+  const std::string backend_name = backends.front()->name();
+  if (device == "cuda" && backends.front()->memory_info().total_bytes >= (70ull << 30)) {
     // vLLM's defaults on GPUs with >= 70 GiB (H100/H200 class).
     if (!a.max_num_seqs) config.max_num_seqs = 1024;
     if (!a.max_num_batched_tokens) config.max_num_batched_tokens = 8192;
@@ -315,7 +312,8 @@ int run_serve(ServeArgs& a) {
     }
   }
 
-  log::info("Loading model from {} on {}", model_dir.string(), backend->name());
+  log::info("Loading model from {} on {}{}", model_dir.string(), backend_name,
+            backends.size() > 1 ? fmt::format(" and {} more devices (tensor parallel)", backends.size() - 1) : "");
   ModelOptions model_options;
   model_options.max_num_tokens = config.max_num_batched_tokens;
   model_options.max_num_seqs = config.max_num_seqs;
@@ -325,11 +323,6 @@ int run_serve(ServeArgs& a) {
   model_options.online_fp8 = online_fp8;
   model_options.dummy_router_skew = a.dummy_router_skew;
   model_options.num_speculative_tokens = config.num_speculative_tokens;
-  auto model = load_model(model_dir, *backend, model_options);
-  backend->synchronize();  // weights made on the device are done: the time below is the whole load
-  const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
-  log::info("Model loading took {:.4f} GiB and {:.2f} seconds", model->weight_bytes() / double(1ull << 30), load_s);
-
   RunnerOptions runner_options;
   runner_options.max_num_tokens = config.max_num_batched_tokens;
   runner_options.max_num_seqs = config.max_num_seqs;
@@ -338,12 +331,10 @@ int run_serve(ServeArgs& a) {
   // leaves (vLLM's meaning: the share of all device memory that weights,
   // activations and the cache may use together); --kv-cache-memory wins.
   runner_options.gpu_memory_utilization = a.gpu_memory_utilization;
-  // Sample on the GPU: only tokens (and logprobs) cross to the host.
-  runner_options.device_sampler = make_device_sampler(device, *backend);
-  // Decode steps replay recorded CUDA graphs unless --enforce-eager.
-  runner_options.record_graph = make_graph_recorder(device, *backend, a.enforce_eager);
   if (config.kv_cache_memory_bytes) runner_options.cache_memory_bytes = *config.kv_cache_memory_bytes;
-  auto runner = std::make_unique<ModelRunner>(std::move(model), runner_options);
+  // Samples on the GPU (only tokens and logprobs cross to the host) and
+  // replays decode steps from CUDA graphs unless --enforce-eager.
+  auto runner = load_executor(backends, device, model_dir, model_options, runner_options, a.enforce_eager);
   const int32_t vocab = static_cast<int32_t>(runner->vocab_size());
   if (tokenizer && tokenizer->vocab_size() > vocab) {
     fail(ErrorCode::kCorruptData, "the tokenizer has {} ids but the model only {}", tokenizer->vocab_size(), vocab);

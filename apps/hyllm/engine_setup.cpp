@@ -1,8 +1,11 @@
 #include "engine_setup.h"
 
+#include <chrono>
 #include <cmath>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_communicator.h"
+#include "engine/runner/tensor_parallel_executor.h"
 #include "engine/runner/model_runner.h"
 #include "engine/speculative_config.h"
 #include "model/model.h"
@@ -11,6 +14,7 @@
 #include "util/status.h"
 #ifdef HYLLM_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/nccl_communicator.h"
 #endif
 
 namespace hyllm::app {
@@ -34,6 +38,8 @@ void add_engine_flags(CLI::App& sub, EngineFlags& f) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 4.0));
   sub.add_flag("--enforce-eager", f.enforce_eager, "Launch every step op by op (no CUDA graphs)");
+  sub.add_option("--tensor-parallel-size", f.tensor_parallel_size, "Devices the model is split across (1-8)")
+      ->capture_default_str();
 }
 
 std::filesystem::path default_model_dir() {
@@ -49,14 +55,15 @@ std::string resolve_device(const std::string& requested) {
   return "cpu";
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& device) {
+std::unique_ptr<Backend> make_backend(const std::string& device, int device_index) {
   if (device == "cpu") return make_cpu_backend();
 #ifdef HYLLM_HAVE_CUDA
   if (device == "cuda") {
     if (cuda_device_count() == 0) fail(ErrorCode::kUnavailable, "--device cuda: no CUDA device is visible");
-    return make_cuda_backend(0);
+    return make_cuda_backend(device_index);
   }
 #endif
+  (void)device_index;
   fail(ErrorCode::kInvalidArgument, "--device {}: not available in this build (cpu{})", device,
 #ifdef HYLLM_HAVE_CUDA
        ", cuda"
@@ -64,6 +71,58 @@ std::unique_ptr<Backend> make_backend(const std::string& device) {
        ""
 #endif
   );
+}
+
+std::vector<std::unique_ptr<Backend>> make_backends(const std::string& device, int size) {
+  if (size < 1 || size > 8)
+    fail(ErrorCode::kInvalidArgument, "--tensor-parallel-size {}: expected 1 to 8", size);
+#ifdef HYLLM_HAVE_CUDA
+  if (device == "cuda" && size > cuda_device_count())
+    fail(ErrorCode::kInvalidArgument, "--tensor-parallel-size {}: only {} CUDA devices are visible", size,
+         cuda_device_count());
+#endif
+  std::vector<std::unique_ptr<Backend>> backends;
+  for (int r = 0; r < size; ++r) backends.push_back(make_backend(device, r));
+  if (size == 1) return backends;
+  std::vector<std::shared_ptr<Communicator>> comms;
+  if (device == "cpu") comms = make_cpu_communicators(size);
+#ifdef HYLLM_HAVE_CUDA
+  if (device == "cuda") {
+    std::vector<Backend*> raw;
+    for (auto& b : backends) raw.push_back(b.get());
+    comms = make_nccl_communicators(raw);
+  }
+#endif
+  HYLLM_CHECK(comms.size() == backends.size(), "no communicators for device {}", device);
+  for (int r = 0; r < size; ++r) backends[static_cast<size_t>(r)]->set_communicator(comms[static_cast<size_t>(r)]);
+  // Making a device backend selects its device on this thread: back to rank 0's.
+  backends.front()->bind_to_current_thread();
+  return backends;
+}
+
+std::unique_ptr<ModelExecutor> load_executor(std::vector<std::unique_ptr<Backend>>& backends,
+                                             const std::string& device, const std::filesystem::path& model_dir,
+                                             const ModelOptions& model, const RunnerOptions& runner,
+                                             bool enforce_eager) {
+  HYLLM_CHECK(!backends.empty(), "load_executor without a backend");
+  const auto start = std::chrono::steady_clock::now();
+  const size_t ranks = backends.size();
+  auto make_runner = [&](int rank, Backend& backend) {
+    auto m = load_model(model_dir, backend, model);
+    backend.synchronize();  // weights made on the device are done: the time logged is the whole load
+    if (rank == 0) {
+      log::info("Model loading took {:.4f} GiB{} and {:.2f} seconds", m->weight_bytes() / double(1ull << 30),
+                ranks > 1 ? " per rank" : "",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    RunnerOptions ro = runner;
+    ro.samples = rank == 0;
+    ro.device_sampler = rank == 0 ? make_device_sampler(device, backend) : nullptr;
+    ro.record_graph = make_graph_recorder(device, backend, enforce_eager);
+    return std::make_unique<ModelRunner>(std::move(m), ro);
+  };
+  if (backends.size() == 1) return make_runner(0, *backends[0]);
+  return std::make_unique<TensorParallelExecutor>(std::move(backends), make_runner);
 }
 
 std::shared_ptr<DeviceSampler> make_device_sampler(const std::string& device, Backend& backend) {
@@ -144,7 +203,7 @@ InProcessEngine build_engine(const EngineFlags& f) {
   for (int64_t id : load_generation_config(e.model_dir).eos_token_ids) config.eos_token_ids.push_back(static_cast<int32_t>(id));
   config.validate();
 
-  e.backend = make_backend(device);
+  e.backends = make_backends(device, f.tensor_parallel_size);
   ModelOptions mo;
   mo.max_num_tokens = config.max_num_batched_tokens;
   mo.max_num_seqs = config.max_num_seqs;
@@ -154,16 +213,15 @@ InProcessEngine build_engine(const EngineFlags& f) {
   mo.online_fp8 = wants_online_fp8(f.quantization, e.model_config);
   mo.dummy_router_skew = f.dummy_router_skew;
   mo.num_speculative_tokens = config.num_speculative_tokens;
-  auto model = load_model(e.model_dir, *e.backend, mo);
   RunnerOptions ro;
   ro.max_num_tokens = config.max_num_batched_tokens;
   ro.max_num_seqs = config.max_num_seqs;
   ro.max_model_len = config.max_model_len;
   ro.gpu_memory_utilization = config.gpu_memory_utilization;
   if (config.kv_cache_memory_bytes) ro.cache_memory_bytes = *config.kv_cache_memory_bytes;
-  ro.device_sampler = make_device_sampler(device, *e.backend);
-  ro.record_graph = make_graph_recorder(device, *e.backend, f.enforce_eager);
-  e.engine = make_engine_client(std::make_unique<ModelRunner>(std::move(model), ro), config);
+  std::unique_ptr<ModelExecutor> executor = load_executor(e.backends, device, e.model_dir, mo, ro, f.enforce_eager);
+  e.executor = executor.get();
+  e.engine = make_engine_client(std::move(executor), config);
   return e;
 }
 

@@ -14,6 +14,9 @@
 #include "backend/device_graph.h"
 #include "backend/device_sampler.h"
 #include "engine/engine_client.h"
+#include "engine/executor.h"
+#include "engine/runner/model_runner.h"
+#include "model/model.h"
 #include "model/config/model_config.h"
 
 namespace hyllm::app {
@@ -33,6 +36,7 @@ struct EngineFlags {
   uint64_t seed = 0;
   float dummy_router_skew = 0.0f;
   bool enforce_eager = false;
+  int tensor_parallel_size = 1;
 };
 
 void add_engine_flags(CLI::App& sub, EngineFlags& f);
@@ -41,7 +45,11 @@ void add_engine_flags(CLI::App& sub, EngineFlags& f);
 std::filesystem::path default_model_dir();
 // "cpu" or "cuda"; `requested` empty picks cuda when a GPU is present.
 std::string resolve_device(const std::string& requested);
-std::unique_ptr<Backend> make_backend(const std::string& device);
+std::unique_ptr<Backend> make_backend(const std::string& device, int device_index = 0);
+// One backend per tensor-parallel rank: `size` CPU backends sharing the host,
+// or CUDA devices 0..size-1; each holds its rank's communicator when size > 1.
+// kInvalidArgument for a size outside 1..8 or beyond the visible GPUs.
+std::vector<std::unique_ptr<Backend>> make_backends(const std::string& device, int size);
 // The sampler that runs where the logits are (only tokens and logprobs cross
 // to the host); null for the CPU, whose runner samples on the host.
 std::shared_ptr<DeviceSampler> make_device_sampler(const std::string& device, Backend& backend);
@@ -56,11 +64,24 @@ size_t parse_memory_size(const std::string& text);
 // is kUnsupported with a message.
 bool wants_online_fp8(const std::string& quantization, const ModelConfig& config);
 
+// Loads the model from `model_dir` onto `backends` (from make_backends) and
+// returns the executor the engine drives: a ModelRunner over the one backend
+// (which stays the caller's, and must outlive the executor), or a
+// TensorParallelExecutor that takes the backends over (the vector is left
+// empty). `runner` holds the capacities and memory settings; the device
+// sampler and graph recorder are made here for each rank. Logs the weight
+// memory and the load time.
+std::unique_ptr<ModelExecutor> load_executor(std::vector<std::unique_ptr<Backend>>& backends,
+                                             const std::string& device, const std::filesystem::path& model_dir,
+                                             const ModelOptions& model, const RunnerOptions& runner,
+                                             bool enforce_eager);
+
 struct InProcessEngine {
   std::filesystem::path model_dir;
   ModelConfig model_config;
-  std::unique_ptr<Backend> backend;  // outlives the engine: declared first
+  std::vector<std::unique_ptr<Backend>> backends;  // outlive the engine: declared first
   std::unique_ptr<EngineClient> engine;
+  const ModelExecutor* executor = nullptr;  // the engine's, for its times()
 
   InProcessEngine() = default;
   InProcessEngine(InProcessEngine&&) = default;

@@ -107,7 +107,8 @@ void add_serve_flags(CLI::App& sub, ServeArgs& a) {
   sub.add_flag(names("enforce-eager"), a.enforce_eager, "Run without CUDA graphs");
   sub.add_flag(names("language-model-only"), a.language_model_only,
                "Skip the vision tower (hyllm serves text only, so this is always the case)");
-  sub.add_option(names("tensor-parallel-size"), a.tensor_parallel_size, "GPUs per model (only 1)")
+  sub.add_option(names("tensor-parallel-size"), a.tensor_parallel_size,
+                 "GPUs the model is split across (1-8; the CPU backend runs ranks as threads)")
       ->capture_default_str();
   sub.add_option(names("pipeline-parallel-size"), a.pipeline_parallel_size, "Pipeline stages (only 1)")
       ->capture_default_str();

@@ -12,7 +12,8 @@
 
 namespace hyllm {
 
-class Kernels;  // backend/kernels.h: the op implementations
+class Kernels;       // backend/kernels.h: the op implementations
+class Communicator;  // backend/communicator.h: tensor-parallel collectives
 
 // Host-side counts of what the ops were asked to do, so that tests can check
 // that a fast path is the one taken (each FP8 activation quantised once).
@@ -45,6 +46,10 @@ class Backend {
 
   // Waits until all queued work is done.
   virtual void synchronize() = 0;
+  // Makes the calling thread able to use this backend (CUDA: selects its
+  // device). A tensor-parallel rank's thread calls it once before any other
+  // call; single-device code never needs it.
+  virtual void bind_to_current_thread() {}
   virtual MemoryInfo memory_info() const = 0;
 
   // The backend's op implementations (ops.h validates, then calls these).
@@ -53,8 +58,14 @@ class Backend {
 
   OpCounters& counters() { return counters_; }
 
+  // Tensor parallelism: this backend's rank in its group, null when the
+  // model runs on this backend alone. Set once, before the model loads.
+  Communicator* communicator() const { return communicator_.get(); }
+  void set_communicator(std::shared_ptr<Communicator> c) { communicator_ = std::move(c); }
+
  private:
   OpCounters counters_;
+  std::shared_ptr<Communicator> communicator_;
 };
 
 // Owning device memory, freed through the backend that made it.

@@ -1,5 +1,6 @@
 // Validation and dispatch of the dense ops (linear, embedding, rows, norms,
-// MLP, MoE). Attention and GDN ops are in ops_mixers.cpp.
+// MLP, MoE). Attention and GDN ops are in ops_mixers.cpp, the collectives in
+// ops_collective.cpp.
 #include "backend/ops.h"
 
 #include <tuple>
@@ -82,6 +83,8 @@ void embedding(Backend& be, const EmbeddingArgs& a) {
   c.tensor("ids", a.ids, {DType::kI32}, {kAny});
   c.tensor("table", a.table, {DType::kBF16}, {kAny, kAny});
   c.tensor("out", a.out, {DType::kBF16}, {a.ids.dim(0), a.table.dim(1)});
+  c.require(!a.part_of_vocab || a.vocab_start >= 0, "vocab_start {} is negative", a.vocab_start);
+  c.require(a.part_of_vocab || a.vocab_start == 0, "vocab_start {} without part_of_vocab", a.vocab_start);
   be.kernels().embedding(a);
 }
 

@@ -167,10 +167,18 @@ void linear(Backend& be, const LinearArgs& a);
 
 // out[t, :] = table[ids[t], :] (no scaling). ids must lie in [0, V); the CPU
 // backend reports kInvalidArgument otherwise, a GPU backend writes zeros.
+//
+// Vocabulary-parallel (part_of_vocab): the table holds rows
+// [vocab_start, vocab_start + V) of the whole vocabulary, and
+// out[t, :] = table[ids[t] - vocab_start, :] when ids[t] lies in that range,
+// zeros otherwise (no error): summed over the ranks, every row is the whole
+// table's row. vocab_start is >= 0, and 0 without part_of_vocab.
 struct EmbeddingArgs {
   TensorView ids;    // [T] i32
   TensorView table;  // [V, H] bf16
   TensorView out;    // [T, H] bf16
+  bool part_of_vocab = false;
+  int64_t vocab_start = 0;  // with part_of_vocab
 };
 void embedding(Backend& be, const EmbeddingArgs& a);
 
@@ -182,6 +190,34 @@ struct GatherRowsArgs {
   TensorView out;      // [R, W]
 };
 void gather_rows(Backend& be, const GatherRowsArgs& a);
+
+// ---------------------------------------------------------------------------
+// Collectives (tensor parallelism): the backend's communicator
+// (backend/communicator.h) exchanges tensors with the other ranks. Every rank
+// calls the same op with the same shapes; a backend without a communicator
+// reports kInvalidArgument.
+
+// out = the sum over all ranks of their x, in fp32, rounded once to out's
+// dtype: the reduction after a row-parallel projection. x is bf16 or f32
+// [T, W]; out is bf16 or f32 [T, W] and may be x itself (in place).
+// The order of the fp32 additions is the implementation's (the CPU adds in
+// rank order, NCCL in its ring's), so results may differ from one unsplit
+// sum in the last fp32 bit.
+struct AllReduceArgs {
+  TensorView x;
+  TensorView out;
+};
+void all_reduce(Backend& be, const AllReduceArgs& a);
+
+// Rank r's x [R, w] lands at columns [r * w, r * w + w) of out [R, N], the
+// columns past N cut (the last ranks may hold padding): the logits of a
+// vocabulary-parallel lm_head. N <= size * w; x and out f32 or bf16, the same
+// dtype; out must not alias x.
+struct AllGatherColumnsArgs {
+  TensorView x;
+  TensorView out;
+};
+void all_gather_columns(Backend& be, const AllGatherColumnsArgs& a);
 
 // ---------------------------------------------------------------------------
 // Generated data.

@@ -125,6 +125,18 @@ struct StepOutput {
   std::vector<std::vector<int32_t>> drafts;
 };
 
+// Where execute() spends its wall time in generation steps (every sequence
+// computes only its last token and its drafts; steps with prompt tokens are
+// left out), summed over the steps so far: the target step (planning, the
+// forward, sampling, draft acceptance) and, with speculative decoding, the
+// MTP passes that propose the next drafts. Each part ends with the host
+// waiting for the device, so the split is the device's as well.
+struct ExecutorTimes {
+  int64_t steps = 0;
+  double target_s = 0;
+  double draft_s = 0;
+};
+
 class ModelExecutor {
  public:
   virtual ~ModelExecutor() = default;
@@ -148,6 +160,9 @@ class ModelExecutor {
   // Each holds host and device memory until the cache is reallocated, so the
   // process's memory grows with this count until every step shape is seen.
   virtual int64_t recorded_graphs() const { return 0; }
+  // Safe to call from another thread (the numbers are atomics); exact once
+  // no step runs.
+  virtual ExecutorTimes times() const { return {}; }
 };
 
 }  // namespace hyllm

@@ -13,6 +13,7 @@
 #include "model/layers/mtp_head.h"
 #include "model/layers/params.h"
 #include "model/layers/scratch.h"
+#include "model/layers/tensor_parallel.h"
 #include "model/loader/qwen35_catalogue.h"
 #include "util/log.h"
 
@@ -79,7 +80,11 @@ class Qwen35Model final : public Model {
     WeightLoader w(be, src);
     if (opts.online_fp8) enable_online_fp8(w, cfg);
     const float eps = static_cast<float>(cfg.rms_norm_eps);
-    embed_ = w.load("embed_tokens.weight", DType::kBF16);
+    if (opts.num_speculative_tokens > 0 && TensorParallelGroup::of(be).split())
+      fail(ErrorCode::kUnsupported, "speculative decoding with tensor parallelism is not available yet (use one of "
+           "--speculative-config and --tensor-parallel-size > 1)");
+    const TensorView embed = w.load("embed_tokens.weight", DType::kBF16);
+    embed_ = VocabEmbedding(be, embed, cfg.vocab_size);
     if (cfg.is_moe && spdlog::should_log(spdlog::level::debug)) {  // counts for log_step_debug
       expert_load_ = DeviceBuffer(be, DType::kI32, Shape{cfg.num_hidden_layers, cfg.num_experts});
       be.fill_zero(expert_load_.data(), expert_load_.size());
@@ -109,10 +114,8 @@ class Qwen35Model final : public Model {
       layers_.push_back(std::move(l));
     }
     final_norm_ = RmsNorm::load(w, "norm.weight", eps);
-    if (cfg.tie_word_embeddings)
-      lm_head_ = LinearWeight::bf16(embed_);
-    else
-      lm_head_ = Linear::load(w, {"lm_head"}).weight();
+    lm_head_ = VocabLmHead(be, cfg.tie_word_embeddings ? LinearWeight::bf16(embed) : Linear::load(w, {"lm_head"}).weight(),
+                           cfg.vocab_size);
     num_attention_ = attn;
     num_gdn_ = gdn;
     log_kv_cache_dtype(opts.kv_cache_dtype, layers_);
@@ -231,7 +234,7 @@ class Qwen35Model final : public Model {
     TensorView residual = residual_.view().slice_rows(0, T);
     TensorView logits = logits_.view().slice_rows(0, R);
 
-    embedding(be_, {ctx.token_ids, embed_, residual});
+    embed_.forward(be_, ctx.token_ids, residual);
     LayerInput x = inputs_.view(layers_[0].mixer_needs, T);
     layers_[0].input_norm.apply(be_, residual, x);
     for (size_t i = 0; i < layers_.size(); ++i) {
@@ -272,7 +275,7 @@ class Qwen35Model final : public Model {
         if (R == 0) break;
         TensorView rows = scratch_.take(DType::kBF16, Shape{R, H});
         gather_rows(be_, {hidden, ctx.sample_rows, rows});
-        linear(be_, {rows, lm_head_, logits});
+        lm_head_.forward(be_, scratch_, rows, logits);
         break;
       }
       // Last layer: finish the residual stream only at the sampled rows.
@@ -283,7 +286,7 @@ class Qwen35Model final : public Model {
       gather_rows(be_, {f, ctx.sample_rows, f_rows});
       gather_rows(be_, {residual, ctx.sample_rows, r_rows});
       final_norm_.apply(be_, f_rows, normed, r_rows, r_rows);
-      linear(be_, {normed, lm_head_, logits});
+      lm_head_.forward(be_, scratch_, normed, logits);
     }
     return logits;
   }
@@ -298,12 +301,12 @@ class Qwen35Model final : public Model {
     gather_rows(be_, {(from_draft ? draft_hidden_ : hidden_).view(), hidden_rows, in});
     TensorView out = draft_hidden_.view().slice_rows(0, T);
     const auto& c = attn_cache_.back();
-    mtp_->forward(be_, scratch_, embed_, ctx, in, KvCacheView{c.k.view(), c.v.view()}, out);
+    mtp_->forward(be_, scratch_, embed_.table(), ctx, in, KvCacheView{c.k.view(), c.v.view()}, out);
     TensorView logits = logits_.view().slice_rows(0, R);
     if (R > 0) {
       TensorView rows = scratch_.take(DType::kBF16, Shape{R, H});
       gather_rows(be_, {out, ctx.sample_rows, rows});
-      linear(be_, {rows, lm_head_, logits});
+      lm_head_.forward(be_, scratch_, rows, logits);
     }
     return logits;
   }
@@ -325,7 +328,7 @@ class Qwen35Model final : public Model {
       ffn = std::max(ffn, std::visit([&](const auto& f) { return f.scratch_bytes(T); }, l.ffn));
     }
     const int64_t rows = R * (1 + opts_.num_speculative_tokens);  // a verify step samples 1 + K rows per sequence
-    size_t final_rows = 3 * Scratch::bytes_for(DType::kBF16, rows, H);
+    size_t final_rows = 3 * Scratch::bytes_for(DType::kBF16, rows, H) + lm_head_.scratch_bytes(rows);
     size_t draft = 0;
     if (mtp_) draft = 2 * Scratch::bytes_for(DType::kBF16, T, H) + mtp_->scratch_bytes(T) + final_rows;
     scratch_ = Scratch(be_, std::max(mixer + ffn + final_rows, draft));
@@ -347,10 +350,10 @@ class Qwen35Model final : public Model {
   Backend& be_;
   ModelOptions opts_;
   std::vector<DeviceBuffer> weight_buffers_;
-  TensorView embed_;
+  VocabEmbedding embed_;
   std::vector<Layer> layers_;
   RmsNorm final_norm_;
-  LinearWeight lm_head_;
+  VocabLmHead lm_head_;
   std::optional<MtpHead> mtp_;  // speculative decoding only
   int num_attention_ = 0, num_gdn_ = 0;
   size_t weight_bytes_ = 0, activation_bytes_ = 0;

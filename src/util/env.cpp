@@ -1,6 +1,7 @@
 #include "util/env.h"
 
 #include <cstdlib>
+#include <mutex>
 #include <string>
 
 namespace hyllm {
@@ -37,6 +38,14 @@ EnvSettings load() {
 const EnvSettings& env() {
   static const EnvSettings settings = load();
   return settings;
+}
+
+void set_nccl_defaults() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
+    setenv("NCCL_RUNTIME_CONNECT", "0", /*overwrite=*/0);
+  });
 }
 
 }  // namespace hyllm

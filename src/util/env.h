@@ -21,4 +21,14 @@ struct EnvSettings {
 // Parsed on first call; later changes to the environment are not seen.
 const EnvSettings& env();
 
+// NCCL reads its settings from the environment: sets hyllm's defaults where
+// the user did not set the variable. NCCL_NVLS_ENABLE=0: NVLink multicast
+// (NVLS) is off, since on a host whose GPUs are shared it can put them out of
+// service; a user who owns the host may set NCCL_NVLS_ENABLE=1.
+// NCCL_RUNTIME_CONNECT=0: connections are made when the communicators are,
+// so that no collective call blocks its thread waiting for a peer.
+// Call before NCCL starts and while no other thread reads the environment
+// (setenv is not thread-safe); later calls do nothing.
+void set_nccl_defaults();
+
 }  // namespace hyllm

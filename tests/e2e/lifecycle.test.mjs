@@ -11,7 +11,8 @@ import { HYLLM_BIN, sleep, startServer } from './harness.mjs';
 
 describe('startup', () => {
   const refused = [
-    [['--tensor-parallel-size', '2'], /tensor-parallel-size 2/],
+    [['--tensor-parallel-size', '3'], /tensor parallel size 3 does not divide the model's num_attention_heads/],
+    [['--pipeline-parallel-size', '2'], /pipeline-parallel-size 2: pipeline parallelism is not available/],
     [['--kv-cache-dtype', 'fp8_e5m2'], /kv-cache-dtype fp8_e5m2 is not supported/],
     [['--quantization', 'modelopt'], /--quantization modelopt/],
     [['--dtype', 'float16'], /--dtype float16/],

@@ -67,6 +67,7 @@ struct Engine {
 struct Choice {
   std::vector<int32_t> tokens;
   std::vector<float> logprobs;
+  std::vector<std::vector<std::pair<int32_t, float>>> top_logprobs;  // per token, best first
   int num_cached_tokens = 0;
 };
 
@@ -83,7 +84,10 @@ inline std::map<std::string, Choice> run_together(EngineCore& core, const std::v
         EXPECT_NE(c.finish_reason, FinishReason::kError) << o.error_message;
         Choice& ch = out[o.request_id + "#" + std::to_string(c.index)];
         ch.tokens.insert(ch.tokens.end(), c.new_token_ids.begin(), c.new_token_ids.end());
-        for (const TokenLogprob& l : c.logprobs) ch.logprobs.push_back(l.logprob);
+        for (const TokenLogprob& l : c.logprobs) {
+          ch.logprobs.push_back(l.logprob);
+          ch.top_logprobs.push_back(l.top_logprobs);
+        }
         ch.num_cached_tokens = o.num_cached_tokens;
       }
     }

@@ -84,6 +84,8 @@ TEST_F(SpecDecodeE2E, GreedyTokensMatchDecodingWithoutSpeculationForEveryK) {
   SpecEngine plain(*flat_, exact_config(), 0);
   const auto requests = random_requests(12, 5, plain.runner->vocab_size(), exact_config().max_model_len);
   const auto want = run_together(*plain.core, requests);
+  EXPECT_GT(plain.runner->times().steps, 0);
+  EXPECT_EQ(plain.runner->times().draft_s, 0.0);  // no MTP passes without speculation
   for (int k = 1; k <= 4; ++k) {
     SpecEngine alone_engine(*flat_, exact_config(), k);
     std::map<std::string, Choice> alone;
@@ -102,6 +104,13 @@ TEST_F(SpecDecodeE2E, GreedyTokensMatchDecodingWithoutSpeculationForEveryK) {
     uint64_t per_pos = 0;
     for (uint64_t a : s.spec_accepted_per_pos) per_pos += a;
     EXPECT_EQ(per_pos, s.spec_num_accepted_tokens) << k;
+    // The runner's time split: generation steps timed (prefill steps not),
+    // the drafts a part of each.
+    const ExecutorTimes t = together_engine.runner->times();
+    EXPECT_GT(t.steps, 0) << k;
+    EXPECT_LT(t.steps, static_cast<int64_t>(s.num_steps)) << k;
+    EXPECT_GT(t.draft_s, 0.0) << k;
+    EXPECT_GT(t.target_s, 0.0) << k;
     EXPECT_EQ(together_engine.core->scheduler().block_pool().num_used(), 0);
     EXPECT_EQ(together_engine.core->scheduler().slot_pool().num_used(), 0);
   }
@@ -151,6 +160,8 @@ TEST_F(SpecDecodeE2E, SeededSamplingAndStopsMatchToo) {
     requests.push_back(std::move(r));
   }
   const auto want = run_together(*plain.core, requests);
+  EXPECT_GT(plain.runner->times().steps, 0);
+  EXPECT_EQ(plain.runner->times().draft_s, 0.0);  // no MTP passes without speculation
   for (int k = 1; k <= 4; ++k) {
     SpecEngine spec(*nested_, exact_config(), k);
     expect_same_tokens(requests, want, run_together(*spec.core, requests), "k=" + std::to_string(k));
@@ -173,6 +184,8 @@ TEST_F(SpecDecodeE2E, AcceptedDraftsEmitSeveralTokensPerStepAndStillMatch) {
   }
   SpecEngine plain(*repeater_, exact_config(), 0);
   const auto want = run_together(*plain.core, requests);
+  EXPECT_GT(plain.runner->times().steps, 0);
+  EXPECT_EQ(plain.runner->times().draft_s, 0.0);  // no MTP passes without speculation
   for (int k = 1; k <= 4; ++k) {
     SpecEngine spec(*repeater_, exact_config(), k);
     expect_same_tokens(requests, want, run_together(*spec.core, requests), "k=" + std::to_string(k));

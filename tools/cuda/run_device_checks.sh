@@ -49,9 +49,15 @@ has bench && TARGETS+=(bench_cuda_step)
 has gemm && TARGETS+=(bench_cuda_gemm)
 has parity && [[ -z "${HYLLM_PARITY_BIN:-}" ]] && TARGETS+=(test_golden_cuda)
 has generate && TARGETS+=(hyllm)
+# NCCL: with the CUDA toolkit, else the one PyTorch's wheels bring.
+NCCL_ARGS=()
+if [[ ! -f /usr/local/cuda/include/nccl.h ]]; then
+  nccl_root=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null) &&
+    NCCL_ARGS=(-DHYLLM_NCCL_ROOT="$nccl_root") && export LD_LIBRARY_PATH=$nccl_root/lib:${LD_LIBRARY_PATH:-}
+fi
 build() {
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHYLLM_ENABLE_CUDA=ON \
-    -DHYLLM_BUILD_BENCHMARKS=OFF -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc &&
+    -DHYLLM_BUILD_BENCHMARKS=OFF -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc "${NCCL_ARGS[@]}" &&
     cmake --build "$BUILD" -j"$JOBS" --target "${TARGETS[@]}"
 }
 

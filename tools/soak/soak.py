@@ -445,17 +445,13 @@ def main():
         print(f"soak: {time.time() - load_start:.0f} s: {sent} requests finished, {engine}, {memory}; oldest in flight: "
               f"{late or 'none'}", flush=True)
 
-    def graphs_now():
-        try:
-            return metrics(port)["graphs"]
-        except Exception:  # noqa: BLE001 - the scraper reports /metrics failures
-            return None
+    latest = {"graphs": None}  # the scraper's last reading of the recorded-graph count
 
     def sampler():
         next_progress = load_start + 30
         while not stop_sampling.is_set():
             samples.append({"phase": "warmup" if time.time() < warm_end else "load", "rss": rss_bytes(pid),
-                            "gpu": gpu_bytes(pid), "graphs": graphs_now()})
+                            "gpu": gpu_bytes(pid), "graphs": latest["graphs"]})
             if time.time() >= next_progress:
                 progress()
                 next_progress += 30
@@ -464,7 +460,7 @@ def main():
     def scraper():  # what Prometheus would do while the load runs
         while time.time() < load_end:
             try:
-                metrics(port)
+                latest["graphs"] = metrics(port)["graphs"]
             except Exception as e:  # noqa: BLE001 - any failure is a finding
                 with ctx["lock"]:
                     ctx["failures"].append(f"/metrics during load: {e}")

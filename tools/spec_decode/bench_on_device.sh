@@ -53,19 +53,29 @@ for model in $MODELS; do
       # Per-token decode time in ms: (batch latency - prefill) / (output tokens - 1).
       t=$(python3 -c "import json; j=json.load(open('$log.json')); print('%.3f' % ((1e3*j['avg_latency'] - j['prefill_ms_median']) / (j['output_len'] - 1)))" 2>/dev/null || echo "?")
       [[ $k -eq 0 ]] && base=$t
-      rows+=("$model b=$b k=$k per-token ${t} ms base ${base} ms")
+      # The runner's split of a generation step: target (verify) and MTP drafts.
+      split=$(python3 -c "import json; j=json.load(open('$log.json')); print('%.3f %.3f' % (j['executor_target_ms_mean'], j['executor_draft_ms_mean']))" 2>/dev/null || echo "? ?")
+      rows+=("$model b=$b k=$k per-token ${t} ms base ${base} ms $split")
     done
   done
 done
 
 echo
 echo "== speculative decoding (dummy weights: drafts rejected; ops harness rc=$ops_rc)"
-printf '%-18s %5s %3s %10s %8s %22s\n' model batch k "ms/token" "x plain" "TPOT ms at a=.6/.8/.9"
+printf '%-18s %5s %3s %10s %8s %22s %9s %9s %10s\n' model batch k "ms/token" "x plain" "TPOT ms at a=.6/.8/.9" \
+  "verify ms" "draft ms" "verify/k=0"
+declare -A verify0
 for r in "${rows[@]}"; do
-  read -r model b k _ t _ _ base _ <<<"$r"
-  python3 - "$model" "$b" "$k" "$t" "$base" <<'PY'
+  read -r model b k _ t _ _ base _ verify draft <<<"$r"
+  [[ $k == k=0 ]] && verify0[$model$b]=$verify
+  python3 - "$model" "$b" "$k" "$t" "$base" "$verify" "$draft" "${verify0[$model$b]:-?}" <<'PY'
 import sys
 model, b, k, t, base = sys.argv[1], sys.argv[2][2:], int(sys.argv[3][2:]), sys.argv[4], sys.argv[5]
+verify, draft, verify0 = sys.argv[6], sys.argv[7], sys.argv[8]
+try:
+    ratio = '%.2f' % (float(verify) / float(verify0))
+except ValueError:
+    ratio = '?'
 try:
     t, base = float(t), float(base)
 except ValueError:
@@ -74,6 +84,7 @@ tpot = []
 for a in (0.6, 0.8, 0.9):
     tokens = (1 - a ** (k + 1)) / (1 - a) if k else 1.0
     tpot.append(t / tokens)
-print(f"{model:18s} {b:>5s} {k:3d} {t:10.3f} {t / base:8.2f} {'/'.join('%.2f' % x for x in tpot):>22s}")
+print(f"{model:18s} {b:>5s} {k:3d} {t:10.3f} {t / base:8.2f} {'/'.join('%.2f' % x for x in tpot):>22s} "
+      f"{verify:>9s} {draft:>9s} {ratio:>10s}")
 PY
 done

@@ -21,16 +21,6 @@ __device__ __forceinline__ uint4 load_weights16(const uint16_t* p) {
   return r;
 }
 
-__device__ __forceinline__ float dot8(const uint4& a, const uint4& b, float acc) {
-  const uint32_t av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    acc = fmaf(__uint_as_float(av[i] << 16), __uint_as_float(bv[i] << 16), acc);
-    acc = fmaf(__uint_as_float(av[i] & 0xffff0000u), __uint_as_float(bv[i] & 0xffff0000u), acc);
-  }
-  return acc;
-}
-
 // Weights [c0, c0 + 32 * kLoads) chunks of the warp's row, zeros past the row.
 __device__ __forceinline__ void load_weight_tile(const uint16_t* wrow, int c0, int chunks, bool live, uint4 (&wv)[kLoads]) {
   const int lane = threadIdx.x & 31;

@@ -52,6 +52,10 @@ class CudaBackend final : public Backend {
   }
   void fill_zero(void* dst, size_t n) override { HYLLM_CUDA_CHECK(cudaMemsetAsync(dst, 0, n, stream_)); }
   void synchronize() override { HYLLM_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  // The runtime's current device is per thread; everything else this backend
+  // holds (stream, cuBLASLt handle, scratch) may be used from any thread that
+  // selected its device.
+  void bind_to_current_thread() override { HYLLM_CUDA_CHECK(cudaSetDevice(index_)); }
   MemoryInfo memory_info() const override {
     size_t free_b = 0, total_b = 0;
     HYLLM_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));

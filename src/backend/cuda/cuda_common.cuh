@@ -14,6 +14,17 @@ __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float(stati
 __device__ __forceinline__ uint16_t f2bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
 __device__ __forceinline__ float round_bf(float f) { return bf2f(f2bf(f)); }
 
+// Dot product of 8 bf16 pairs (16 bytes each), in fp32, in element order.
+__device__ __forceinline__ float dot8(const uint4& a, const uint4& b, float acc) {
+  const uint32_t av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    acc = fmaf(__uint_as_float(av[i] << 16), __uint_as_float(bv[i] << 16), acc);
+    acc = fmaf(__uint_as_float(av[i] & 0xffff0000u), __uint_as_float(bv[i] & 0xffff0000u), acc);
+  }
+  return acc;
+}
+
 // Element i of a float vector stored as f32 or bf16.
 __device__ __forceinline__ float load_float(const void* p, bool is_f32, int64_t i) {
   return is_f32 ? static_cast<const float*>(p)[i] : bf2f(static_cast<const uint16_t*>(p)[i]);

@@ -171,6 +171,7 @@ void CudaKernels::embedding(const EmbeddingArgs& a) {
   p.out = bf_mut(a.out);
   p.tokens = to_int(a.ids.dim(0), "tokens");
   p.vocab = a.table.dim(0);
+  p.vocab_start = a.part_of_vocab ? a.vocab_start : 0;
   p.width = to_int(a.table.dim(1), "hidden size");
   cuda::launch_embedding(p, stream_);
   check_launch("embedding");

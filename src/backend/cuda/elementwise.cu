@@ -94,15 +94,16 @@ __device__ __forceinline__ void copy_row(char* dst, const char* src, int64_t row
 
 __global__ void embedding_kernel(EmbeddingParams p) {
   const int t = blockIdx.x;
-  const int32_t id = p.ids[t];
+  const int64_t row = static_cast<int64_t>(p.ids[t]) - p.vocab_start;
   char* dst = reinterpret_cast<char*>(p.out + static_cast<int64_t>(t) * p.width);
   const int64_t row_bytes = static_cast<int64_t>(p.width) * 2;
-  if (id < 0 || id >= p.vocab) {
-    // Out-of-range ids give zeros on the GPU (ops.h): nothing is read.
+  if (row < 0 || row >= p.vocab) {
+    // Ids outside the table give zeros on the GPU (ops.h), and so do the
+    // other ranks' ids of a vocabulary-parallel table: nothing is read.
     for (int64_t i = threadIdx.x; i < row_bytes; i += blockDim.x) dst[i] = 0;
     return;
   }
-  copy_row(dst, reinterpret_cast<const char*>(p.table + static_cast<int64_t>(id) * p.width), row_bytes);
+  copy_row(dst, reinterpret_cast<const char*>(p.table + row * p.width), row_bytes);
 }
 
 __global__ void gather_rows_kernel(GatherRowsParams p) {

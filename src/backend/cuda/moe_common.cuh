@@ -171,15 +171,5 @@ __device__ __forceinline__ void mma_k32(float (&d)[4], const uint4& a_lo, const 
   mma_bf16(d, a1, b.z, b.w);
 }
 
-// Dot product of 8 bf16 pairs, in fp32, in element order.
-__device__ __forceinline__ float dot8(const uint4& a, const uint4& b, float acc) {
-  const uint32_t av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    acc = fmaf(__uint_as_float(av[i] << 16), __uint_as_float(bv[i] << 16), acc);
-    acc = fmaf(__uint_as_float(av[i] & 0xffff0000u), __uint_as_float(bv[i] & 0xffff0000u), acc);
-  }
-  return acc;
-}
 
 }  // namespace hyllm::cuda::moe_detail

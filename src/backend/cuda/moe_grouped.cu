@@ -7,6 +7,7 @@
 // intermediate index in the same thread, so SwiGLU runs in its epilogue.
 // Without sm_90a (another architecture in the build) the kernels are empty
 // and moe_grouped_supported() is false for the device.
+#include "backend/cuda/dynamic_smem.cuh"
 #include "backend/cuda/moe_common.cuh"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -252,12 +253,7 @@ __global__ void __launch_bounds__(256) combine_kernel(MoeGroupedGemmParams p) {
 
 template <int NWG, bool kUp>
 void launch_grouped(const MoeGroupedGemmParams& p, int max_items, cudaStream_t stream) {
-  static bool configured = false;
-  if (!configured) {
-    cudaFuncSetAttribute(grouped_gemm_kernel<NWG, kUp>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(Tiles<NWG>::kSmem));
-    configured = true;
-  }
+  allow_dynamic_smem(reinterpret_cast<const void*>(grouped_gemm_kernel<NWG, kUp>), Tiles<NWG>::kSmem);
   const int grid = p.grid < max_items ? p.grid : max_items;
   if (grid <= 0) return;
   grouped_gemm_kernel<NWG, kUp><<<grid, Tiles<NWG>::kThreads, Tiles<NWG>::kSmem, stream>>>(p);

@@ -1,13 +1,13 @@
 // MoE routing: the moe_route op, the small regime's fused router (GEMV,
 // softmax, top-k, renormalisation and the plan, in one kernel), and the
 // grouped regime's top-k with per-expert counts and its plan.
+#include "backend/cuda/dynamic_smem.cuh"
 #include "backend/cuda/moe_common.cuh"
 
 namespace hyllm::cuda {
 namespace {
 
 using moe_detail::block_scan_experts;
-using moe_detail::dot8;
 using moe_detail::ld_stream;
 using moe_detail::warp_route;
 
@@ -265,12 +265,7 @@ __global__ void __launch_bounds__(256) plan_grouped_kernel(MoePlanGroupedParams 
 template <int kMaxT, int kPerLane>
 void launch_route_small_instance(const MoeRouteSmallParams& p, cudaStream_t stream) {
   const size_t smem = static_cast<size_t>(p.tokens) * p.hidden * 2;
-  static size_t configured = 0;  // per instance
-  if (smem > configured) {
-    cudaFuncSetAttribute(route_small_kernel<kMaxT, kPerLane>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(smem));
-    configured = smem;
-  }
+  allow_dynamic_smem(reinterpret_cast<const void*>(route_small_kernel<kMaxT, kPerLane>), smem);
   const int rows = p.experts + (p.gate != nullptr ? 1 : 0);
   route_small_kernel<kMaxT, kPerLane><<<ceil_div(rows, kSmallRouteWarps), 256, smem, stream>>>(p);
 }

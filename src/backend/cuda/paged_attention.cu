@@ -16,6 +16,7 @@
 #include <cfloat>
 
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/dynamic_smem.cuh"
 #include "backend/cuda/kv_fp8.cuh"
 #include "backend/cuda/launch/attention.h"
 
@@ -384,12 +385,7 @@ void launch_d(const PagedAttentionParams& p, void* scratch, cudaStream_t stream)
   const int m_tiles = m_tiles_of(p);
   const int splits = choose_splits(p, m_tiles);
   constexpr size_t smem = Smem<D>::kBytes;
-  static bool configured = false;
-  if (!configured) {
-    cudaFuncSetAttribute(paged_attention_kernel<D, kFp8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(smem));
-    configured = true;
-  }
+  allow_dynamic_smem(reinterpret_cast<const void*>(paged_attention_kernel<D, kFp8>), smem);
   dim3 grid(m_tiles, p.num_kv_heads, p.num_seqs * splits);
   paged_attention_kernel<D, kFp8><<<grid, kThreads, smem, stream>>>(p, splits, static_cast<float*>(scratch));
 }

@@ -52,6 +52,8 @@ ModelRunner::ModelRunner(std::unique_ptr<Model> model, const RunnerOptions& opti
   dev_.sample_rows = i32_buffer(be, R);
   dev_.save_slots = i32_buffer(be, S);
   dev_.save_lens = i32_buffer(be, S);
+  if (num_spec_ > 0 && !opts_.samples)
+    fail(ErrorCode::kUnsupported, "speculative decoding needs the runner that samples");
   if (num_spec_ > 0) {
     dev_.hidden_rows = i32_buffer(be, T);
     dev_.keep = i32_buffer(be, S);
@@ -210,6 +212,7 @@ StepContext ModelRunner::plan(const StepInput& input) {
   const int64_t bs = block_size_, V = model_->vocab_size();
   int64_t T = 0, R = 0, max_q = 0, max_len = 0;
   bool decode_only = true, verify = false, uniform = true, saves = false;
+  generation_step_ = true;
   query_start_loc_[0] = 0;
   for (int64_t s = 0; s < S; ++s) {
     const SeqWork& w = input.seqs[s];
@@ -271,6 +274,7 @@ StepContext ModelRunner::plan(const StepInput& input) {
     max_q = std::max(max_q, n);
     max_len = std::max(max_len, end);
     decode_only = decode_only && n == 1;
+    generation_step_ = generation_step_ && n == w.num_drafts + 1;
   }
   Backend& be = model_->backend();
   upload(be, dev_.token_ids, token_ids_, T);
@@ -436,6 +440,10 @@ StepOutput ModelRunner::execute(const StepInput& input) {
   // The profile step's shapes are no decode step's; it runs op by op.
   TensorView logits = profiling_ ? model_->forward(ctx)
                                  : graphs_.run(ctx, [this](const StepContext& c) { return model_->forward(c); });
+  if (!opts_.samples) {
+    model_->backend().synchronize();
+    return {};
+  }
   fill_token_masks(input);
   const Clock::time_point t2 = Clock::now();
   const int64_t R = ctx.sample_rows.numel(), V = model_->vocab_size();
@@ -455,15 +463,28 @@ StepOutput ModelRunner::execute(const StepInput& input) {
     sample_on_host(rows);
   }
   StepOutput out;
+  int64_t draft_ns = 0;
   if (num_spec_ > 0 && !profiling_) {
-    verify_and_propose(input, std::move(rows), out);
+    draft_ns = verify_and_propose(input, std::move(rows), out);
   } else {
     out.sampled = std::move(rows);
   }
+  const Clock::time_point t3 = Clock::now();
   auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
-  record_timing(secs(t1 - t0), secs(t2 - t1), secs(Clock::now() - t2), ctx.num_tokens);
+  record_timing(secs(t1 - t0), secs(t2 - t1), secs(t3 - t2), ctx.num_tokens);
+  if (!profiling_ && generation_step_) {
+    timed_steps_.fetch_add(1, std::memory_order_relaxed);
+    target_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(t3 - t0).count() - draft_ns,
+                         std::memory_order_relaxed);
+    draft_ns_.fetch_add(draft_ns, std::memory_order_relaxed);
+  }
   if (spdlog::should_log(spdlog::level::debug)) model_->log_step_debug();
   return out;
+}
+
+ExecutorTimes ModelRunner::times() const {
+  return {timed_steps_.load(std::memory_order_relaxed), target_ns_.load(std::memory_order_relaxed) * 1e-9,
+          draft_ns_.load(std::memory_order_relaxed) * 1e-9};
 }
 
 void ModelRunner::record_timing(double plan_s, double enqueue_s, double sample_s, int64_t tokens) {

@@ -19,6 +19,7 @@
 // states roll back to the last accepted token (Model::rollback_states), and
 // the MTP head proposes the next drafts (model_runner_spec.cpp).
 
+#include <atomic>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -54,6 +55,10 @@ struct RunnerOptions {
   // null: every step is launched op by op (--enforce-eager). The app gives
   // its backend's recorder (e.g. cuda_capture_graph).
   GraphRecorder record_graph;
+  // False on every rank of a tensor-parallel group but the first: the step
+  // runs its forward (and the collectives in it) and samples nothing, and
+  // execute() returns an empty StepOutput after the device has finished.
+  bool samples = true;
 };
 
 class ModelRunner final : public ModelExecutor {
@@ -82,6 +87,7 @@ class ModelRunner final : public ModelExecutor {
   int64_t recorded_graphs() const override {
     return graphs_.recorded() + draft_graphs_[0].recorded() + draft_graphs_[1].recorded();
   }
+  ExecutorTimes times() const override;
 
  private:
   // Fixed-capacity device copies of the step's metadata.
@@ -108,7 +114,8 @@ class ModelRunner final : public ModelExecutor {
   void sample_on_host(std::vector<SampledToken>& out);
   // Speculative decoding after the target step (model_runner_spec.cpp):
   // acceptance, GDN rollback, the MTP passes that propose the next drafts.
-  void verify_and_propose(const StepInput& input, std::vector<SampledToken> rows, StepOutput& out);
+  // Returns the nanoseconds the MTP passes took.
+  int64_t verify_and_propose(const StepInput& input, std::vector<SampledToken> rows, StepOutput& out);
   StepContext plan_draft(const std::vector<DraftSeq>& seqs);
   std::vector<int32_t> draft_argmax(const TensorView& logits, int64_t rows);
   // Structured output: the bitmask of every constrained sampled row, computed
@@ -142,6 +149,7 @@ class ModelRunner final : public ModelExecutor {
   // MTP passes whose sequences all have the same number of tokens: pass 1
   // (reading the target's hidden states) and passes 2..K (the head's own).
   DecodeGraphs draft_graphs_[2];
+  bool generation_step_ = false;  // this step: every sequence computes its last token (+ drafts) only
   int64_t step_rows_on_device_ = 0;  // leading rows of dev_.block_tables that are this step's, in step order
   // Where a step's wall time goes (debug log every kTimingSteps steps): host
   // planning and input upload, enqueueing the forward, sampling (which waits
@@ -152,6 +160,8 @@ class ModelRunner final : public ModelExecutor {
     double plan_s = 0, enqueue_s = 0, sample_s = 0;
   } timing_;
   void record_timing(double plan_s, double enqueue_s, double sample_s, int64_t tokens);
+  // times(): steps and nanoseconds, written by the engine thread.
+  std::atomic<int64_t> timed_steps_{0}, target_ns_{0}, draft_ns_{0};
 };
 
 }  // namespace hyllm

@@ -12,6 +12,7 @@
 // later passes write sits past the sequence's end, where the next verify step
 // and pass 1 overwrite it.
 #include <algorithm>
+#include <chrono>
 
 #include "engine/runner/model_runner.h"
 #include "engine/spec_decode.h"
@@ -112,7 +113,7 @@ std::vector<int32_t> ModelRunner::draft_argmax(const TensorView& logits, int64_t
   return tokens;
 }
 
-void ModelRunner::verify_and_propose(const StepInput& input, std::vector<SampledToken> rows, StepOutput& out) {
+int64_t ModelRunner::verify_and_propose(const StepInput& input, std::vector<SampledToken> rows, StepOutput& out) {
   const int64_t S = static_cast<int64_t>(input.seqs.size());
   // Acceptance; keep_[s] is the chunk token whose GDN state stays (-1: the last).
   std::vector<int64_t> valid(static_cast<size_t>(S));  // tokens of each chunk now in the cache
@@ -145,7 +146,9 @@ void ModelRunner::verify_and_propose(const StepInput& input, std::vector<Sampled
     model_->rollback_states(prefix_view(dev_.state_indices, S), prefix_view(dev_.keep, S));
   }
 
-  // MTP pass 1 over every chunk's kept tokens.
+  // MTP pass 1 over every chunk's kept tokens. The rollback above is
+  // enqueued, not waited for: the first pass's wait includes it.
+  const auto draft_start = std::chrono::steady_clock::now();
   std::vector<DraftSeq> pass;
   std::vector<int64_t> seq_of;  // the step sequence of each pass sequence
   std::vector<int> wanted(static_cast<size_t>(S), 0);
@@ -210,6 +213,7 @@ void ModelRunner::verify_and_propose(const StepInput& input, std::vector<Sampled
   for (int64_t s = 0; s < S; ++s) {
     if (input.seqs[static_cast<size_t>(s)].sample) out.drafts.push_back(std::move(drafts[s]));
   }
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - draft_start).count();
 }
 
 }  // namespace hyllm

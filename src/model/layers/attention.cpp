@@ -33,6 +33,7 @@ GatedAttention GatedAttention::load(WeightLoader& w, const ModelConfig& cfg, con
   const std::string p = prefix + ".self_attn.";
   a.qkv_ = Linear::load(w, {p + "q_proj", p + "k_proj", p + "v_proj"});
   a.o_proj_ = Linear::load(w, {p + "o_proj"});
+  a.o_sum_ = RowParallelSum(w.backend());
   // ModelOpt checkpoints may carry calibrated FP8 KV-cache scales; an FP8
   // cache uses them (a bf16 cache needs none), 1.0 where they are absent.
   a.k_scale_ = load_kv_scale(w, p + "k_scale");
@@ -102,13 +103,14 @@ TensorView GatedAttention::forward(Backend& be, Scratch& s, const LayerInput& in
     quantize_fp8(be, {o, q.xq});
     o_in.xq = q.xq;
   }
-  return o_proj_.forward_one(be, s, o_in);
+  return o_sum_.reduce(be, s, o_proj_.forward_one(be, s, o_in, o_sum_.partial_dtype()));
 }
 
 size_t GatedAttention::scratch_bytes(int64_t T) const {
   const int64_t width = num_q_heads_ * head_dim_;
   return qkv_.scratch_bytes(T) + 3 * Scratch::bytes_for(DType::kBF16, T, width) +
-         input_bytes(o_proj_.input_needs(), T, width) + o_proj_.scratch_bytes(T);
+         input_bytes(o_proj_.input_needs(), T, width) + o_proj_.scratch_bytes(T, o_sum_.partial_dtype()) +
+         o_sum_.scratch_bytes(T, hidden_);
 }
 
 }  // namespace hyllm

@@ -8,6 +8,7 @@
 #include "model/config/model_config.h"
 #include "model/layers/linear.h"
 #include "model/layers/params.h"
+#include "model/layers/tensor_parallel.h"
 #include "model/step_context.h"
 
 namespace hyllm {
@@ -33,6 +34,7 @@ class GatedAttention {
  private:
   Linear qkv_;
   Linear o_proj_;
+  RowParallelSum o_sum_;  // o_proj is row-parallel under tensor parallelism
   TensorView q_norm_, k_norm_;
   Rotary rotary_;
   int64_t num_q_heads_ = 0, num_kv_heads_ = 0, head_dim_ = 0, hidden_ = 0;

@@ -8,6 +8,7 @@ GatedDeltaNet GatedDeltaNet::load(WeightLoader& w, const ModelConfig& cfg, const
   g.qkvz_ = Linear::load(w, {p + "in_proj_qkv", p + "in_proj_z"});
   g.ba_ = Linear::load(w, {p + "in_proj_b", p + "in_proj_a"});
   g.out_proj_ = Linear::load(w, {p + "out_proj"});
+  g.out_sum_ = RowParallelSum(w.backend());
   g.conv_weight_ = w.load(p + "conv1d.weight", DType::kBF16);
   g.A_log_ = load_param(w, p + "A_log");
   g.dt_bias_ = load_param(w, p + "dt_bias");
@@ -63,13 +64,13 @@ TensorView GatedDeltaNet::forward(Backend& be, Scratch& s, const LayerInput& in,
 
   LayerInput normed = take_input(s, out_proj_.input_needs(), T, hv_ * dv_);
   gated_rms_norm(be, {core, qkvz[1], norm_weight_, normed.x, hv_, dv_, eps_, normed.xq});
-  return out_proj_.forward_one(be, s, normed);
+  return out_sum_.reduce(be, s, out_proj_.forward_one(be, s, normed, out_sum_.partial_dtype()));
 }
 
 size_t GatedDeltaNet::scratch_bytes(int64_t T) const {
   return qkvz_.scratch_bytes(T) + ba_.scratch_bytes(T) + Scratch::bytes_for(DType::kBF16, T, conv_dim_) +
          Scratch::bytes_for(DType::kBF16, T, hv_ * dv_) + input_bytes(out_proj_.input_needs(), T, hv_ * dv_) +
-         out_proj_.scratch_bytes(T);
+         out_proj_.scratch_bytes(T, out_sum_.partial_dtype()) + out_sum_.scratch_bytes(T, hidden_);
 }
 
 }  // namespace hyllm

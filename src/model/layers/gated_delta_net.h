@@ -11,6 +11,7 @@
 
 #include "model/config/model_config.h"
 #include "model/layers/linear.h"
+#include "model/layers/tensor_parallel.h"
 #include "model/layers/params.h"
 #include "model/step_context.h"
 
@@ -40,6 +41,7 @@ class GatedDeltaNet {
   Linear qkvz_;  // parts: qkv [conv_dim], z [value_dim]
   Linear ba_;    // parts: b [Hv], a [Hv]
   Linear out_proj_;
+  RowParallelSum out_sum_;  // out_proj is row-parallel under tensor parallelism
   TensorView conv_weight_, A_log_, dt_bias_, norm_weight_;
   int64_t hk_ = 0, hv_ = 0, dk_ = 0, dv_ = 0, conv_dim_ = 0, hidden_ = 0;
   float eps_ = 1e-6f;

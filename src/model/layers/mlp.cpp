@@ -17,6 +17,8 @@ Mlp Mlp::load(WeightLoader& w, const std::string& prefix) {
   LinearLoadOptions down_opts;
   down_opts.in_features_padded = m.width_;
   m.down_ = Linear::load(w, {down}, down_opts);
+  m.down_sum_ = RowParallelSum(w.backend());
+  m.hidden_ = m.down_.part_width(0);
   return m;
 }
 
@@ -24,11 +26,12 @@ TensorView Mlp::forward(Backend& be, Scratch& s, const LayerInput& in) const {
   auto gu = gate_up_.forward(be, s, in);
   LayerInput act = take_input(s, down_.input_needs(), in.rows(), width_);
   swiglu(be, {gu[0].tensor, act.x, act.xq});
-  return down_.forward_one(be, s, act);
+  return down_sum_.reduce(be, s, down_.forward_one(be, s, act, down_sum_.partial_dtype()));
 }
 
 size_t Mlp::scratch_bytes(int64_t T) const {
-  return gate_up_.scratch_bytes(T) + input_bytes(down_.input_needs(), T, width_) + down_.scratch_bytes(T);
+  return gate_up_.scratch_bytes(T) + input_bytes(down_.input_needs(), T, width_) +
+         down_.scratch_bytes(T, down_sum_.partial_dtype()) + down_sum_.scratch_bytes(T, hidden_);
 }
 
 }  // namespace hyllm

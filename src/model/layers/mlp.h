@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/layers/linear.h"
+#include "model/layers/tensor_parallel.h"
 
 namespace hyllm {
 
@@ -22,7 +23,9 @@ class Mlp {
  private:
   Linear gate_up_;
   Linear down_;
+  RowParallelSum down_sum_;  // down_proj is row-parallel under tensor parallelism
   int64_t width_ = 0;  // intermediate size, padding included
+  int64_t hidden_ = 0;
 };
 
 }  // namespace hyllm

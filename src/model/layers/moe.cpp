@@ -13,6 +13,7 @@ MoeBlock MoeBlock::load(WeightLoader& w, const ModelConfig& cfg, const std::stri
                         const TensorView& expert_load) {
   MoeBlock m;
   m.load_ = expert_load;
+  m.out_sum_ = RowParallelSum(w.backend());
   m.prefix_ = prefix;
   m.num_experts_ = cfg.num_experts;
   m.top_k_ = cfg.num_experts_per_tok;
@@ -86,7 +87,7 @@ TensorView MoeBlock::forward(Backend& be, Scratch& s, const LayerInput& in) cons
   a.out = out;
   a.expert_load = load_;
   moe(be, a);
-  return out;
+  return out_sum_.reduce(be, s, out);
 }
 
 size_t MoeBlock::scratch_bytes(int64_t T) const { return Scratch::bytes_for(DType::kBF16, T, hidden_); }

@@ -12,6 +12,7 @@
 #include "model/config/model_config.h"
 #include "model/layers/activation.h"
 #include "model/layers/scratch.h"
+#include "model/layers/tensor_parallel.h"
 #include "model/layers/weights.h"
 
 namespace hyllm {
@@ -32,6 +33,9 @@ class MoeBlock {
   MoeExpertWeights experts_;
   MoeSharedExpert shared_;
   TensorView load_;  // optional [E] i32
+  // Under tensor parallelism every expert (and the shared expert) holds a
+  // slice of its intermediate columns: the op's bf16 outputs are partials.
+  RowParallelSum out_sum_;
   std::string prefix_;
   int64_t num_experts_ = 0, top_k_ = 0, hidden_ = 0;
 };

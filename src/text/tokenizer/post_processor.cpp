@@ -1,5 +1,6 @@
 #include "text/tokenizer/post_processor.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -30,6 +31,13 @@ class TemplateProcessor final : public PostProcessor {
     }
     ids.swap(out);
   }
+  int32_t largest_id() const override {
+    int32_t largest = -1;
+    for (const auto& item : items_) {
+      for (int32_t id : item.ids) largest = std::max(largest, id);
+    }
+    return largest;
+  }
 
  private:
   std::vector<Item> items_;
@@ -41,6 +49,11 @@ class SequenceProcessor final : public PostProcessor {
   void process(std::vector<int32_t>& ids) const override {
     for (const auto& p : parts_) p->process(ids);
   }
+  int32_t largest_id() const override {
+    int32_t largest = -1;
+    for (const auto& p : parts_) largest = std::max(largest, p->largest_id());
+    return largest;
+  }
 
  private:
   std::vector<std::unique_ptr<PostProcessor>> parts_;
@@ -50,6 +63,7 @@ class SequenceProcessor final : public PostProcessor {
 class NoOpProcessor final : public PostProcessor {
  public:
   void process(std::vector<int32_t>&) const override {}
+  int32_t largest_id() const override { return -1; }
 };
 
 int32_t parse_id(const nlohmann::json& j, std::string_view what) {

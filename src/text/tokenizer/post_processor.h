@@ -14,6 +14,9 @@ class PostProcessor {
  public:
   virtual ~PostProcessor() = default;
   virtual void process(std::vector<int32_t>& ids) const = 0;
+  // The largest id process() can insert, -1 if it inserts none; the loader
+  // checks it against the vocabulary so no id it adds can index past it.
+  virtual int32_t largest_id() const = 0;
 };
 
 // nullptr for JSON null; kUnsupported for types hyllm lacks.

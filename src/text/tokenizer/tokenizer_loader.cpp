@@ -79,6 +79,10 @@ void TokenizerImpl::load(std::string_view tokenizer_json, std::string_view confi
     }
   }
   load_added_tokens(field_or_null(j, "added_tokens"));
+  if (post_processor && post_processor->largest_id() >= vocab_size) {
+    fail(ErrorCode::kCorruptData, "tokenizer.json: post_processor adds token id {}, outside the vocabulary of {}",
+         post_processor->largest_id(), vocab_size);
+  }
   build_decode_tables();
   load_config(config_json);
 }

@@ -108,6 +108,18 @@ TEST(Loading, UnsupportedAndCorruptFiles) {
   j["normalizer"] = {{"type", "BertNormalizer"}};
   EXPECT_EQ(load_error(j.dump()), ErrorCode::kUnsupported);
   EXPECT_EQ(load_error(tiny_tokenizer().dump(), "{bad"), ErrorCode::kCorruptData);
+  // A post processor whose ids lie past the vocabulary would make encode()
+  // hand the model an id it has no embedding for.
+  j = tiny_tokenizer();
+  j["post_processor"]["special_tokens"]["<s>"]["ids"] = {13};
+  EXPECT_EQ(load_error(j.dump()), ErrorCode::kCorruptData);
+  j = tiny_tokenizer();
+  j["post_processor"] = {{"type", "Sequence"},
+                         {"processors", nlohmann::json::array({{{"type", "ByteLevel"}},
+                                                               {{"type", "BertProcessing"},
+                                                                {"cls", {"<s>", 12}},
+                                                                {"sep", {"</s>", 40}}}})}};
+  EXPECT_EQ(load_error(j.dump()), ErrorCode::kCorruptData);
   j = tiny_tokenizer();
   j["truncation"] = {{"max_length", 8}};
   const auto t = Tokenizer::from_json_string(j.dump());

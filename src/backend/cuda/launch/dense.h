@@ -58,7 +58,8 @@ struct EmbeddingParams {
   const uint16_t* table = nullptr;
   uint16_t* out = nullptr;
   int tokens = 0;
-  int64_t vocab = 0;
+  int64_t vocab = 0;        // rows of the table
+  int64_t vocab_start = 0;  // the whole vocabulary's id of table row 0
   int width = 0;
 };
 void launch_embedding(const EmbeddingParams& p, cudaStream_t stream);

@@ -112,7 +112,7 @@ describe('--tensor-parallel-size 2 on the CPU', () => {
     const three = await refusal([TINY, '--tensor-parallel-size', '3']);
     assert.notEqual(three.code, 0);
     assert.match(three.log, /tensor parallel size 3 does not divide the model's num_attention_heads \(4\)/);
-    const nine = await refusal([TINY, '--tensor-parallel-size', '9']);
+    const nine = await refusal([TINY, '-tp', '9']);  // vLLM's short form
     assert.notEqual(nine.code, 0);
     assert.match(nine.log, /--tensor-parallel-size 9: expected 1 to 8/);
   });

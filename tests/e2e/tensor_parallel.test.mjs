@@ -5,27 +5,16 @@
 // model cannot be split into.
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 
-import { HYLLM_BIN, startServer } from './harness.mjs';
+import { refusal, startServer } from './harness.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const TINY = path.join(here, '..', '..', 'models', 'hyllm-tiny');
 const NAME = 'hyllm-tiny';
-
-function refusal(args) {
-  return new Promise((resolve) => {
-    const proc = spawn(HYLLM_BIN, ['serve', '--device', 'cpu', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let log = '';
-    proc.stdout.on('data', (d) => { log += d; });
-    proc.stderr.on('data', (d) => { log += d; });
-    proc.on('exit', (code) => resolve({ code, log }));
-  });
-}
 
 let whole;
 let split;

@@ -47,17 +47,10 @@ struct ParallelEngine {
     }
     executor = std::make_unique<TensorParallelExecutor>(std::move(backends), [&](int rank, Backend& backend,
                                                                                  auto share) {
-      ModelOptions mo;
-      mo.max_num_tokens = config.max_num_batched_tokens;
-      mo.max_num_seqs = config.max_num_seqs;
-      mo.num_speculative_tokens = config.num_speculative_tokens;
-      RunnerOptions ro;
-      ro.max_num_tokens = config.max_num_batched_tokens;
-      ro.max_num_seqs = config.max_num_seqs;
-      ro.max_model_len = config.max_model_len;
+      RunnerOptions ro = runner_options(config);
       ro.samples = rank == 0;
       if (size > 1 && config.num_speculative_tokens > 0) ro.share_samples = std::move(share);
-      return std::make_unique<ModelRunner>(load_model(dir, backend, mo), ro);
+      return std::make_unique<ModelRunner>(load_model(dir, backend, model_options(config)), ro);
     });
     core = std::make_unique<EngineCore>(*executor, config);
   }

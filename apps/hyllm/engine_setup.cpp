@@ -107,7 +107,7 @@ std::unique_ptr<ModelExecutor> load_executor(std::vector<std::unique_ptr<Backend
   HYLLM_CHECK(!backends.empty(), "load_executor without a backend");
   const auto start = std::chrono::steady_clock::now();
   const size_t ranks = backends.size();
-  auto make_runner = [&](int rank, Backend& backend) {
+  auto make_runner = [&](int rank, Backend& backend, TensorParallelExecutor::ShareSamples share) {
     auto m = load_model(model_dir, backend, model);
     backend.synchronize();  // weights made on the device are done: the time logged is the whole load
     if (rank == 0) {
@@ -117,11 +117,12 @@ std::unique_ptr<ModelExecutor> load_executor(std::vector<std::unique_ptr<Backend
     }
     RunnerOptions ro = runner;
     ro.samples = rank == 0;
+    if (ranks > 1 && model.num_speculative_tokens > 0) ro.share_samples = std::move(share);
     ro.device_sampler = rank == 0 ? make_device_sampler(device, backend) : nullptr;
     ro.record_graph = make_graph_recorder(device, backend, enforce_eager);
     return std::make_unique<ModelRunner>(std::move(m), ro);
   };
-  if (backends.size() == 1) return make_runner(0, *backends[0]);
+  if (backends.size() == 1) return make_runner(0, *backends[0], nullptr);
   return std::make_unique<TensorParallelExecutor>(std::move(backends), make_runner);
 }
 

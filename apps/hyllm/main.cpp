@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "command.h"
 #include "util/log.h"
@@ -34,9 +37,20 @@ int main(int argc, char** argv) {
     c.setup(*sub, exit_code);
   }
 
+  // vLLM's multi-letter short options, which CLI11 cannot declare, become
+  // their long names.
+  std::vector<std::string> args(argv, argv + argc);
+  for (std::string& a : args) {
+    if (a == "-tp") a = "--tensor-parallel-size";
+    if (a == "-pp") a = "--pipeline-parallel-size";
+    if (a == "-dp") a = "--data-parallel-size";
+  }
+  std::vector<const char*> arg_ptrs;
+  for (const std::string& a : args) arg_ptrs.push_back(a.c_str());
+
   init_logging();
   try {
-    app.parse(argc, argv);
+    app.parse(argc, arg_ptrs.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const Error& e) {

@@ -80,9 +80,6 @@ class Qwen35Model final : public Model {
     WeightLoader w(be, src);
     if (opts.online_fp8) enable_online_fp8(w, cfg);
     const float eps = static_cast<float>(cfg.rms_norm_eps);
-    if (opts.num_speculative_tokens > 0 && TensorParallelGroup::of(be).split())
-      fail(ErrorCode::kUnsupported, "speculative decoding with tensor parallelism is not available yet (use one of "
-           "--speculative-config and --tensor-parallel-size > 1)");
     const TensorView embed = w.load("embed_tokens.weight", DType::kBF16);
     embed_ = VocabEmbedding(be, embed, cfg.vocab_size);
     if (cfg.is_moe && spdlog::should_log(spdlog::level::debug)) {  // counts for log_step_debug
@@ -301,7 +298,7 @@ class Qwen35Model final : public Model {
     gather_rows(be_, {(from_draft ? draft_hidden_ : hidden_).view(), hidden_rows, in});
     TensorView out = draft_hidden_.view().slice_rows(0, T);
     const auto& c = attn_cache_.back();
-    mtp_->forward(be_, scratch_, embed_.table(), ctx, in, KvCacheView{c.k.view(), c.v.view()}, out);
+    mtp_->forward(be_, scratch_, embed_, ctx, in, KvCacheView{c.k.view(), c.v.view()}, out);
     TensorView logits = logits_.view().slice_rows(0, R);
     if (R > 0) {
       TensorView rows = scratch_.take(DType::kBF16, Shape{R, H});

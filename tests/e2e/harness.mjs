@@ -11,6 +11,18 @@ export const HYLLM_BIN = process.env.HYLLM_BIN ?? path.join(here, '..', '..', 'b
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// Runs `hyllm serve` expecting it to refuse to start; resolves to its exit
+// code and everything it printed.
+export function refusal(args) {
+  return new Promise((resolve) => {
+    const proc = spawn(HYLLM_BIN, ['serve', '--device', 'cpu', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let log = '';
+    proc.stdout.on('data', (d) => { log += d; });
+    proc.stderr.on('data', (d) => { log += d; });
+    proc.on('exit', (code) => resolve({ code, log }));
+  });
+}
+
 export async function startServer({ args = [], env = {}, maxModelLen = 1024 } = {}) {
   const argv = ['serve', '--device', 'cpu', '--host', '127.0.0.1', '--port', '0',
     '--max-model-len', String(maxModelLen), '--kv-cache-memory', '256m', ...args];

@@ -4,7 +4,6 @@
 // the spec_decode metrics with real acceptance; clear refusals at startup.
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -12,7 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 
-import { HYLLM_BIN, startServer } from './harness.mjs';
+import { refusal, startServer } from './harness.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const TINY = path.join(here, '..', '..', 'models', 'hyllm-tiny');
@@ -32,17 +31,6 @@ function modelWithoutMtpHead() {
   (config.text_config ?? config).mtp_num_hidden_layers = 0;
   fs.writeFileSync(path.join(model, 'config.json'), JSON.stringify(config, null, 2));
   return { root, model };
-}
-
-// Runs `hyllm serve` expecting it to refuse to start; returns its output.
-function refusal(args) {
-  return new Promise((resolve) => {
-    const proc = spawn(HYLLM_BIN, ['serve', '--device', 'cpu', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let log = '';
-    proc.stdout.on('data', (d) => { log += d; });
-    proc.stderr.on('data', (d) => { log += d; });
-    proc.on('exit', (code) => resolve({ code, log }));
-  });
 }
 
 let dir;

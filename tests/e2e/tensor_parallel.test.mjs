@@ -1,30 +1,20 @@
 // `hyllm serve --tensor-parallel-size 2` on the CPU backend (ranks as
 // threads), driven by the official openai client beside an unsplit server:
-// the same greedy tokens for several requests at once, streamed or not, and
-// clear refusals at startup for sizes the model cannot be split into.
+// the same greedy tokens for several requests at once, streamed or not, with
+// MTP speculative decoding too, and clear refusals at startup for sizes the
+// model cannot be split into.
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 
-import { HYLLM_BIN, startServer } from './harness.mjs';
+import { refusal, startServer } from './harness.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const TINY = path.join(here, '..', '..', 'models', 'hyllm-tiny');
 const NAME = 'hyllm-tiny';
-
-function refusal(args) {
-  return new Promise((resolve) => {
-    const proc = spawn(HYLLM_BIN, ['serve', '--device', 'cpu', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let log = '';
-    proc.stdout.on('data', (d) => { log += d; });
-    proc.stderr.on('data', (d) => { log += d; });
-    proc.on('exit', (code) => resolve({ code, log }));
-  });
-}
 
 let whole;
 let split;
@@ -84,16 +74,35 @@ describe('--tensor-parallel-size 2 on the CPU', () => {
     assert.equal(text, want.choices[0].message.content);
   });
 
-  it('refuses sizes the model cannot be split into, and speculative decoding with it', async () => {
+  it('drafts with the MTP head over two ranks and still gives the unsplit tokens', async () => {
+    const spec = await startServer({ args: [TINY, '--served-model-name', NAME, '--tensor-parallel-size', '2',
+      '--speculative-config', '{"method": "mtp", "num_speculative_tokens": 2}'] });
+    try {
+      const client = new OpenAI({ apiKey: 'none', maxRetries: 0, timeout: 60000, baseURL: `${spec.base}/v1` });
+      const requests = [
+        { prompt: 'The json module', max_tokens: 24 },
+        { prompt: 'def main():\n', max_tokens: 20, ignore_eos: true },
+      ].map((r) => ({ model: NAME, temperature: 0, return_token_ids: true, ...r }));
+      const [want, got] = await Promise.all([
+        Promise.all(requests.map((r) => wholeClient.completions.create(r))),
+        Promise.all(requests.map((r) => client.completions.create(r))),
+      ]);
+      for (let i = 0; i < requests.length; ++i) {
+        assert.deepEqual(got[i].choices[0].token_ids, want[i].choices[0].token_ids, `request ${i}`);
+      }
+      const metrics = await (await fetch(`${spec.base}/metrics`)).text();
+      assert.match(metrics, /vllm:spec_decode_num_accepted_tokens_total\{[^}]*\} [1-9]/);
+    } finally {
+      assert.equal((await spec.stop()).code, 0);
+    }
+  });
+
+  it('refuses sizes the model cannot be split into', async () => {
     const three = await refusal([TINY, '--tensor-parallel-size', '3']);
     assert.notEqual(three.code, 0);
     assert.match(three.log, /tensor parallel size 3 does not divide the model's num_attention_heads \(4\)/);
-    const nine = await refusal([TINY, '--tensor-parallel-size', '9']);
+    const nine = await refusal([TINY, '-tp', '9']);  // vLLM's short form
     assert.notEqual(nine.code, 0);
     assert.match(nine.log, /--tensor-parallel-size 9: expected 1 to 8/);
-    const spec = await refusal([TINY, '--tensor-parallel-size', '2', '--speculative-config',
-      '{"method": "mtp", "num_speculative_tokens": 2}']);
-    assert.notEqual(spec.code, 0);
-    assert.match(spec.log, /speculative decoding with tensor parallelism is not available yet/);
   });
 });

@@ -44,6 +44,24 @@ inline EngineConfig wide_config() {
   return c;
 }
 
+// The model's and the runner's capacities for an engine of `config` (and
+// its number of speculative tokens).
+inline ModelOptions model_options(const EngineConfig& config) {
+  ModelOptions mo;
+  mo.max_num_tokens = config.max_num_batched_tokens;
+  mo.max_num_seqs = config.max_num_seqs;
+  mo.num_speculative_tokens = config.num_speculative_tokens;
+  return mo;
+}
+
+inline RunnerOptions runner_options(const EngineConfig& config) {
+  RunnerOptions ro;
+  ro.max_num_tokens = config.max_num_batched_tokens;
+  ro.max_num_seqs = config.max_num_seqs;
+  ro.max_model_len = config.max_model_len;
+  return ro;
+}
+
 // A runner and an engine core over it (an executor's cache is allocated once).
 struct Engine {
   std::unique_ptr<Backend> backend = make_cpu_backend();
@@ -51,14 +69,8 @@ struct Engine {
   std::unique_ptr<EngineCore> core;
 
   explicit Engine(EngineConfig config, std::optional<int> num_blocks = std::nullopt) {
-    ModelOptions mo;
-    mo.max_num_tokens = config.max_num_batched_tokens;
-    mo.max_num_seqs = config.max_num_seqs;
-    RunnerOptions ro;
-    ro.max_num_tokens = config.max_num_batched_tokens;
-    ro.max_num_seqs = config.max_num_seqs;
-    ro.max_model_len = config.max_model_len;
-    runner = std::make_unique<ModelRunner>(load_model(kModelDir, *backend, mo), ro);
+    runner = std::make_unique<ModelRunner>(load_model(kModelDir, *backend, model_options(config)),
+                                           runner_options(config));
     config.num_gpu_blocks_override = num_blocks;
     core = std::make_unique<EngineCore>(*runner, config);
   }

@@ -26,16 +26,9 @@ struct SpecEngine {
   SpecEngine(const std::filesystem::path& dir, EngineConfig config, int k, std::optional<int> num_blocks = {},
              GraphRecorder recorder = nullptr, bool profile = false) {
     config.num_speculative_tokens = k;
-    ModelOptions mo;
-    mo.max_num_tokens = config.max_num_batched_tokens;
-    mo.max_num_seqs = config.max_num_seqs;
-    mo.num_speculative_tokens = k;
-    RunnerOptions ro;
-    ro.max_num_tokens = config.max_num_batched_tokens;
-    ro.max_num_seqs = config.max_num_seqs;
-    ro.max_model_len = config.max_model_len;
+    RunnerOptions ro = runner_options(config);
     ro.record_graph = std::move(recorder);
-    runner = std::make_unique<ModelRunner>(load_model(dir, *backend, mo), ro);
+    runner = std::make_unique<ModelRunner>(load_model(dir, *backend, model_options(config)), ro);
     if (profile) runner->profile_run();  // what a device runner does before sizing its cache
     config.num_gpu_blocks_override = num_blocks;
     core = std::make_unique<EngineCore>(*runner, config);

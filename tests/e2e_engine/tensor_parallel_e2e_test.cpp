@@ -45,16 +45,12 @@ struct ParallelEngine {
       backends.push_back(make_cpu_backend());
       backends.back()->set_communicator(comms[static_cast<size_t>(r)]);
     }
-    executor = std::make_unique<TensorParallelExecutor>(std::move(backends), [&](int rank, Backend& backend) {
-      ModelOptions mo;
-      mo.max_num_tokens = config.max_num_batched_tokens;
-      mo.max_num_seqs = config.max_num_seqs;
-      RunnerOptions ro;
-      ro.max_num_tokens = config.max_num_batched_tokens;
-      ro.max_num_seqs = config.max_num_seqs;
-      ro.max_model_len = config.max_model_len;
+    executor = std::make_unique<TensorParallelExecutor>(std::move(backends), [&](int rank, Backend& backend,
+                                                                                 auto share) {
+      RunnerOptions ro = runner_options(config);
       ro.samples = rank == 0;
-      return std::make_unique<ModelRunner>(load_model(dir, backend, mo), ro);
+      if (size > 1 && config.num_speculative_tokens > 0) ro.share_samples = std::move(share);
+      return std::make_unique<ModelRunner>(load_model(dir, backend, model_options(config)), ro);
     });
     core = std::make_unique<EngineCore>(*executor, config);
   }
@@ -174,6 +170,28 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
+TEST(TensorParallelE2ESpeculative, MtpDraftsOverTwoRanksGiveTheUnsplitTokens) {
+  // Every rank accepts drafts and rolls back like rank 0, from rank 0's
+  // samples, and the MTP head is split like the model.
+  spdlog::set_level(spdlog::level::warn);
+  const fs::path dir = tiny_model_dir("hyllm-tiny");
+  const EngineConfig plain = wide_config();
+  EngineConfig spec = plain;
+  spec.num_speculative_tokens = 2;
+  ParallelEngine split(dir, 2, spec);
+  auto requests = random_requests(32, 9, split.executor->vocab_size(), plain.max_model_len);
+  for (auto& r : requests) r.sampling.logprobs = 5;
+  const auto want = run_unsplit(dir, plain, requests);
+  const auto got = run_together(*split.core, requests);
+  const Agreement a = expect_same_greedy_tokens(requests, want, got, false);
+  EXPECT_GE(a.equal_requests, 24) << a.tie_flips << " requests flipped";
+  const EngineStats s = split.core->stats();
+  EXPECT_GT(s.spec_num_accepted_tokens, 0u);  // the trained head's drafts are accepted
+  EXPECT_GT(split.executor->times().draft_s, 0.0);
+  EXPECT_EQ(split.core->scheduler().block_pool().num_used(), 0);
+  EXPECT_EQ(split.core->scheduler().slot_pool().num_used(), 0);
+}
+
 TEST(TensorParallelE2EErrors, ASizeThatDoesNotDivideTheHeadsIsRefusedNamingTheField) {
   spdlog::set_level(spdlog::level::warn);
   try {
@@ -194,7 +212,8 @@ TEST(TensorParallelE2EErrors, ARankThatFailsToLoadDoesNotHangTheOthers) {
     backends.back()->set_communicator(comms[static_cast<size_t>(r)]);
   }
   try {
-    TensorParallelExecutor executor(std::move(backends), [](int rank, Backend& backend) -> std::unique_ptr<ModelRunner> {
+    TensorParallelExecutor executor(std::move(backends), [](int rank, Backend& backend,
+                                                            auto) -> std::unique_ptr<ModelRunner> {
       if (rank == 1) fail(ErrorCode::kNotFound, "rank 1 has no model");
       // Rank 0 waits in a collective for rank 1, which never comes.
       std::vector<float> x(4, 1.0f);

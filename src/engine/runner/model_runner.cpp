@@ -52,8 +52,8 @@ ModelRunner::ModelRunner(std::unique_ptr<Model> model, const RunnerOptions& opti
   dev_.sample_rows = i32_buffer(be, R);
   dev_.save_slots = i32_buffer(be, S);
   dev_.save_lens = i32_buffer(be, S);
-  if (num_spec_ > 0 && !opts_.samples)
-    fail(ErrorCode::kUnsupported, "speculative decoding needs the runner that samples");
+  if (num_spec_ > 0 && !opts_.samples && !opts_.share_samples)
+    fail(ErrorCode::kInternal, "speculative decoding on a runner that does not sample needs share_samples");
   if (num_spec_ > 0) {
     dev_.hidden_rows = i32_buffer(be, T);
     dev_.keep = i32_buffer(be, S);
@@ -440,7 +440,15 @@ StepOutput ModelRunner::execute(const StepInput& input) {
   // The profile step's shapes are no decode step's; it runs op by op.
   TensorView logits = profiling_ ? model_->forward(ctx)
                                  : graphs_.run(ctx, [this](const StepContext& c) { return model_->forward(c); });
-  if (!opts_.samples) {
+  if (!opts_.samples && (num_spec_ == 0 || profiling_)) {
+    model_->backend().synchronize();
+    return {};
+  }
+  if (!opts_.samples) {  // speculative: accept, roll back and draft as the sampling rank does
+    std::vector<SampledToken> rows;
+    opts_.share_samples(rows);
+    StepOutput ignored;
+    verify_and_propose(input, std::move(rows), ignored);
     model_->backend().synchronize();
     return {};
   }
@@ -465,6 +473,7 @@ StepOutput ModelRunner::execute(const StepInput& input) {
   StepOutput out;
   int64_t draft_ns = 0;
   if (num_spec_ > 0 && !profiling_) {
+    if (opts_.share_samples) opts_.share_samples(rows);
     draft_ns = verify_and_propose(input, std::move(rows), out);
   } else {
     out.sampled = std::move(rows);

@@ -20,6 +20,7 @@
 // the MTP head proposes the next drafts (model_runner_spec.cpp).
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -59,6 +60,12 @@ struct RunnerOptions {
   // runs its forward (and the collectives in it) and samples nothing, and
   // execute() returns an empty StepOutput after the device has finished.
   bool samples = true;
+  // Tensor parallelism with speculative decoding: every rank accepts drafts,
+  // rolls its GDN states back and runs the MTP passes, so the ranks that do
+  // not sample need the sampled rows. The sampling rank calls this with its
+  // rows (to publish them), the others with an empty vector (filled with
+  // them). Unset without speculative decoding or tensor parallelism.
+  std::function<void(std::vector<SampledToken>&)> share_samples;
 };
 
 class ModelRunner final : public ModelExecutor {

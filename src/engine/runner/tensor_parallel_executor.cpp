@@ -13,6 +13,39 @@
 
 namespace hyllm {
 
+// Rank 0's sampled rows of the current step, for the other ranks
+// (speculative decoding). Steps do not overlap (on_every_rank waits for every
+// rank), so one slot with a step counter is enough: a rank reads the rows of
+// the step after the one it read last.
+class TensorParallelExecutor::SampleExchange {
+ public:
+  void publish(const std::vector<SampledToken>& rows) {
+    std::lock_guard lock(mu_);
+    rows_ = rows;
+    ++published_;
+    cv_.notify_all();
+  }
+  void receive(std::vector<SampledToken>& rows, uint64_t& seen) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return published_ > seen || aborted_; });
+    if (published_ <= seen) fail(ErrorCode::kInternal, "tensor parallelism: the sampling rank failed this step");
+    rows = rows_;
+    seen = published_;
+  }
+  void abort() {
+    std::lock_guard lock(mu_);
+    aborted_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<SampledToken> rows_;
+  uint64_t published_ = 0;
+  bool aborted_ = false;
+};
+
 // A rank: its backend, its runner, and the thread that makes every call on
 // them. The thread takes one task at a time from on_every_rank.
 struct TensorParallelExecutor::Rank {
@@ -26,7 +59,7 @@ struct TensorParallelExecutor::Rank {
   bool error_is_first = false;  // this rank failed first, and aborted the group
   bool stop = false;
 
-  void loop(int rank, std::atomic<bool>& failed) {
+  void loop(int rank, std::atomic<bool>& failed, SampleExchange& samples) {
     backend->bind_to_current_thread();
     std::unique_lock lock(mu);
     for (;;) {
@@ -43,7 +76,10 @@ struct TensorParallelExecutor::Rank {
         // The first failure aborts the group: the other ranks may be waiting
         // for this one in a collective.
         first = !failed.exchange(true);
-        if (first && backend->communicator() != nullptr) backend->communicator()->abort();
+        if (first) {
+          if (backend->communicator() != nullptr) backend->communicator()->abort();
+          samples.abort();
+        }
       }
       lock.lock();
       error = e;
@@ -65,6 +101,7 @@ TensorParallelExecutor::TensorParallelExecutor(std::vector<std::unique_ptr<Backe
            c == nullptr ? "missing" : fmt::format("rank {} of {}", c->rank(), c->size()));
   }
   failed_ = std::make_unique<std::atomic<bool>>(false);
+  samples_ = std::make_shared<SampleExchange>();
   for (int r = 0; r < n; ++r) {
     auto rank = std::make_unique<Rank>();
     rank->backend = std::move(backends[static_cast<size_t>(r)]);
@@ -72,11 +109,17 @@ TensorParallelExecutor::TensorParallelExecutor(std::vector<std::unique_ptr<Backe
   }
   for (int r = 0; r < n; ++r) {
     Rank* rank = ranks_[static_cast<size_t>(r)].get();
-    rank->thread = std::thread([rank, r, this] { rank->loop(r, *failed_); });
+    rank->thread = std::thread([rank, r, this] { rank->loop(r, *failed_, *samples_); });
   }
   try {
     on_every_rank([&](int r) {
-      ranks_[static_cast<size_t>(r)]->runner = make_runner(r, *ranks_[static_cast<size_t>(r)]->backend);
+      ShareSamples share;
+      if (r == 0) {
+        share = [ex = samples_](std::vector<SampledToken>& rows) { ex->publish(rows); };
+      } else {
+        share = [ex = samples_, seen = uint64_t{0}](std::vector<SampledToken>& rows) mutable { ex->receive(rows, seen); };
+      }
+      ranks_[static_cast<size_t>(r)]->runner = make_runner(r, *ranks_[static_cast<size_t>(r)]->backend, share);
     });
   } catch (...) {
     shut_down();

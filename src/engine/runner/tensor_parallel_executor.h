@@ -16,9 +16,9 @@
 // bind_to_current_thread) and makes every call on that backend, the runner's
 // construction and destruction included.
 //
-// A rank that fails mid-step aborts the group's communicator, so the others
-// return instead of waiting for it in a collective; the group is unusable
-// afterwards and every later step fails with that error.
+// A rank that fails mid-step aborts the group's communicator (and the
+// exchange of sampled rows), so the others return instead of waiting for it;
+// the group is unusable afterwards and every later step fails with that error.
 
 #include <atomic>
 #include <functional>
@@ -33,9 +33,14 @@ namespace hyllm {
 
 class TensorParallelExecutor final : public ModelExecutor {
  public:
+  // RunnerOptions::share_samples for one rank: rank 0 publishes its sampled
+  // rows, the others receive them (speculative decoding).
+  using ShareSamples = std::function<void(std::vector<SampledToken>&)>;
   // Makes rank `rank`'s runner on `backend`, on the rank's thread. The
-  // runner of rank 0 samples; the others must have RunnerOptions::samples false.
-  using MakeRunner = std::function<std::unique_ptr<ModelRunner>(int rank, Backend& backend)>;
+  // runner of rank 0 samples; the others must have RunnerOptions::samples
+  // false. With speculative decoding every rank's runner takes `share` as its
+  // RunnerOptions::share_samples.
+  using MakeRunner = std::function<std::unique_ptr<ModelRunner>(int rank, Backend& backend, ShareSamples share)>;
 
   // One rank per backend, each already holding its rank's communicator.
   TensorParallelExecutor(std::vector<std::unique_ptr<Backend>> backends, const MakeRunner& make_runner);
@@ -56,6 +61,7 @@ class TensorParallelExecutor final : public ModelExecutor {
 
  private:
   struct Rank;
+  class SampleExchange;
   // Runs fn(rank) on every rank's thread at once and waits for all; rethrows
   // the first failure after aborting the group (see the top).
   void on_every_rank(const std::function<void(int)>& fn);
@@ -64,6 +70,7 @@ class TensorParallelExecutor final : public ModelExecutor {
 
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::unique_ptr<std::atomic<bool>> failed_;  // a rank has failed and aborted the group
+  std::shared_ptr<SampleExchange> samples_;
 };
 
 }  // namespace hyllm

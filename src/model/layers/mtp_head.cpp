@@ -38,14 +38,14 @@ MtpHead MtpHead::load(WeightLoader& w, const ModelConfig& cfg, int64_t max_token
   return m;
 }
 
-void MtpHead::forward(Backend& be, Scratch& s, const TensorView& embed_table, const StepContext& ctx,
+void MtpHead::forward(Backend& be, Scratch& s, const VocabEmbedding& embed, const StepContext& ctx,
                       const TensorView& hidden, const KvCacheView& cache, const TensorView& out) const {
   const int64_t T = ctx.num_tokens, H = hidden_, M = max_tokens_;
   HYLLM_CHECK(T > 0 && T <= M, "MTP step of {} tokens (capacity {})", T, M);
   ScratchScope scope(s);
   TensorView stage = s.take(DType::kBF16, Shape{2 * M, H});
   TensorView emb = s.take(DType::kBF16, Shape{T, H});
-  embedding(be, {ctx.token_ids, embed_table, emb});
+  embed.forward(be, ctx.token_ids, emb);
   norm_embedding_.apply(be, emb, stage.slice_rows(0, T));
   norm_hidden_.apply(be, hidden, stage.slice_rows(M, M + T));
   TensorView cat = s.take(DType::kBF16, Shape{2 * T, H});

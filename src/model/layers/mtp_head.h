@@ -37,7 +37,7 @@ class MtpHead {
   // h_p for the token's position p = ctx.positions[t]; writes out [T, H] bf16.
   // The attention layer reads and writes `cache` through ctx's slot mapping
   // and block tables, like the model's attention layers.
-  void forward(Backend& be, Scratch& s, const TensorView& embed_table, const StepContext& ctx,
+  void forward(Backend& be, Scratch& s, const VocabEmbedding& embed, const StepContext& ctx,
                const TensorView& hidden, const KvCacheView& cache, const TensorView& out) const;
   size_t scratch_bytes(int64_t tokens) const;
 

@@ -51,7 +51,6 @@ class VocabEmbedding {
 
   // out [T, H] bf16.
   void forward(Backend& be, const TensorView& ids, const TensorView& out) const;
-  const TensorView& table() const { return table_; }
 
  private:
   TensorView table_;

@@ -10,11 +10,9 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
-#include <thread>
 #include <vector>
 
-#include "backend/cpu/cpu_backend.h"
-#include "backend/cpu/cpu_communicator.h"
+#include "../ops/rank_threads.h"
 #include "model/layers/mlp.h"
 #include "model/layers/moe.h"
 #include "model/loader/tensor_parallel.h"
@@ -39,40 +37,24 @@ std::vector<float> floats(const TensorView& t) {
   return out;
 }
 
-// Runs `layer(rank, loader, backend, scratch, x)` whole (size 1) or split
-// over `size` ranks, and returns rank 0's output.
+// Runs `layer(loader, backend, scratch, x)` whole (size 1) or split over
+// `size` ranks, and returns rank 0's output.
 using Layer = std::function<TensorView(WeightLoader&, Backend&, Scratch&, const TensorView&)>;
 
 std::vector<float> run(const fs::path& dir, int size, const std::vector<uint16_t>& x_host, int64_t rows,
                        const Layer& layer) {
   const ModelConfig full = load_model_config(dir);
   auto weights = open_weights(dir, full, LoadFormat::kSafetensors);
-  auto comms = size > 1 ? make_cpu_communicators(size) : std::vector<std::shared_ptr<Communicator>>{};
   std::vector<std::vector<float>> outs(static_cast<size_t>(size));
-  std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(size));
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto be = make_cpu_backend();
-        if (size > 1) be->set_communicator(comms[static_cast<size_t>(r)]);
-        const TensorParallel tp{r, size};
-        auto shard = size > 1 ? shard_weights(*weights, full, tp) : nullptr;
-        WeightLoader w(*be, shard ? *shard : *weights);
-        Scratch s(*be, 4 << 20);
-        std::vector<uint16_t> x_copy = x_host;  // each rank its own input, as on separate devices
-        TensorView x(x_copy.data(), DType::kBF16, Shape{rows, full.hidden_size}, be->device());
-        outs[static_cast<size_t>(r)] = floats(layer(w, *be, s, x));
-      } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
-        if (size > 1) comms[static_cast<size_t>(r)]->abort();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  test::RankGroup group(size);
+  test::expect_all_ok(group.run([&](int r, Backend& be) {
+    auto shard = size > 1 ? shard_weights(*weights, full, {r, size}) : nullptr;
+    WeightLoader w(be, shard ? *shard : *weights);
+    Scratch s(be, 4 << 20);
+    std::vector<uint16_t> x_copy = x_host;  // each rank its own input, as on separate devices
+    TensorView x(x_copy.data(), DType::kBF16, Shape{rows, full.hidden_size}, be.device());
+    outs[static_cast<size_t>(r)] = floats(layer(w, be, s, x));
+  }));
   for (int r = 1; r < size; ++r) EXPECT_EQ(outs[static_cast<size_t>(r)], outs[0]) << "rank " << r << " differs";
   return outs[0];
 }

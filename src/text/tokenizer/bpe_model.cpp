@@ -1,13 +1,14 @@
 #include "text/tokenizer/bpe_model.h"
 
 #include <algorithm>
-#include <atomic>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <queue>
 
 #include "text/tokenizer/byte_level.h"
 #include "text/tokenizer/json_util.h"
+#include "text/tokenizer/scratch.h"
 #include "text/tokenizer/utf8.h"
 #include "util/status.h"
 
@@ -20,8 +21,6 @@ constexpr size_t kCacheCapacity = 1 << 16;
 // Above this many symbols the merge loop uses a heap instead of scanning.
 constexpr size_t kLinearMergeLimit = 96;
 
-std::atomic<uint64_t> next_instance_id{1};
-
 bool is_null_or_empty_string(const nlohmann::json& model, const char* key) {
   auto it = model.find(key);
   return it == model.end() || it->is_null() || (it->is_string() && it->get_ref<const std::string&>().empty());
@@ -30,7 +29,7 @@ bool is_null_or_empty_string(const nlohmann::json& model, const char* key) {
 }  // namespace
 
 BpeModel::BpeModel(const nlohmann::json& model, TokenizerJson& parts, bool byte_level)
-    : byte_level_(byte_level), instance_id_(next_instance_id.fetch_add(1)) {
+    : byte_level_(byte_level), cache_(kCacheCapacity) {
   if (!model.is_object()) fail(ErrorCode::kCorruptData, "tokenizer.json: \"model\" is not an object");
   std::string type;
   if (auto it = model.find("type"); it != model.end() && it->is_string()) {
@@ -113,15 +112,6 @@ std::optional<int32_t> BpeModel::token_to_id(std::string_view token) const {
 std::optional<std::string_view> BpeModel::id_to_token(int32_t id) const {
   if (!vocab_.contains_id(id)) return std::nullopt;
   return vocab_.get(id);
-}
-
-WordCache& BpeModel::thread_cache() const {
-  // One cache per thread and model, as in HF tokenizers: lookups take no lock.
-  thread_local std::unordered_map<uint64_t, std::unique_ptr<WordCache>> caches;
-  auto it = caches.find(instance_id_);
-  if (it != caches.end()) return *it->second;
-  if (caches.size() >= 8) caches.clear();  // drop caches of models long gone
-  return *caches.emplace(instance_id_, std::make_unique<WordCache>(kCacheCapacity)).first->second;
 }
 
 void BpeModel::initial_symbols(std::string_view word, std::vector<int32_t>& symbols) const {
@@ -261,11 +251,24 @@ void BpeModel::merge_symbols_long(std::vector<int32_t>& symbols) const {
 }
 
 void BpeModel::encode_words(std::span<const std::string_view> words, std::vector<int32_t>& out) const {
-  WordCache& cache = thread_cache();
-  for (std::string_view w : words) encode_word(w, &cache, out);
+  // One shared lock for the lookups of the whole call (a lock per word would
+  // cost as much as a lookup); the misses go in afterwards, under the write
+  // lock when it is free at once, else they are left out (HF's cache does the
+  // same: a miss costs time, never a wrong answer).
+  std::vector<CacheMiss> misses;
+  {
+    std::shared_lock lock(cache_mutex_);
+    for (std::string_view w : words) encode_word(w, out, misses);
+  }
+  if (misses.empty()) return;
+  std::unique_lock lock(cache_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  for (const CacheMiss& m : misses) {
+    cache_.insert(m.word, m.hash, std::span<const int32_t>(out).subspan(m.offset, m.count));
+  }
 }
 
-void BpeModel::encode_word(std::string_view word, WordCache* cache, std::vector<int32_t>& out) const {
+void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out, std::vector<CacheMiss>& misses) const {
   if (word.empty()) return;
   if (byte_level_ && word.size() == 1 && byte_ids_[static_cast<unsigned char>(word[0])] >= 0) {
     out.push_back(byte_ids_[static_cast<unsigned char>(word[0])]);
@@ -278,18 +281,19 @@ void BpeModel::encode_word(std::string_view word, WordCache* cache, std::vector<
       return;
     }
   }
-  if (word.size() >= kMaxCachedWordBytes) cache = nullptr;
+  const bool cacheable = word.size() < kMaxCachedWordBytes;
   uint64_t hash = 0;
-  if (cache) {
+  if (cacheable) {
     hash = WordCache::hash(word);
-    if (cache->find(word, hash, out)) return;
+    if (cache_.find(word, hash, out)) return;
   }
   thread_local std::vector<int32_t> symbols;
   symbols.clear();
   initial_symbols(word, symbols);
   merge_symbols(symbols);
+  if (cacheable) misses.push_back({word, hash, out.size(), symbols.size()});
   out.insert(out.end(), symbols.begin(), symbols.end());
-  if (cache) cache->insert(word, hash, symbols);
+  release_if_oversized(symbols);
 }
 
 }  // namespace hyllm::tokenizer_detail

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -42,11 +43,18 @@ class BpeModel {
   size_t merge_count() const { return merges_.size(); }
 
  private:
-  void encode_word(std::string_view word, WordCache* cache, std::vector<int32_t>& out) const;
+  // A word the cache missed: its ids are out[offset, offset + count).
+  struct CacheMiss {
+    std::string_view word;
+    uint64_t hash;
+    size_t offset, count;
+  };
+  // Looks the word up in cache_ (the caller holds cache_mutex_ shared); a
+  // miss is computed, appended, and noted in misses.
+  void encode_word(std::string_view word, std::vector<int32_t>& out, std::vector<CacheMiss>& misses) const;
   void merge_symbols(std::vector<int32_t>& symbols) const;
   void merge_symbols_long(std::vector<int32_t>& symbols) const;
   void initial_symbols(std::string_view word, std::vector<int32_t>& symbols) const;
-  WordCache& thread_cache() const;
 
   bool byte_level_;
   bool ignore_merges_ = false;
@@ -57,7 +65,11 @@ class BpeModel {
   StringTable symbols_;                    // raw bytes <-> id (byte-level only)
   int32_t byte_ids_[256];                  // byte -> id of its one-byte token, or -1
   PairMap merges_;                         // (left, right) -> rank << 32 | merged id
-  uint64_t instance_id_;                   // keys the per-thread caches
+  // One memo per model, shared by every thread, as in HF tokenizers: a
+  // server tokenizes on each of its many connection threads, so a cache per
+  // thread would multiply its memory by their number.
+  mutable std::shared_mutex cache_mutex_;
+  mutable WordCache cache_;
 };
 
 }  // namespace hyllm::tokenizer_detail

@@ -8,6 +8,7 @@
 
 #include "text/tokenizer/json_util.h"
 #include "text/tokenizer/regex.h"
+#include "text/tokenizer/scratch.h"
 #include "text/tokenizer/utf8.h"
 #include "util/status.h"
 
@@ -118,6 +119,8 @@ void split_isolated(const Regex& re, std::vector<std::string_view>& pieces) {
     if (prev != piece.size()) out.push_back(piece.substr(prev));
   }
   pieces.swap(out);
+  out.clear();
+  release_if_oversized(out);
 }
 
 // Spans of regex matches and the gaps between them (Pattern for &SysRegex).

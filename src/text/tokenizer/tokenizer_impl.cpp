@@ -2,6 +2,7 @@
 
 #include "text/tokenizer/tokenizer_impl.h"
 
+#include "text/tokenizer/scratch.h"
 #include "text/tokenizer/utf8.h"
 #include "util/status.h"
 
@@ -33,6 +34,8 @@ void TokenizerImpl::encode_plain(std::string_view text, std::vector<int32_t>& ou
   // encode_words never re-enters this function, so the thread-local list is
   // not reused while being walked.
   model->encode_words(pieces, out);
+  pieces.clear();
+  release_if_oversized(pieces);
 }
 
 void TokenizerImpl::encode(std::string_view text, bool add_special_tokens, bool split_special_tokens,

@@ -1,8 +1,8 @@
 #pragma once
-// Per-thread memo of BPE results: word bytes -> ids. A flat open-addressing
-// table with keys and ids in two arenas, so a lookup costs about one cache
-// miss (a node-based map costs several). Once full it stops inserting, as HF
-// tokenizers' cache does.
+// Memo of BPE results: word bytes -> ids. A flat open-addressing table with
+// keys and ids in two arenas, so a lookup costs about one cache miss (a
+// node-based map costs several). Once full it stops inserting, as HF
+// tokenizers' cache does. Not thread-safe: BpeModel guards its one cache.
 
 #include <cstdint>
 #include <cstring>
@@ -34,25 +34,29 @@ class WordCache {
     for (size_t i = h & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
       if (s.hash == 0) return false;
-      if (s.hash == h && s.key_len == word.size() &&
-          std::memcmp(keys_.data() + s.key_offset, word.data(), word.size()) == 0) {
+      if (holds(s, word, h)) {
         out.insert(out.end(), ids_.begin() + s.ids_offset, ids_.begin() + s.ids_offset + s.ids_len);
         return true;
       }
     }
   }
 
-  // Words longer than 65535 bytes or with as many ids are not cached.
+  // Words longer than 65535 bytes or with as many ids are not cached; a word
+  // cached already is left as it is.
   void insert(std::string_view word, uint64_t h, std::span<const int32_t> ids) {
     if (size_ >= max_entries_ || word.size() > UINT16_MAX || ids.size() > UINT16_MAX) return;
     size_t i = h & mask_;
-    while (slots_[i].hash != 0) i = (i + 1) & mask_;
+    for (; slots_[i].hash != 0; i = (i + 1) & mask_) {
+      if (holds(slots_[i], word, h)) return;
+    }
     slots_[i] = Slot{h, static_cast<uint32_t>(keys_.size()), static_cast<uint32_t>(ids_.size()),
                      static_cast<uint16_t>(word.size()), static_cast<uint16_t>(ids.size())};
     keys_.append(word);
     ids_.insert(ids_.end(), ids.begin(), ids.end());
     ++size_;
   }
+
+  size_t size() const { return size_; }
 
  private:
   struct Slot {
@@ -62,6 +66,10 @@ class WordCache {
     uint16_t key_len = 0;
     uint16_t ids_len = 0;
   };
+  bool holds(const Slot& s, std::string_view word, uint64_t h) const {
+    return s.hash == h && s.key_len == word.size() &&
+           std::memcmp(keys_.data() + s.key_offset, word.data(), word.size()) == 0;
+  }
   std::vector<Slot> slots_;
   std::string keys_;
   std::vector<int32_t> ids_;

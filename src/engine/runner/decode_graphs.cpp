@@ -18,7 +18,8 @@ int64_t DecodeGraphs::seq_len_bucket(int64_t max_seq_len, int64_t max_model_len)
 
 int64_t DecodeGraphs::capture_size(int64_t seqs, int64_t limit) {
   if (seqs > kMaxBatch || seqs >= limit) return seqs;
-  int64_t size = seqs <= 1 ? 1 : seqs <= 2 ? 2 : seqs <= 4 ? 4 : (seqs + 7) / 8 * 8;
+  const int64_t step = seqs <= 256 ? 8 : 16;
+  int64_t size = seqs <= 1 ? 1 : seqs <= 2 ? 2 : seqs <= 4 ? 4 : (seqs + step - 1) / step * step;
   return std::min(size, limit);
 }
 

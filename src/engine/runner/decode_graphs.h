@@ -10,10 +10,11 @@
 // change, not their addresses.
 //
 // Batches are padded (by the runner, see model_runner.h) to a few capture
-// sizes, as vLLM pads to its cudagraph_capture_sizes: 1, 2, 4, then
-// multiples of 8 up to kMaxBatch. With the two sequence-length buckets that
-// bounds the recordings by 2 x 67 whatever mix of batch sizes and context
-// lengths a server sees, so their memory stops growing after warm-up.
+// sizes, as vLLM pads to its cudagraph_capture_sizes: 1, 2, 4, multiples
+// of 8 up to 256, then of 16 up to kMaxBatch. With the two sequence-length
+// buckets that bounds the recordings by 2 x 51 whatever mix of batch sizes
+// and context lengths a server sees, so their memory stops growing after
+// warm-up.
 //
 // The first step of a shape runs op by op (sizing scratch, planning GEMMs),
 // the second is recorded and replayed, later ones replay. A recording that
@@ -59,7 +60,7 @@ class DecodeGraphs {
   // (vLLM's decode graphs have no length dimension at all).
   static int64_t seq_len_bucket(int64_t max_seq_len, int64_t max_model_len);
   // The batch a decode step of `seqs` sequences is padded to: the smallest
-  // capture size (1, 2, 4, 8, 16, 24, ..., kMaxBatch) not below seqs, at
+  // capture size (1, 2, 4, 8, 16, ..., 248, 256, 272, ..., kMaxBatch) not below seqs, at
   // most `limit` (the runner's capacity, itself a capture size then); seqs
   // itself above kMaxBatch or limit (such a step is not padded).
   static int64_t capture_size(int64_t seqs, int64_t limit);

@@ -131,7 +131,10 @@ INSTANTIATE_TEST_SUITE_P(
                       MoeCase{"e320_small", shape(320, 4, 128, 64, 64), 6, false},
                       MoeCase{"no_shared_grouped", shape(16, 4, 128, 64, 0, false, false), 70, true},
                       MoeCase{"fp8_a3b_decode_b1", shape(256, 8, 2048, 512, 512, true, true, false, kFp8), 1, false},
+                      MoeCase{"fp8_a3b_decode_b2", shape(256, 8, 2048, 512, 512, true, true, false, kFp8), 2, false},
                       MoeCase{"fp8_a3b_decode_b32", shape(256, 8, 2048, 512, 512, true, true, false, kFp8), 32, false},
+                      // the split down kernel's fallback for block-FP8 experts
+                      MoeCase{"fp8_topk24_small", shape(64, 24, 128, 128, 128, true, true, false, kFp8), 30, false},
                       MoeCase{"fp8_a3b_decode_hot", shape(256, 8, 2048, 512, 512, true, true, true, kFp8), 20, false},
                       MoeCase{"fp8_a3b_prefill_200", shape(256, 8, 2048, 512, 512, true, true, false, kFp8), 200, true},
                       MoeCase{"fp8_a3b_prefill_hot", shape(256, 8, 2048, 512, 512, true, true, true, kFp8), 150, true},

@@ -8,10 +8,22 @@
 namespace hyllm::cuda {
 namespace {
 
+using moe_detail::allow_dependents;
+using moe_detail::down_split_smem;
+using moe_detail::kSplit;
+using moe_detail::kSplitCols;
+using moe_detail::kSplitWarps;
+using moe_detail::load_split_tables;
+using moe_detail::split_combine;
+using moe_detail::SplitTables;
 using moe_detail::few_items;
+using moe_detail::launch_maybe_pdl;
 using moe_detail::ld_stream;
 using moe_detail::ld_vec;
+using moe_detail::lean;
 using moe_detail::mma_k32;
+using moe_detail::prefetch_l2;
+using moe_detail::wait_for_prerequisite;
 
 constexpr int kUpCols = 16;   // intermediate columns per up block
 // Warps per up block (the K split): 16 for few work items, else 4 (few_items).
@@ -19,13 +31,6 @@ constexpr int kUpUnroll = 4;  // 32-wide k windows in flight per warp
 constexpr int kDownRows = 16; // output columns per down block
 constexpr int kDownWarps = 8;
 constexpr int kDownUnroll = 8;
-
-// Asks the copy engine of the SM to bring `bytes` (a multiple of 16, from a
-// 16-byte aligned address) into L2 without holding registers, so that later
-// register loads of them hit L2 however late the compiler schedules them.
-__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes));
-}
 
 // With kPrefetch: a block's share of an up work item (gate and up rows
 // [n0, n0 + 16)), one weight row per lane of warp 0.
@@ -54,11 +59,6 @@ __device__ __forceinline__ void prefetch_down_rows(const MoeSmallParams& p, int 
     }
   }
 }
-
-// Programmatic dependent launch (launch/moe.h kMoeLeanMaxTokens); both are
-// no-ops in a kernel launched without it or with no such dependent.
-__device__ __forceinline__ void allow_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
-__device__ __forceinline__ void wait_for_prerequisite() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 
 // The up kernels' end: warp partial sums added in warp order, SwiGLU of the
 // bf16-rounded gate and up values into the item's hidden rows.
@@ -214,46 +214,15 @@ __global__ void __launch_bounds__(kDownWarps * 32) down_small_kernel(MoeSmallPar
   }
 }
 
-
-// Block = kSplitCols output columns [h0, h0 + kSplitCols); work units (item,
-// K half) go to 16 warps in turn,
-// so that at decode every warp has one unit and one round of loads. A unit's
-// fp32 partial sums go to shared memory by (row position, half); the combine
-// adds the halves in order, rounds to bf16 and weighs them as down_small
-// does. The combine's tables are loaded into registers first, stored to
-// shared memory after the units, so their latency hides behind the weights'.
-// The hidden rows are the mma's m16 side (rows 8..15 zero) and 8 weight rows
-// its n8 side, so that accumulators 0 and 1 of lane (g, q) are item row g,
-// output columns 2q and 2q + 1.
-constexpr int kSplitCols = 8;
-constexpr int kSplitWarps = 16;
-constexpr int kSplit = 2;
-constexpr int kStageSlots = 3;  // table entries per thread: 3 * 512 >= 32 * 33 rows
-
-// Dynamic shared memory of down_split_kernel: partials, then the routing
-// weights [R] and the tokens' row positions [T * top_k].
-inline size_t down_split_smem(const MoeSmallParams& p) {
-  const size_t R = static_cast<size_t>(p.tokens) * (p.top_k + 1);
-  return R * kSplit * kSplitCols * 4 + R * 4 + static_cast<size_t>(p.tokens) * p.top_k * 4;
-}
-
+// The split down kernel (moe_common.cuh). The hidden rows are the mma's m16
+// side (rows 8..15 zero) and 8 weight rows its n8 side, so that accumulators
+// 0 and 1 of lane (g, q) are item row g, output columns 2q and 2q + 1.
 template <bool kPrefetch>
 __global__ void __launch_bounds__(kSplitWarps * 32) down_split_kernel(MoeSmallParams p) {
   constexpr int kCols = kSplitCols;
-  extern __shared__ float part[];  // [R][kSplit][kCols], R = T * (top_k + 1)
-  const int T = p.tokens, k = p.top_k, P = T * k, R = P + T;
-  float* weight_s = part + R * kSplit * kCols;        // [R]
-  int* pos_s = reinterpret_cast<int*>(weight_s + R);  // [P]
+  extern __shared__ float part[];
   const bool has_shared = p.w.shared_gate_up != nullptr;
-  const int weights = has_shared ? R : P;
-  int staged_pos[kStageSlots];
-  float staged_weight[kStageSlots];
-#pragma unroll
-  for (int j = 0; j < kStageSlots; ++j) {
-    const int i = threadIdx.x + j * kSplitWarps * 32;
-    staged_pos[j] = i < P ? p.plan.token_pos[i] : 0;
-    staged_weight[j] = i < weights ? p.plan.sorted_weight[i] : 0.0f;
-  }
+  const SplitTables tables = load_split_tables(p, has_shared);
   const int h0 = blockIdx.x * kCols;
   const int H = p.w.hidden, items = *p.plan.num_items;
   prefetch_down_rows<kPrefetch>(p, items, h0, kCols);
@@ -293,52 +262,8 @@ __global__ void __launch_bounds__(kSplitWarps * 32) down_split_kernel(MoeSmallPa
       if (g < rows) part[((pos0 + g) * kSplit + s) * kCols + 2 * q + v] = acc[v];
     }
   }
-#pragma unroll
-  for (int j = 0; j < kStageSlots; ++j) {
-    const int i = threadIdx.x + j * kSplitWarps * 32;
-    if (i < P) pos_s[i] = staged_pos[j];
-    if (i < weights) weight_s[i] = staged_weight[j];
-  }
-  __syncthreads();
-  auto row_value = [&](int pos, int c) {
-    float y = 0.0f;
-#pragma unroll
-    for (int h = 0; h < kSplit; ++h) y += part[(pos * kSplit + h) * kCols + c];
-    return round_bf(y);
-  };
-  for (int i = threadIdx.x; i < T * kCols; i += blockDim.x) {
-    const int t = i / kCols, c = i % kCols, h = h0 + c;
-    if (h >= H) continue;
-    float acc = 0.0f;
-    for (int j = 0; j < k; ++j) {
-      const int pos = pos_s[t * k + j];
-      acc = __fadd_rn(acc, __fmul_rn(weight_s[pos], row_value(pos, c)));
-    }
-    if (has_shared) acc = __fadd_rn(acc, __fmul_rn(weight_s[P + t], row_value(P + t, c)));
-    p.out[static_cast<int64_t>(t) * H + h] = f2bf(acc);
-  }
+  split_combine(p, part, tables, h0, has_shared);
 }
-
-// A launch that may begin before the stream's previous kernel completes
-// (which it waits for with griddepcontrol.wait) when `pdl`.
-template <typename Kernel>
-void launch_maybe_pdl(Kernel kernel, bool pdl, dim3 grid, int threads, size_t smem, cudaStream_t stream,
-                      const MoeSmallParams& p) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(threads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  cudaLaunchKernelEx(&cfg, kernel, p);  // an error stays for the caller's check_launch
-}
-
-// launch/moe.h: prefetches and programmatic launches only for the fewest tokens.
-bool lean(const MoeSmallParams& p) { return p.tokens <= kMoeLeanMaxTokens; }
 
 template <int kUpWarps>
 void launch_up(const MoeSmallParams& p, dim3 grid, cudaStream_t stream) {

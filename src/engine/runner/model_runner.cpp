@@ -292,9 +292,9 @@ StepContext ModelRunner::plan(const StepInput& input) {
   step_seqs_ = S;
   step_tokens_ = T;
   step_rows_ = R;
-  // Verify steps and steps with saves are not padded (see decode_graphs.h);
-  // the profile step runs op by op.
-  // With speculative decoding nothing is padded (the MTP passes read the step's rows).
+  // Only decode steps are padded: not verify steps or steps with saves, not
+  // the profile step (op by op), nothing with speculative decoding (its MTP
+  // passes read the step's rows).
   if (decode_only && !verify && !saves && !profiling_ && num_spec_ == 0 && pads_decode_steps())
     S = pad_decode_step(S, T, R);
   Backend& be = model_->backend();

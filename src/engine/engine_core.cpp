@@ -32,9 +32,13 @@ EngineCore::EngineCore(ModelExecutor& executor, EngineConfig config)
   in.max_model_len = config_.max_model_len;
   in.num_blocks_override = config_.num_gpu_blocks_override;
   in.enable_prefix_caching = config_.enable_prefix_caching;
+  in.reserved_blocks = layout.reserved_blocks;
+  in.reserved_state_slots = layout.reserved_state_slots;
   plan_ = plan_cache(in);
   log_cache_plan(plan_, in);
-  executor_.allocate_cache({plan_.block_size, plan_.num_blocks, plan_.num_state_slots});
+  // The executor's reserved ids follow the pools, which the scheduler owns.
+  executor_.allocate_cache({plan_.block_size, plan_.num_blocks + plan_.reserved_blocks,
+                            plan_.num_state_slots + plan_.reserved_state_slots});
   scheduler_ = std::make_unique<Scheduler>(config_, plan_.num_blocks, plan_.num_state_slots);
   stats_.block_size = plan_.block_size;
   stats_.num_kv_blocks = plan_.num_blocks;

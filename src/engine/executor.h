@@ -59,6 +59,12 @@ struct CacheLayout {
   size_t bytes_per_state_slot = 0;    // all GDN layers, conv + recurrent state
   int num_attention_layers = 0;
   int num_gdn_layers = 0;
+  // The last ids of the allocation the executor keeps for itself: the padding
+  // rows of decode steps replayed from device graphs write their KV to the
+  // reserved block and their GDN state to the reserved slot. The engine
+  // allocates them on top of its pools and never hands them to a sequence.
+  int reserved_blocks = 0;
+  int reserved_state_slots = 0;
 };
 
 // What the engine decided; the executor allocates exactly this.

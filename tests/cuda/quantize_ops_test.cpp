@@ -15,7 +15,7 @@ TEST_F(CudaOpTest, QuantizeWeightFp8IsBitIdentical) {
     Shape scale;
     double sd;
   };
-  for (const Case c : {Case{1, 1, Shape{1}, 1.0}, Case{128, 320, Shape{1, 3}, 0.02}, Case{1000, 77, Shape{8, 1}, 3.0},
+  for (const Case& c : {Case{1, 1, Shape{1}, 1.0}, Case{128, 320, Shape{1, 3}, 0.02}, Case{1000, 77, Shape{8, 1}, 3.0},
                        Case{3072, 2048, Shape{24, 16}, 0.05}}) {
     SCOPED_TRACE(testing::Message() << c.n << "x" << c.k);
     HostTensor w = bf16_tensor({c.n, c.k});

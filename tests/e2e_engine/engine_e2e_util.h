@@ -68,9 +68,12 @@ struct Engine {
   std::unique_ptr<ModelRunner> runner;
   std::unique_ptr<EngineCore> core;
 
-  explicit Engine(EngineConfig config, std::optional<int> num_blocks = std::nullopt) {
-    runner = std::make_unique<ModelRunner>(load_model(kModelDir, *backend, model_options(config)),
-                                           runner_options(config));
+  // pad_decode_steps: decode steps padded to capture sizes as with device graphs (RunnerOptions).
+  explicit Engine(EngineConfig config, std::optional<int> num_blocks = std::nullopt, bool pad_decode_steps = false,
+                  const std::filesystem::path& model_dir = kModelDir) {
+    RunnerOptions ro = runner_options(config);
+    ro.pad_decode_steps = pad_decode_steps;
+    runner = std::make_unique<ModelRunner>(load_model(model_dir, *backend, model_options(config)), ro);
     config.num_gpu_blocks_override = num_blocks;
     core = std::make_unique<EngineCore>(*runner, config);
   }

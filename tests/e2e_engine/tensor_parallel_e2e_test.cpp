@@ -33,12 +33,13 @@ fs::path tiny_model_dir(const std::string& name) {
                               : fs::path(HYLLM_SOURCE_DIR) / "tests" / "data" / "tiny_models" / name;
 }
 
-// An engine over `size` CPU ranks of the model in `dir`.
+// An engine over `size` CPU ranks of the model in `dir`; pad_decode_steps
+// pads decode steps on every rank as CUDA graphs do (RunnerOptions).
 struct ParallelEngine {
   std::unique_ptr<TensorParallelExecutor> executor;
   std::unique_ptr<EngineCore> core;
 
-  ParallelEngine(const fs::path& dir, int size, const EngineConfig& config) {
+  ParallelEngine(const fs::path& dir, int size, const EngineConfig& config, bool pad_decode_steps = false) {
     std::vector<std::unique_ptr<Backend>> backends;
     auto comms = make_cpu_communicators(size);
     for (int r = 0; r < size; ++r) {
@@ -49,6 +50,7 @@ struct ParallelEngine {
                                                                                  auto share) {
       RunnerOptions ro = runner_options(config);
       ro.samples = rank == 0;
+      ro.pad_decode_steps = pad_decode_steps;
       if (size > 1 && config.num_speculative_tokens > 0) ro.share_samples = std::move(share);
       return std::make_unique<ModelRunner>(load_model(dir, backend, model_options(config)), ro);
     });
@@ -141,7 +143,8 @@ TEST_P(TensorParallelE2E, ThirtyTwoConcurrentGreedyRequestsGiveTheUnsplitTokens)
   const Case c = GetParam();
   const fs::path dir = tiny_model_dir(c.model);
   const EngineConfig config = wide_config();
-  ParallelEngine split(dir, c.size, config);
+  // The split engine pads its decode steps (the unsplit one does not): padding rows must not reach real ones.
+  ParallelEngine split(dir, c.size, config, true);
   auto requests = random_requests(32, 7, split.executor->vocab_size(), config.max_model_len);
   for (auto& r : requests) r.sampling.logprobs = 5;
   const auto want = run_unsplit(dir, config, requests);

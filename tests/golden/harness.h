@@ -64,7 +64,10 @@ class Harness {
     if (make_sampler) ro.device_sampler = make_sampler(*backend_);
     if (make_recorder) ro.record_graph = make_recorder(*backend_);
     runner_ = std::make_unique<ModelRunner>(load_model(model_dir, *backend_, mo), ro);
-    runner_->allocate_cache({kBlockSize, kMaxSeqs * blocks_per_seq(), kMaxSeqs});
+    // Padded decode steps (with a recorder) own a reserved block and slot after the sequences'.
+    const CacheLayout layout = runner_->cache_layout();
+    runner_->allocate_cache({kBlockSize, kMaxSeqs * blocks_per_seq() + layout.reserved_blocks,
+                             kMaxSeqs + layout.reserved_state_slots});
   }
 
   static int blocks_per_seq() { return kMaxLen / kBlockSize; }

@@ -24,7 +24,25 @@
 namespace hyllm {
 namespace {
 
-constexpr float kNearTie = 0.15f;
+// What "equal up to rounding noise" allows when batched (or cached) runs are
+// compared with solo (or cold) ones. Solo decode rows and a batch's take
+// different linear kernels (a GEMV up to 8 rows, cuBLASLt above), so sums
+// differ in order and a few tokens flip where the top two are nearly tied.
+// In a MoE model the same rounding difference can also flip a token's k-th
+// expert where two router logits tie, which moves the final logits far more
+// than the rounding did (by up to about 1 in the tiny random-weight model),
+// so a divergence may follow a wider final-logit gap there, and more of
+// them happen. A broken batch or cache path diverges early and at wide gaps
+// in most requests, past either bound.
+struct NoiseRule {
+  float near_tie;        // the solo run's top-2 logprob gap a divergence may follow
+  int concurrent_max;    // divergent choices of the 32 concurrent requests
+  int prefix_max;        // divergent choices of the 10 prefix-cache requests
+};
+NoiseRule noise_rule(const std::string& model) {
+  if (model.rfind("moe", 0) == 0) return {1.0f, 12, 4};
+  return {0.15f, 6, 2};
+}
 
 struct Choice {
   std::vector<int32_t> tokens;
@@ -111,7 +129,8 @@ std::vector<EngineRequest> random_requests(int count, unsigned seed, int vocab) 
 
 // Returns how many runs diverged (each only where the solo run was nearly tied).
 int expect_same_up_to_near_ties(const std::map<std::string, Choice>& got, const std::map<std::string, Choice>& want,
-                                const std::vector<EngineRequest>& requests, const std::string& what) {
+                                const std::vector<EngineRequest>& requests, const std::string& what,
+                                float near_tie) {
   int divergences = 0;
   for (const auto& r : requests) {
     for (int c = 0; c < r.sampling.n; ++c) {
@@ -121,7 +140,7 @@ int expect_same_up_to_near_ties(const std::map<std::string, Choice>& got, const 
       EXPECT_EQ(a.tokens.size(), b.tokens.size()) << what << " " << key;
       for (size_t i = 0; i < std::min(a.tokens.size(), b.tokens.size()); ++i) {
         if (a.tokens[i] == b.tokens[i]) continue;
-        EXPECT_LT(b.top2_gap.at(i), kNearTie) << what << " " << key << " diverges at token " << i
+        EXPECT_LT(b.top2_gap.at(i), near_tie) << what << " " << key << " diverges at token " << i
                                               << " where the solo run was not tied";
         ++divergences;
         break;
@@ -153,11 +172,9 @@ TEST_P(CudaEngineTest, ConcurrentRequestsGiveTheirSoloTokens) {
   const auto together = engine.run(requests);
   size_t tokens = 0;
   for (const auto& [k, v] : alone) tokens += v.tokens.size();
-  const int div = expect_same_up_to_near_ties(together, alone, requests, "together");
-  // Solo decode rows (1 per step) and the batch's (up to 32) take different
-  // linear kernels (a GEMV up to 8 rows, cuBLASLt above), so their sums differ
-  // in order: a few of the ~600 tokens flip where the top two are near tied.
-  EXPECT_LE(div, 6) << "too many near-tie divergences for bf16 noise";
+  const NoiseRule rule = noise_rule(GetParam());
+  const int div = expect_same_up_to_near_ties(together, alone, requests, "together", rule.near_tie);
+  EXPECT_LE(div, rule.concurrent_max) << "too many near-tie divergences for bf16 noise";
   std::printf("[%s] engine on cuda: 32 concurrent greedy requests (%zu tokens) equal their solo runs; %d diverged "
               "at a near tie\n",
               GetParam().c_str(), tokens, div);
@@ -247,8 +264,9 @@ TEST_P(CudaEngineTest, PrefixCacheHitsGiveTheColdTokens) {
   requests.insert(requests.end(), turns.begin(), turns.end());
   const int cached_tokens = static_cast<int>(cached.stats().prefix_cache_hits);
   EXPECT_GT(cached_tokens, 0);
-  const int div = expect_same_up_to_near_ties(hit, want, requests, "prefix hit");
-  EXPECT_LE(div, 2) << "too many near-tie divergences for bf16 noise";
+  const NoiseRule rule = noise_rule(GetParam());
+  const int div = expect_same_up_to_near_ties(hit, want, requests, "prefix hit", rule.near_tie);
+  EXPECT_LE(div, rule.prefix_max) << "too many near-tie divergences for bf16 noise";
   std::printf("[%s] engine on cuda: %zu requests with %d prompt tokens from the prefix cache equal a cache-off "
               "engine; %d diverged at a near tie\n",
               GetParam().c_str(), requests.size(), cached_tokens, div);
@@ -273,7 +291,8 @@ TEST(CudaSpecDecode, EmbeddedModelGivesTheTokensOfDecodingWithoutSpeculation) {
   for (int k = 1; k <= 4; ++k) {
     CudaEngine spec(dir, 32, /*prefix_caching=*/true, k);
     const auto got = spec.run(requests);
-    const int div = expect_same_up_to_near_ties(got, want, requests, "k=" + std::to_string(k));
+    const int div = expect_same_up_to_near_ties(got, want, requests, "k=" + std::to_string(k),
+                                                noise_rule("hyllm_tiny").near_tie);
     EXPECT_LE(div, 4) << "too many near-tie divergences for bf16 noise, k=" << k;
     const EngineStats st = spec.stats();
     EXPECT_GT(st.spec_num_drafts, 0u) << k;

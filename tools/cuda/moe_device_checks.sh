@@ -9,11 +9,10 @@
 # Here:   tools/cuda/moe_device_checks.sh --pack BUILD_DIR CARRY_DIR
 #         (copies the binaries, this script and the compiled-in source path)
 # There:  bash CARRY_DIR/moe_device_checks.sh [stages]   (from the repo root;
-#         stages: ops,parity,sass,bench,bench_skew,variants,serve; default all but
-#         variants and serve)
-#         variants: the small regime's alternative kernels (launch/moe.h
-#         MoeSmallVariant) against the CPU reference (MoeTest runs each), then
-#         timed at T = 1, 2, 4, 8, 32 over all 40 layers' experts; its table is last
+#         stages: ops,parity,sass,bench,bench_skew,stream,serve; default all but
+#         stream and serve)
+#         stream: the small regime timed at T = 1, 2, 4, 8, 16, 32 over all 40
+#         layers' distinct experts (weights from memory, not L2); its table is last
 #         serve: serve_bench.sh for 35B-A3B with the hyllm of CARRY_DIR/serve.tar.xz
 #         (tools/cuda/pack_serve_bundle.sh BUILD_DIR CARRY_DIR/serve.tar.xz), vLLM's
 #         1000-prompt workload included; MOE_SERVE_ARGS adds serve flags
@@ -65,7 +64,7 @@ fi
 if has sass; then
   # The register-fed kernels must issue a window batch of loads before their MMAs.
   cuobjdump -sass "$BIN/test_cuda_ops" 2>/dev/null | awk '
-    /Function : .*(up_small|up_early|down_small|down_split|route_small|grouped_gemm)/ { name=$3; n[name]=0; first[name]=-1; hg[name]=0 }
+    /Function : .*(up_small|down_small|down_split|route_small|grouped_gemm)/ { name=$3; n[name]=0; first[name]=-1; hg[name]=0 }
     name != "" && /LDG/ { n[name]++ }
     name != "" && /HMMA|HGMMA/ { if (first[name] < 0) first[name] = n[name]; if ($0 ~ /HGMMA/) hg[name]++ }
     END { for (k in n) printf "  %s: %d LDG, %d before the first MMA, %d HGMMA\n", substr(k, 1, 90), n[k], first[k], hg[k] }' \
@@ -88,13 +87,11 @@ if has bench_skew; then
       --batches 1,32 --iters 10 --router-skew 0.5 --moe-tokens 1,32,1024,8192 > "$OUT/bench_35b_skew.log" 2>&1)
   note "bench 35B-A3B, router skew 0.5: $r"
 fi
-if has variants; then
-  r=$(timed timeout ${MOE_OPS_TIMEOUT:-120} "$BIN/test_cuda_ops" --gtest_filter='*MoeTest*' > "$OUT/variants_harness.log" 2>&1)
-  note "MoeTest with every small-regime variant: $r, $(grep -c '^\[       OK' "$OUT/variants_harness.log") ok, $(grep -c '^\[  FAILED' "$OUT/variants_harness.log") failed lines"
+if has stream; then
   r=$(timed timeout ${MOE_BENCH_TIMEOUT:-120} stdbuf -oL "$BIN/bench_cuda_step" tests/data/configs/qwen3_5_35b_a3b \
-      --prefill 16 --context 16 --batches 1 --iters ${MOE_ITERS:-20} --moe-only 1 --moe-tokens 1,2,4,8,32 \
-      --moe-variants ${MOE_VARIANTS:-0,10,1,2,11,12,100,110,101,102,111,112,1110,1111,1112} > "$OUT/variants_bench.log" 2>&1)
-  note "variants bench 35B-A3B: $r"
+      --prefill 16 --context 16 --batches 1 --iters ${MOE_ITERS:-20} --moe-only 1 --moe-tokens 1,2,4,8,16,32 \
+      --moe-stream 1 > "$OUT/stream_bench.log" 2>&1)
+  note "small regime streaming 35B-A3B experts: $r"
 fi
 if has serve; then
   mkdir -p /tmp/sb && tar -xJf "$CARRY/serve.tar.xz" -C /tmp/sb
@@ -121,6 +118,5 @@ for f in bench_35b bench_35b_skew; do
   [[ -f "$OUT/$f.log" ]] && { echo "--- $f"; grep -vE "^    per op" "$OUT/$f.log"; grep -E "^    per op" "$OUT/$f.log" | cut -c1-400; }
 done
 [[ -f "$OUT/serve_table.md" ]] && cat "$OUT/serve_table.md"
-[[ -f "$OUT/variants_harness.log" ]] && grep -E "^\[  FAILED|Failure|variant" "$OUT/variants_harness.log" | head -30
-[[ -f "$OUT/variants_bench.log" ]] && { echo "--- variants"; sed -n '/kernel variants/,$p' "$OUT/variants_bench.log"; }
+[[ -f "$OUT/stream_bench.log" ]] && { echo "--- small regime streaming"; sed -n '/streaming its experts/,$p' "$OUT/stream_bench.log"; }
 true

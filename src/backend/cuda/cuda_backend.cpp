@@ -135,14 +135,6 @@ CudaMoeCounts cuda_moe_counts(Backend& be) {
   return k->moe_counts();
 }
 
-void cuda_set_moe_small_variant(Backend& be, int up, int down, bool prefetch, bool pdl) {
-  auto* k = dynamic_cast<CudaKernels*>(&be.kernels());
-  HYLLM_CHECK(k != nullptr, "cuda_set_moe_small_variant needs the cuda backend, got {}", be.name());
-  HYLLM_CHECK(up >= 0 && up <= 1 && down >= 0 && down <= 2, "cuda_set_moe_small_variant: no variant up {} down {}",
-              up, down);
-  k->set_moe_small_variant(up, down, prefetch, pdl);
-}
-
 void cuda_fill_uniform(Backend& be, void* dst, DType dtype, size_t n, uint64_t seed, float mean, float scale) {
   HYLLM_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "cuda_fill_uniform: dtype {} is not f32/bf16",
               dtype_name(dtype));

@@ -36,13 +36,6 @@ struct CudaMoeCounts {
 };
 CudaMoeCounts cuda_moe_counts(Backend& cuda_backend);
 
-// Picks alternative small-regime MoE expert kernels (launch/moe.h
-// MoeSmallVariant: up 0..1, down 0..2, L2 prefetch, programmatic launch of
-// down; 0 0 false false is the default) for the backend's later moe calls,
-// so that the op harness checks them and the bench times them. Bf16 experts
-// only. Code: 1000 * pdl + 100 * prefetch + 10 * up + down.
-void cuda_set_moe_small_variant(Backend& cuda_backend, int up, int down, bool prefetch, bool pdl);
-
 // The GPU sampler of a CUDA backend (backend/device_sampler.h).
 std::unique_ptr<DeviceSampler> make_cuda_sampler(Backend& cuda_backend);
 

@@ -52,13 +52,6 @@ class CudaKernels final : public Kernels {
   // into freed memory.
   uint64_t scratch_generation() const { return scratch_generation_; }
   const CudaMoeCounts& moe_counts() const { return moe_counts_; }
-  // launch/moe.h MoeSmallVariant.
-  void set_moe_small_variant(int up, int down, bool prefetch, bool pdl) {
-    moe_small_up_variant_ = up;
-    moe_small_down_variant_ = down;
-    moe_small_prefetch_ = prefetch;
-    moe_small_pdl_ = pdl;
-  }
 
  protected:
   const char* table_name() const override { return "the cuda backend"; }
@@ -82,11 +75,6 @@ class CudaKernels final : public Kernels {
   int32_t* attn_split_counters_ = nullptr;
   bool grouped_moe_ = false;
   CudaMoeCounts moe_counts_;
-  // launch/moe.h MoeSmallVariant: the default kernels unless a test or bench picks others.
-  int moe_small_up_variant_ = 0;
-  int moe_small_down_variant_ = 0;
-  bool moe_small_prefetch_ = false;
-  bool moe_small_pdl_ = false;
 };
 
 namespace cuda_detail {

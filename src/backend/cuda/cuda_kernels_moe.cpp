@@ -183,7 +183,6 @@ void CudaKernels::moe_small(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs, i
   m.out = bf_mut(a.out);
   m.tokens = static_cast<int>(T);
   m.top_k = static_cast<int>(k);
-  m.variant = {moe_small_up_variant_, moe_small_down_variant_, moe_small_prefetch_, moe_small_pdl_};
   if (fp8) {
     cuda::launch_moe_up_small_fp8(m, stream_);
     check_launch("moe (fp8 experts gate_up)");

@@ -136,6 +136,39 @@ __device__ __forceinline__ void block_scan_experts(int entries, Value value, Pre
   __syncthreads();
 }
 
+// Asks the copy engine of the SM to bring `bytes` (a multiple of 16, from a
+// 16-byte aligned address) into L2 without holding registers, so that later
+// register loads of them hit L2 however late the compiler schedules them.
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes));
+}
+
+// Programmatic dependent launch (launch/moe.h kMoeLeanMaxTokens); both are
+// no-ops in a kernel launched without it or with no such dependent.
+__device__ __forceinline__ void allow_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+__device__ __forceinline__ void wait_for_prerequisite() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+
+// launch/moe.h: prefetches and programmatic launches only for the fewest tokens.
+inline bool lean(const MoeSmallParams& p) { return p.tokens <= kMoeLeanMaxTokens; }
+
+// A launch that may begin before the stream's previous kernel completes
+// (which it waits for with griddepcontrol.wait) when `pdl`.
+template <typename Kernel>
+void launch_maybe_pdl(Kernel kernel, bool pdl, dim3 grid, int threads, size_t smem, cudaStream_t stream,
+                      const MoeSmallParams& p) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  cudaLaunchKernelEx(&cfg, kernel, p);  // an error stays for the caller's check_launch
+}
+
 // 16 bytes when `pred`, zeros otherwise, through the read-only path without
 // allocating in L1 (weights, streamed once) or through L1 (activations that
 // several warps read). Not volatile, so that the compiler can hoist a batch
@@ -171,5 +204,79 @@ __device__ __forceinline__ void mma_k32(float (&d)[4], const uint4& a_lo, const 
   mma_bf16(d, a1, b.z, b.w);
 }
 
+// The split down kernels (moe_small.cu for bf16 experts, moe_small_fp8.cu for
+// block-FP8 ones). Block = kSplitCols output columns [h0, h0 + kSplitCols);
+// work units (item, K half) go to kSplitWarps warps in turn, so that at decode
+// every warp has one unit and one round of loads. A unit's fp32 partial sums
+// go to shared memory by (row position, half); the combine adds the halves in
+// order, rounds to bf16 and weighs them: a token's routed rows in ascending
+// position (ascending expert id), then the shared expert's row scaled by its
+// gate. The combine's tables are loaded into registers first and stored to
+// shared memory after the units, so their latency hides behind the weights'.
+inline constexpr int kSplitCols = 8;
+inline constexpr int kSplitWarps = 16;
+inline constexpr int kSplit = 2;
+inline constexpr int kStageSlots = 3;  // table entries per thread: 3 * 512 >= 32 * 33 rows
+
+// Dynamic shared memory of a split down kernel: partials [R][kSplit][kSplitCols],
+// R = T * (top_k + 1), then the routing weights [R] and the tokens' row
+// positions [T * top_k]. Past 48 KiB the launchers fall back to a kernel with
+// bf16 rows, which also keeps R within the staged tables.
+inline size_t down_split_smem(const MoeSmallParams& p) {
+  const size_t R = static_cast<size_t>(p.tokens) * (p.top_k + 1);
+  return R * kSplit * kSplitCols * 4 + R * 4 + static_cast<size_t>(p.tokens) * p.top_k * 4;
+}
+
+struct SplitTables {
+  int pos[kStageSlots];
+  float weight[kStageSlots];
+};
+
+__device__ __forceinline__ SplitTables load_split_tables(const MoeSmallParams& p, bool has_shared) {
+  const int P = p.tokens * p.top_k, weights = has_shared ? P + p.tokens : P;
+  SplitTables t;
+#pragma unroll
+  for (int j = 0; j < kStageSlots; ++j) {
+    const int i = threadIdx.x + j * kSplitWarps * 32;
+    t.pos[j] = i < P ? p.plan.token_pos[i] : 0;
+    t.weight[j] = i < weights ? p.plan.sorted_weight[i] : 0.0f;
+  }
+  return t;
+}
+
+// After the block's units: stores the tables, waits for every partial, and
+// writes the block's columns of every token.
+__device__ __forceinline__ void split_combine(const MoeSmallParams& p, float* part, const SplitTables& tables,
+                                              int h0, bool has_shared) {
+  constexpr int kCols = kSplitCols;
+  const int T = p.tokens, k = p.top_k, P = T * k, R = P + T, H = p.w.hidden;
+  const int weights = has_shared ? R : P;
+  float* weight_s = part + R * kSplit * kCols;        // [R]
+  int* pos_s = reinterpret_cast<int*>(weight_s + R);  // [P]
+#pragma unroll
+  for (int j = 0; j < kStageSlots; ++j) {
+    const int i = threadIdx.x + j * kSplitWarps * 32;
+    if (i < P) pos_s[i] = tables.pos[j];
+    if (i < weights) weight_s[i] = tables.weight[j];
+  }
+  __syncthreads();
+  auto row_value = [&](int pos, int c) {
+    float y = 0.0f;
+#pragma unroll
+    for (int h = 0; h < kSplit; ++h) y += part[(pos * kSplit + h) * kCols + c];
+    return round_bf(y);
+  };
+  for (int i = threadIdx.x; i < T * kCols; i += blockDim.x) {
+    const int t = i / kCols, c = i % kCols, h = h0 + c;
+    if (h >= H) continue;
+    float acc = 0.0f;
+    for (int j = 0; j < k; ++j) {
+      const int pos = pos_s[t * k + j];
+      acc = __fadd_rn(acc, __fmul_rn(weight_s[pos], row_value(pos, c)));
+    }
+    if (has_shared) acc = __fadd_rn(acc, __fmul_rn(weight_s[P + t], row_value(P + t, c)));
+    p.out[static_cast<int64_t>(t) * H + h] = f2bf(acc);
+  }
+}
 
 }  // namespace hyllm::cuda::moe_detail

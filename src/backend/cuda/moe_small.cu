@@ -8,10 +8,22 @@
 namespace hyllm::cuda {
 namespace {
 
+using moe_detail::allow_dependents;
+using moe_detail::down_split_smem;
+using moe_detail::kSplit;
+using moe_detail::kSplitCols;
+using moe_detail::kSplitWarps;
+using moe_detail::load_split_tables;
+using moe_detail::split_combine;
+using moe_detail::SplitTables;
 using moe_detail::few_items;
+using moe_detail::launch_maybe_pdl;
 using moe_detail::ld_stream;
 using moe_detail::ld_vec;
+using moe_detail::lean;
 using moe_detail::mma_k32;
+using moe_detail::prefetch_l2;
+using moe_detail::wait_for_prerequisite;
 
 constexpr int kUpCols = 16;   // intermediate columns per up block
 // Warps per up block (the K split): 16 for few work items, else 4 (few_items).
@@ -19,13 +31,6 @@ constexpr int kUpUnroll = 4;  // 32-wide k windows in flight per warp
 constexpr int kDownRows = 16; // output columns per down block
 constexpr int kDownWarps = 8;
 constexpr int kDownUnroll = 8;
-
-// Asks the copy engine of the SM to bring `bytes` (a multiple of 16, from a
-// 16-byte aligned address) into L2 without holding registers, so that later
-// register loads of them hit L2 however late the compiler schedules them.
-__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes));
-}
 
 // With kPrefetch: a block's share of an up work item (gate and up rows
 // [n0, n0 + 16)), one weight row per lane of warp 0.
@@ -54,11 +59,6 @@ __device__ __forceinline__ void prefetch_down_rows(const MoeSmallParams& p, int 
     }
   }
 }
-
-// Programmatic dependent launch (launch/moe.h MoeSmallVariant::pdl); both are
-// no-ops in a kernel launched without it or with no such dependent.
-__device__ __forceinline__ void allow_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
-__device__ __forceinline__ void wait_for_prerequisite() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 
 // The up kernels' end: warp partial sums added in warp order, SwiGLU of the
 // bf16-rounded gate and up values into the item's hidden rows.
@@ -93,56 +93,12 @@ __device__ __forceinline__ void up_store(const MoeSmallParams& p, const float (&
 // Block (item, column tile): the item's rows times gate rows [n0, n0 + 16)
 // and up rows [I + n0, I + n0 + 16) of its expert; warps split K and their
 // partial sums are added in warp order; SwiGLU of the bf16-rounded gate and
-// up values goes to the item's hidden rows.
+// up values goes to the item's hidden rows. The item count and the expert id
+// are read together (both in flight at once), and the warp's first weight
+// windows are loaded before the item's row position, its tokens and x, which
+// the weights do not depend on.
 template <int kUpWarps, bool kPrefetch>
 __global__ void __launch_bounds__(kUpWarps * 32) up_small_kernel(MoeSmallParams p) {
-  const int item = blockIdx.x;
-  if (item >= *p.plan.num_items) return;
-  const int e = p.plan.item_expert[item], pos0 = p.plan.item_pos[item], rows = p.plan.item_rows[item];
-  const bool shared = e == p.w.experts;
-  const int I = shared ? p.w.shared_inter : p.w.inter;
-  const int n0 = blockIdx.y * kUpCols;
-  if (n0 >= I) return;
-  const int H = p.w.hidden;
-  const uint16_t* gate = shared ? p.w.shared_gate_up : p.w.gate_up + e * p.w.gate_up_stride;
-  const uint16_t* up = gate + static_cast<int64_t>(I) * H;
-  prefetch_up_rows<kPrefetch>(gate, up, n0, I, H);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-  const bool v0 = n0 + g < I, v1 = n0 + g + 8 < I, vx = g < rows;
-  const int64_t r0 = v0 ? n0 + g : 0, r1 = v1 ? n0 + g + 8 : 0;
-  const uint16_t *g0 = gate + r0 * H, *g1 = gate + r1 * H, *u0 = up + r0 * H, *u1 = up + r1 * H;
-  const uint16_t* xr = p.x + static_cast<int64_t>(vx ? p.plan.sorted_token[pos0 + g] : 0) * H;
-  const int windows = (H + 31) / 32;
-  const int w_begin = warp * windows / kUpWarps, w_end = (warp + 1) * windows / kUpWarps;
-  float acc_g[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc_u[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  for (int w = w_begin; w < w_end; w += kUpUnroll) {
-    uint4 a[kUpUnroll][4], b[kUpUnroll];
-#pragma unroll
-    for (int j = 0; j < kUpUnroll; ++j) {
-      const int k0 = (w + j) * 32 + q * 8;
-      const bool ok = w + j < w_end && k0 < H;
-      a[j][0] = ld_stream(g0 + k0, ok && v0);
-      a[j][1] = ld_stream(g1 + k0, ok && v1);
-      a[j][2] = ld_stream(u0 + k0, ok && v0);
-      a[j][3] = ld_stream(u1 + k0, ok && v1);
-      b[j] = ld_vec(xr + k0, ok && vx);
-    }
-#pragma unroll
-    for (int j = 0; j < kUpUnroll; ++j) {
-      mma_k32(acc_g, a[j][0], a[j][1], b[j]);
-      mma_k32(acc_u, a[j][2], a[j][3], b[j]);
-    }
-  }
-  up_store<kUpWarps>(p, acc_g, acc_u, n0, I, pos0, rows);
-}
-
-// Variant up 1 (launch/moe.h MoeSmallVariant): the up kernel with a shorter
-// chain before the first weight load. The item count and the expert id are
-// read together (both in flight at once), and the warp's first weight windows
-// are loaded before the item's row position, its tokens and x, which the
-// weights do not depend on.
-template <int kUpWarps, bool kPrefetch>
-__global__ void __launch_bounds__(kUpWarps * 32) up_early_kernel(MoeSmallParams p) {
   // Programmatic launch: the plan is complete past the wait; only then may
   // the down kernel begin (its blocks read the plan before their own wait).
   wait_for_prerequisite();
@@ -202,13 +158,12 @@ __global__ void __launch_bounds__(kUpWarps * 32) up_early_kernel(MoeSmallParams 
 // down rows [h0, h0 + 16) of the item's expert times its hidden rows, rounded
 // to bf16 into shared memory by row position. Then every token's columns are
 // combined: its routed rows in ascending expert id (ascending position), then
-// the shared expert's row scaled by its gate.
-template <bool kPrefetch>
+// the shared expert's row scaled by its gate. The fallback of down_split_kernel
+// when its fp32 partials do not fit in shared memory.
 __global__ void __launch_bounds__(kDownWarps * 32) down_small_kernel(MoeSmallParams p) {
   extern __shared__ uint16_t ybuf[];  // [(T * top_k + T) * 16]
   const int h0 = blockIdx.x * kDownRows;
   const int H = p.w.hidden, items = *p.plan.num_items;
-  prefetch_down_rows<kPrefetch>(p, items, h0, kDownRows);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   const bool va = h0 + g < H, vb = h0 + g + 8 < H;
   for (int item = warp; item < items; item += kDownWarps) {
@@ -259,45 +214,15 @@ __global__ void __launch_bounds__(kDownWarps * 32) down_small_kernel(MoeSmallPar
   }
 }
 
-
-// Variants down 1 and 2 (launch/moe.h MoeSmallVariant). Block = kCols output
-// columns [h0, h0 + kCols); work units (item, K half) go to 16 warps in turn,
-// so that at decode every warp has one unit and one round of loads. A unit's
-// fp32 partial sums go to shared memory by (row position, half); the combine
-// adds the halves in order, rounds to bf16 and weighs them as down_small
-// does. The combine's tables are loaded into registers first, stored to
-// shared memory after the units, so their latency hides behind the weights'.
-// kCols 16: weight rows are the mma's m16 side (as down_small); kCols 8: the
-// hidden rows are the m16 side (rows 8..15 zero) and 8 weight rows its n8
-// side, so that accumulators 0 and 1 of lane (g, q) are item row g, output
-// columns 2q and 2q + 1.
-constexpr int kSplitWarps = 16;
-constexpr int kSplit = 2;
-constexpr int kStageSlots = 3;  // table entries per thread: 3 * 512 >= 32 * 33 rows
-
-// Dynamic shared memory of down_split_kernel<kCols>: partials, then the
-// routing weights [R] and the tokens' row positions [T * top_k].
-inline size_t down_split_smem(const MoeSmallParams& p, int cols) {
-  const size_t R = static_cast<size_t>(p.tokens) * (p.top_k + 1);
-  return R * kSplit * cols * 4 + R * 4 + static_cast<size_t>(p.tokens) * p.top_k * 4;
-}
-
-template <int kCols, bool kPrefetch>
+// The split down kernel (moe_common.cuh). The hidden rows are the mma's m16
+// side (rows 8..15 zero) and 8 weight rows its n8 side, so that accumulators
+// 0 and 1 of lane (g, q) are item row g, output columns 2q and 2q + 1.
+template <bool kPrefetch>
 __global__ void __launch_bounds__(kSplitWarps * 32) down_split_kernel(MoeSmallParams p) {
-  extern __shared__ float part[];  // [R][kSplit][kCols], R = T * (top_k + 1)
-  const int T = p.tokens, k = p.top_k, P = T * k, R = P + T;
-  float* weight_s = part + R * kSplit * kCols;        // [R]
-  int* pos_s = reinterpret_cast<int*>(weight_s + R);  // [P]
+  constexpr int kCols = kSplitCols;
+  extern __shared__ float part[];
   const bool has_shared = p.w.shared_gate_up != nullptr;
-  const int weights = has_shared ? R : P;
-  int staged_pos[kStageSlots];
-  float staged_weight[kStageSlots];
-#pragma unroll
-  for (int j = 0; j < kStageSlots; ++j) {
-    const int i = threadIdx.x + j * kSplitWarps * 32;
-    staged_pos[j] = i < P ? p.plan.token_pos[i] : 0;
-    staged_weight[j] = i < weights ? p.plan.sorted_weight[i] : 0.0f;
-  }
+  const SplitTables tables = load_split_tables(p, has_shared);
   const int h0 = blockIdx.x * kCols;
   const int H = p.w.hidden, items = *p.plan.num_items;
   prefetch_down_rows<kPrefetch>(p, items, h0, kCols);
@@ -305,7 +230,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32) down_split_kernel(MoeSmallPa
   // Below: the hidden rows, complete only with the up kernel.
   wait_for_prerequisite();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-  const bool va = h0 + g < H, vb = kCols == 16 && h0 + g + 8 < H;
+  const bool va = h0 + g < H;
   for (int u = warp; u < p.plan.max_items * kSplit; u += kSplitWarps) {
     const int item = u / kSplit, s = u % kSplit;
     // Read beside the item count; stale past it, and unused then.
@@ -315,99 +240,35 @@ __global__ void __launch_bounds__(kSplitWarps * 32) down_split_kernel(MoeSmallPa
     const int I = shared ? p.w.shared_inter : p.w.inter;
     const uint16_t* W = shared ? p.w.shared_down : p.w.down + e * p.w.down_stride;
     const uint16_t* wa = W + static_cast<int64_t>(va ? h0 + g : 0) * I;
-    const uint16_t* wb = W + static_cast<int64_t>(vb ? h0 + g + 8 : 0) * I;
     const bool vh = g < rows;
     const uint16_t* hr = p.hidden + static_cast<int64_t>(pos0 + (vh ? g : 0)) * p.hidden_ld;
     const int windows = (I + 31) / 32;
     const int w_begin = s * windows / kSplit, w_end = (s + 1) * windows / kSplit;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int w = w_begin; w < w_end; w += kDownUnroll) {
-      uint4 a[kDownUnroll], b[kDownUnroll], x[kDownUnroll];
+      uint4 a[kDownUnroll], x[kDownUnroll];
 #pragma unroll
       for (int j = 0; j < kDownUnroll; ++j) {
         const int k0 = (w + j) * 32 + q * 8;
         const bool ok = w + j < w_end && k0 < I;
         a[j] = ld_stream(wa + k0, ok && va);
-        if constexpr (kCols == 16) b[j] = ld_stream(wb + k0, ok && vb);
         x[j] = ld_vec(hr + k0, ok && vh);
       }
 #pragma unroll
-      for (int j = 0; j < kDownUnroll; ++j) {
-        if constexpr (kCols == 16) {
-          mma_k32(acc, a[j], b[j], x[j]);
-        } else {
-          mma_k32(acc, x[j], make_uint4(0, 0, 0, 0), a[j]);
-        }
-      }
+      for (int j = 0; j < kDownUnroll; ++j) mma_k32(acc, x[j], make_uint4(0, 0, 0, 0), a[j]);
     }
-    if constexpr (kCols == 16) {
 #pragma unroll
-      for (int v = 0; v < 4; ++v) {  // weight row g + 8 (v / 2), item row 2q + v % 2
-        const int col = g + 8 * (v >> 1), r = 2 * q + (v & 1);
-        if (r < rows) part[((pos0 + r) * kSplit + s) * kCols + col] = acc[v];
-      }
-    } else {
-#pragma unroll
-      for (int v = 0; v < 2; ++v) {  // item row g, weight row 2q + v
-        if (g < rows) part[((pos0 + g) * kSplit + s) * kCols + 2 * q + v] = acc[v];
-      }
+    for (int v = 0; v < 2; ++v) {  // item row g, weight row 2q + v
+      if (g < rows) part[((pos0 + g) * kSplit + s) * kCols + 2 * q + v] = acc[v];
     }
   }
-#pragma unroll
-  for (int j = 0; j < kStageSlots; ++j) {
-    const int i = threadIdx.x + j * kSplitWarps * 32;
-    if (i < P) pos_s[i] = staged_pos[j];
-    if (i < weights) weight_s[i] = staged_weight[j];
-  }
-  __syncthreads();
-  auto row_value = [&](int pos, int c) {
-    float y = 0.0f;
-#pragma unroll
-    for (int h = 0; h < kSplit; ++h) y += part[(pos * kSplit + h) * kCols + c];
-    return round_bf(y);
-  };
-  for (int i = threadIdx.x; i < T * kCols; i += blockDim.x) {
-    const int t = i / kCols, c = i % kCols, h = h0 + c;
-    if (h >= H) continue;
-    float acc = 0.0f;
-    for (int j = 0; j < k; ++j) {
-      const int pos = pos_s[t * k + j];
-      acc = __fadd_rn(acc, __fmul_rn(weight_s[pos], row_value(pos, c)));
-    }
-    if (has_shared) acc = __fadd_rn(acc, __fmul_rn(weight_s[P + t], row_value(P + t, c)));
-    p.out[static_cast<int64_t>(t) * H + h] = f2bf(acc);
-  }
-}
-
-// The variants' kernels, picked by MoeSmallVariant.
-
-// A launch that may begin before the stream's previous kernel completes
-// (which it waits for with griddepcontrol.wait) when `pdl`.
-template <typename Kernel>
-void launch_maybe_pdl(Kernel kernel, bool pdl, dim3 grid, int threads, size_t smem, cudaStream_t stream,
-                      const MoeSmallParams& p) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(threads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  cudaLaunchKernelEx(&cfg, kernel, p);  // an error stays for the caller's check_launch
+  split_combine(p, part, tables, h0, has_shared);
 }
 
 template <int kUpWarps>
 void launch_up(const MoeSmallParams& p, dim3 grid, cudaStream_t stream) {
-  const bool early = p.variant.up == 1, pf = p.variant.prefetch;
-  if (early) {
-    auto kernel = pf ? up_early_kernel<kUpWarps, true> : up_early_kernel<kUpWarps, false>;
-    launch_maybe_pdl(kernel, p.variant.pdl, grid, kUpWarps * 32, 0, stream, p);
-  } else {
-    (pf ? up_small_kernel<kUpWarps, true> : up_small_kernel<kUpWarps, false>)<<<grid, kUpWarps * 32, 0, stream>>>(p);
-  }
+  auto kernel = lean(p) ? up_small_kernel<kUpWarps, true> : up_small_kernel<kUpWarps, false>;
+  launch_maybe_pdl(kernel, lean(p), grid, kUpWarps * 32, 0, stream, p);
 }
 
 }  // namespace
@@ -423,22 +284,15 @@ void launch_moe_up_small(const MoeSmallParams& p, cudaStream_t stream) {
 }
 
 void launch_moe_down_small(const MoeSmallParams& p, cudaStream_t stream) {
-  const bool pf = p.variant.prefetch;
-  if (p.variant.down == 1 || p.variant.down == 2) {
-    const int cols = p.variant.down == 2 ? 8 : 16;
-    const size_t smem = down_split_smem(p, cols);
-    if (smem <= 48 * 1024) {
-      auto kernel = cols == 8 ? (pf ? down_split_kernel<8, true> : down_split_kernel<8, false>)
-                              : (pf ? down_split_kernel<16, true> : down_split_kernel<16, false>);
-      // Programmatic launch only after up_early, which lets it begin early.
-      const bool pdl = p.variant.pdl && p.variant.up == 1;
-      launch_maybe_pdl(kernel, pdl, dim3(ceil_div(p.w.hidden, cols)), kSplitWarps * 32, smem, stream, p);
-      return;
-    }
+  const size_t split_smem = down_split_smem(p);
+  if (split_smem <= 48 * 1024) {
+    // Programmatic: its blocks read the plan (complete before up began) before they wait for up.
+    auto kernel = lean(p) ? down_split_kernel<true> : down_split_kernel<false>;
+    launch_maybe_pdl(kernel, lean(p), dim3(ceil_div(p.w.hidden, kSplitCols)), kSplitWarps * 32, split_smem, stream, p);
+    return;
   }
   const size_t smem = static_cast<size_t>(p.tokens) * (p.top_k + 1) * kDownRows * 2;
-  (pf ? down_small_kernel<true> : down_small_kernel<false>)<<<ceil_div(p.w.hidden, kDownRows), kDownWarps * 32, smem,
-                                                              stream>>>(p);
+  down_small_kernel<<<ceil_div(p.w.hidden, kDownRows), kDownWarps * 32, smem, stream>>>(p);
 }
 
 }  // namespace hyllm::cuda

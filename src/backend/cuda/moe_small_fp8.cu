@@ -1,6 +1,6 @@
 // The small regime's expert kernels for block-FP8 experts (launch/moe.h):
-// the same plan, grid and register-fed streaming as moe_small.cu, on e4m3
-// tensor cores (mma m16n8k32). Each 128-column block's exact product is
+// the same plan, grids, launch choices and register-fed streaming as
+// moe_small.cu, on e4m3 tensor cores (mma m16n8k32). Each 128-column block's exact product is
 // scaled as ops.h linear says, acc += (P * s_x) * s_w: up_small_fp8 reads x
 // quantised by its producer (xq), down_small_fp8 quantises each hidden row
 // per 128 columns on the fly (the bits the CPU quantiser gives: scale =
@@ -13,9 +13,21 @@
 namespace hyllm::cuda {
 namespace {
 
+using moe_detail::allow_dependents;
+using moe_detail::down_split_smem;
 using moe_detail::few_items;
+using moe_detail::kSplit;
+using moe_detail::kSplitCols;
+using moe_detail::kSplitWarps;
+using moe_detail::launch_maybe_pdl;
 using moe_detail::ld_stream;
 using moe_detail::ld_vec;
+using moe_detail::lean;
+using moe_detail::load_split_tables;
+using moe_detail::prefetch_l2;
+using moe_detail::split_combine;
+using moe_detail::SplitTables;
+using moe_detail::wait_for_prerequisite;
 
 constexpr int kUpCols = 16;  // warps per up block: 16 for few work items, else 4
 constexpr int kDownRows = 16;
@@ -47,53 +59,78 @@ __device__ __forceinline__ uint32_t e4m3x4(float a, float b, float c, float d) {
 
 // Block (item, 16 intermediate columns), warps splitting the 128-column
 // blocks of K: gate rows [n0, n0 + 16) and up rows [I + n0, ...) of the
-// item's expert times its tokens' codes; SwiGLU of the bf16-rounded sums.
-template <int kUpWarps>
+// item's expert times its tokens' codes; SwiGLU of the bf16-rounded sums. As
+// moe_small.cu's up kernel, the expert id is read beside the item count and
+// a warp's first weight block is loaded before the item's tokens, codes and
+// scales, which the weights do not depend on; each next block is in flight
+// while one is multiplied.
+template <int kUpWarps, bool kPrefetch>
 __global__ void __launch_bounds__(kUpWarps * 32) up_small_fp8_kernel(MoeSmallParams p) {
-  const int item = blockIdx.x;
-  if (item >= *p.plan.num_items) return;
-  const int e = p.plan.item_expert[item], pos0 = p.plan.item_pos[item], rows = p.plan.item_rows[item];
+  // Programmatic launch: the plan is complete past the wait; only then may
+  // the down kernel begin (its blocks read the plan before their own wait).
+  wait_for_prerequisite();
+  allow_dependents();
+  const int item = blockIdx.x;  // < max_items: item_expert[item] is in the plan's scratch
+  const int items = *p.plan.num_items, e = p.plan.item_expert[item];
+  if (item >= items) return;  // e may be stale past the item count; unused then
   const bool shared = e == p.w.experts;
   const int I = shared ? p.w.shared_inter : p.w.inter;
   const int n0 = blockIdx.y * kUpCols;
   if (n0 >= I) return;
   const int H = p.w.hidden, Hb = (H + kBlock - 1) / kBlock;
-  const int64_t ld = p.xq_scale_ld;
   const uint8_t* gate = shared ? p.w.shared_gate_up_q : p.w.gate_up_q + e * p.w.gate_up_stride;
   const uint8_t* up = gate + static_cast<int64_t>(I) * H;
-  const float* ws = shared ? p.w.shared_gate_up_scale : p.w.gate_up_scale + e * p.w.gate_up_scale_stride;
-  const float* ws_gate = ws + (n0 / kBlock) * Hb;
-  const float* ws_up = ws + ((I + n0) / kBlock) * Hb;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-  const bool v0 = n0 + g < I, v1 = n0 + g + 8 < I, vx = g < rows;
+  if constexpr (kPrefetch) {  // one weight row per lane of warp 0
+    const int row = n0 + (lane & 15);
+    if (warp == 0 && row < I && H % 16 == 0) {
+      prefetch_l2((lane < 16 ? gate : up) + static_cast<int64_t>(row) * H, static_cast<uint32_t>(H));
+    }
+  }
+  const bool v0 = n0 + g < I, v1 = n0 + g + 8 < I;
   const int64_t r0 = v0 ? n0 + g : 0, r1 = v1 ? n0 + g + 8 : 0;
   const uint8_t *g0 = gate + r0 * H, *g1 = gate + r1 * H, *u0 = up + r0 * H, *u1 = up + r1 * H;
-  const uint8_t* xr = p.xq + static_cast<int64_t>(vx ? p.plan.sorted_token[pos0 + g] : 0) * H;
-  // The activation scales of this lane's accumulator columns (tokens 2q, 2q + 1).
-  const int c0 = 2 * q, c1 = 2 * q + 1;
-  const int t0 = c0 < rows ? p.plan.sorted_token[pos0 + c0] : 0, t1 = c1 < rows ? p.plan.sorted_token[pos0 + c1] : 0;
   const int b_begin = warp * Hb / kUpWarps, b_end = (warp + 1) * Hb / kUpWarps;
-  float acc_g[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc_u[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  for (int kb = b_begin; kb < b_end; ++kb) {
-    uint4 a[2][4], b[2];
+  uint4 a[2][4];
+  auto load_weights = [&](int kb) {
 #pragma unroll
     for (int w = 0; w < 2; ++w) {
       const int k0 = kb * kBlock + w * 64 + q * 16;
-      const bool ok = k0 < H;
+      const bool ok = kb < b_end && k0 < H;
       a[w][0] = ld_stream(g0 + k0, ok && v0);
       a[w][1] = ld_stream(g1 + k0, ok && v1);
       a[w][2] = ld_stream(u0 + k0, ok && v0);
       a[w][3] = ld_stream(u1 + k0, ok && v1);
-      b[w] = ld_vec(xr + k0, ok && vx);
     }
+  };
+  load_weights(b_begin);
+  const float* ws = shared ? p.w.shared_gate_up_scale : p.w.gate_up_scale + e * p.w.gate_up_scale_stride;
+  const float* ws_gate = ws + (n0 / kBlock) * Hb;
+  const float* ws_up = ws + ((I + n0) / kBlock) * Hb;
+  const int pos0 = p.plan.item_pos[item], rows = p.plan.item_rows[item];
+  const bool vx = g < rows;
+  const uint8_t* xr = p.xq + static_cast<int64_t>(vx ? p.plan.sorted_token[pos0 + g] : 0) * H;
+  const int64_t ld = p.xq_scale_ld;
+  // The activation scales of this lane's accumulator columns (tokens 2q, 2q + 1).
+  const int c0 = 2 * q, c1 = 2 * q + 1;
+  const int t0 = c0 < rows ? p.plan.sorted_token[pos0 + c0] : 0, t1 = c1 < rows ? p.plan.sorted_token[pos0 + c1] : 0;
+  float acc_g[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc_u[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int kb = b_begin; kb < b_end; ++kb) {
+    uint4 b[2];
+#pragma unroll
+    for (int w = 0; w < 2; ++w) {
+      const int k0 = kb * kBlock + w * 64 + q * 16;
+      b[w] = ld_vec(xr + k0, k0 < H && vx);
+    }
+    const float sx0 = p.xq_scale[kb * ld + t0], sx1 = p.xq_scale[kb * ld + t1];
+    const float swg = ws_gate[kb], swu = ws_up[kb];
     float pg[4] = {0.0f, 0.0f, 0.0f, 0.0f}, pu[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int w = 0; w < 2; ++w) {
       mma_k64(pg, a[w][0], a[w][1], b[w]);
       mma_k64(pu, a[w][2], a[w][3], b[w]);
     }
-    const float sx0 = p.xq_scale[kb * ld + t0], sx1 = p.xq_scale[kb * ld + t1];
-    const float swg = ws_gate[kb], swu = ws_up[kb];
+    if (kb + 1 < b_end) load_weights(kb + 1);
 #pragma unroll
     for (int v = 0; v < 4; ++v) {
       const float sx = (v & 1) ? sx1 : sx0;
@@ -124,9 +161,47 @@ __global__ void __launch_bounds__(kUpWarps * 32) up_small_fp8_kernel(MoeSmallPar
   }
 }
 
+// Lane (g, q)'s 32 values of a hidden row's 128-column block (hv[w][h]: window
+// w's bytes [16q, 16q + 16) as two 8-value halves) as e4m3 codes, with the
+// block's scale; the quad's four lanes hold the whole block and reduce its
+// amax together, so every lane of the quad returns the same scale.
+__device__ __forceinline__ float quantize_block(const uint4 (&hv)[2][2], uint4 (&codes)[2]) {
+  float f[2][16];
+  float amax = 0.0f;
+#pragma unroll
+  for (int w = 0; w < 2; ++w) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t u[4] = {hv[w][h].x, hv[w][h].y, hv[w][h].z, hv[w][h].w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        f[w][h * 8 + 2 * i] = __uint_as_float(u[i] << 16);
+        f[w][h * 8 + 2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+        amax = fmaxf(amax, fmaxf(fabsf(f[w][h * 8 + 2 * i]), fabsf(f[w][h * 8 + 2 * i + 1])));
+      }
+    }
+  }
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+  const float s = fmaxf(amax, 1e-10f) / 448.0f;
+#pragma unroll
+  for (int w = 0; w < 2; ++w) {
+    uint32_t c[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      c[i] = e4m3x4(__fdiv_rn(f[w][4 * i], s), __fdiv_rn(f[w][4 * i + 1], s), __fdiv_rn(f[w][4 * i + 2], s),
+                    __fdiv_rn(f[w][4 * i + 3], s));
+    }
+    codes[w] = make_uint4(c[0], c[1], c[2], c[3]);
+  }
+  return s;
+}
+
 // Block = 16 output columns; each warp takes items in turn and quantises the
 // item's hidden rows block by block as it goes (lanes 4g..4g+3 hold row g's
-// 128 values of a block, 32 each), then the combine of down_small.
+// 128 values of a block, 32 each), then the combine of down_small. The
+// fallback of down_split_fp8_kernel when its partials do not fit in shared
+// memory.
 __global__ void __launch_bounds__(kDownWarps * 32) down_small_fp8_kernel(MoeSmallParams p) {
   extern __shared__ uint16_t ybuf[];  // [(T * top_k + T) * 16]
   const int h0 = blockIdx.x * kDownRows;
@@ -155,36 +230,8 @@ __global__ void __launch_bounds__(kDownWarps * 32) down_small_fp8_kernel(MoeSmal
         hv[w][0] = ld_vec(hr + k0, vh);
         hv[w][1] = ld_vec(hr + k0 + 8, vh);
       }
-      // This lane's 32 values of row g, block kb, as floats.
-      float f[2][16];
-      float amax = 0.0f;
-#pragma unroll
-      for (int w = 0; w < 2; ++w) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const uint32_t u[4] = {hv[w][h].x, hv[w][h].y, hv[w][h].z, hv[w][h].w};
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            f[w][h * 8 + 2 * i] = __uint_as_float(u[i] << 16);
-            f[w][h * 8 + 2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
-            amax = fmaxf(amax, fmaxf(fabsf(f[w][h * 8 + 2 * i]), fabsf(f[w][h * 8 + 2 * i + 1])));
-          }
-        }
-      }
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-      const float s = fmaxf(amax, 1e-10f) / 448.0f;
       uint4 codes[2];
-#pragma unroll
-      for (int w = 0; w < 2; ++w) {
-        uint32_t c[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          c[i] = e4m3x4(__fdiv_rn(f[w][4 * i], s), __fdiv_rn(f[w][4 * i + 1], s), __fdiv_rn(f[w][4 * i + 2], s),
-                        __fdiv_rn(f[w][4 * i + 3], s));
-        }
-        codes[w] = make_uint4(c[0], c[1], c[2], c[3]);
-      }
+      const float s = quantize_block(hv, codes);
       float pr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       mma_k64(pr, a[0], b[0], codes[0]);
       mma_k64(pr, a[1], b[1], codes[1]);
@@ -219,19 +266,106 @@ __global__ void __launch_bounds__(kDownWarps * 32) down_small_fp8_kernel(MoeSmal
   }
 }
 
+// The split down kernel (moe_common.cuh) for block-FP8 experts: a unit
+// quantises its item's hidden rows block by block as down_small_fp8 does, and
+// the codes are the mma's m16 side (row g; rows 8..15 zero) against 8 weight
+// rows as its n8 side, so that accumulators 0 and 1 of lane (g, q) are item
+// row g, output columns 2q and 2q + 1, scaled by row g's block scale (this
+// lane's) and the weight block's.
+template <bool kPrefetch>
+__global__ void __launch_bounds__(kSplitWarps * 32) down_split_fp8_kernel(MoeSmallParams p) {
+  constexpr int kCols = kSplitCols;
+  extern __shared__ float part[];
+  const bool has_shared = p.w.shared_gate_up_q != nullptr;
+  const SplitTables tables = load_split_tables(p, has_shared);
+  const int h0 = blockIdx.x * kCols;
+  const int H = p.w.hidden, items = *p.plan.num_items;
+  if constexpr (kPrefetch) {  // every item's down rows [h0, h0 + kCols), one item per thread
+    for (int item = threadIdx.x; item < items; item += blockDim.x) {
+      const int e = p.plan.item_expert[item];
+      const bool shared = e == p.w.experts;
+      const int I = shared ? p.w.shared_inter : p.w.inter;
+      const uint8_t* W = shared ? p.w.shared_down_q : p.w.down_q + e * p.w.down_stride;
+      const int rows = min(kCols, H - h0);
+      if (I % 16 == 0) prefetch_l2(W + static_cast<int64_t>(h0) * I, static_cast<uint32_t>(rows) * I);
+    }
+  }
+  // Above: the plan (route_small's, complete before the up kernel began).
+  // Below: the hidden rows, complete only with the up kernel.
+  wait_for_prerequisite();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  const bool va = h0 + g < H;
+  for (int u = warp; u < p.plan.max_items * kSplit; u += kSplitWarps) {
+    const int item = u / kSplit, s = u % kSplit;
+    // Read beside the item count; stale past it, and unused then.
+    const int e = p.plan.item_expert[item], pos0 = p.plan.item_pos[item], rows = p.plan.item_rows[item];
+    if (item >= items) break;
+    const bool shared = e == p.w.experts;
+    const int I = shared ? p.w.shared_inter : p.w.inter, Ib = I / kBlock;
+    const uint8_t* W = shared ? p.w.shared_down_q : p.w.down_q + e * p.w.down_stride;
+    const float* ws = (shared ? p.w.shared_down_scale : p.w.down_scale + e * p.w.down_scale_stride) +
+                      (h0 / kBlock) * Ib;
+    const uint8_t* wa = W + static_cast<int64_t>(va ? h0 + g : 0) * I;
+    const bool vh = g < rows;
+    const uint16_t* hr = p.hidden + static_cast<int64_t>(pos0 + (vh ? g : 0)) * p.hidden_ld;
+    const int kb_begin = s * Ib / kSplit, kb_end = (s + 1) * Ib / kSplit;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int kb = kb_begin; kb < kb_end; ++kb) {
+      uint4 a[2], hv[2][2];
+#pragma unroll
+      for (int w = 0; w < 2; ++w) {
+        const int k0 = kb * kBlock + w * 64 + q * 16;
+        a[w] = ld_stream(wa + k0, va);
+        hv[w][0] = ld_vec(hr + k0, vh);
+        hv[w][1] = ld_vec(hr + k0 + 8, vh);
+      }
+      uint4 codes[2];
+      const float sx = quantize_block(hv, codes);
+      float pr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int w = 0; w < 2; ++w) {
+        mma_e4m3(pr, codes[w].x, 0u, codes[w].y, 0u, a[w].x, a[w].y);
+        mma_e4m3(pr, codes[w].z, 0u, codes[w].w, 0u, a[w].z, a[w].w);
+      }
+      const float sw = ws[kb];
+      acc[0] += (pr[0] * sx) * sw;
+      acc[1] += (pr[1] * sx) * sw;
+    }
+#pragma unroll
+    for (int v = 0; v < 2; ++v) {  // item row g, weight row 2q + v
+      if (g < rows) part[((pos0 + g) * kSplit + s) * kCols + 2 * q + v] = acc[v];
+    }
+  }
+  split_combine(p, part, tables, h0, has_shared);
+}
+
+template <int kUpWarps>
+void launch_up(const MoeSmallParams& p, dim3 grid, cudaStream_t stream) {
+  auto kernel = lean(p) ? up_small_fp8_kernel<kUpWarps, true> : up_small_fp8_kernel<kUpWarps, false>;
+  launch_maybe_pdl(kernel, lean(p), grid, kUpWarps * 32, 0, stream, p);
+}
+
 }  // namespace
 
 void launch_moe_up_small_fp8(const MoeSmallParams& p, cudaStream_t stream) {
   const int inter = p.w.inter > p.w.shared_inter ? p.w.inter : p.w.shared_inter;
   dim3 grid(p.plan.max_items, ceil_div(inter, kUpCols));
   if (few_items(p)) {
-    up_small_fp8_kernel<16><<<grid, 16 * 32, 0, stream>>>(p);
+    launch_up<16>(p, grid, stream);
   } else {
-    up_small_fp8_kernel<4><<<grid, 4 * 32, 0, stream>>>(p);
+    launch_up<4>(p, grid, stream);
   }
 }
 
 void launch_moe_down_small_fp8(const MoeSmallParams& p, cudaStream_t stream) {
+  const size_t split_smem = down_split_smem(p);
+  if (split_smem <= 48 * 1024) {
+    // Programmatic: its blocks read the plan (complete before up began) before they wait for up.
+    auto kernel = lean(p) ? down_split_fp8_kernel<true> : down_split_fp8_kernel<false>;
+    launch_maybe_pdl(kernel, lean(p), dim3(ceil_div(p.w.hidden, kSplitCols)), kSplitWarps * 32, split_smem, stream,
+                     p);
+    return;
+  }
   const size_t smem = static_cast<size_t>(p.tokens) * (p.top_k + 1) * kDownRows * 2;
   down_small_fp8_kernel<<<ceil_div(p.w.hidden, kDownRows), kDownWarps * 32, smem, stream>>>(p);
 }

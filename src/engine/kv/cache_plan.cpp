@@ -33,7 +33,11 @@ CachePlan plan_cache(const CachePlanInput& in) {
   plan.block_size = in.block_size;
   const int64_t blocks_per_seq = ceil_div(in.max_model_len, in.block_size);
   const int64_t int_max = std::numeric_limits<int32_t>::max();
-  const int64_t wanted_slots = static_cast<int64_t>(in.max_num_seqs) * (in.enable_prefix_caching ? 2 : 1);
+  // Totals first (the executor's reserved blocks and slots included), the
+  // pools are what is left of them.
+  const int64_t rb = in.reserved_blocks, rs = in.reserved_state_slots;
+  HYLLM_CHECK(rb >= 0 && rs >= 0, "negative cache reservation");
+  const int64_t wanted_slots = static_cast<int64_t>(in.max_num_seqs) * (in.enable_prefix_caching ? 2 : 1) + rs;
 
   if (in.num_blocks_override) {
     plan.num_blocks = *in.num_blocks_override;
@@ -47,21 +51,21 @@ CachePlan plan_cache(const CachePlanInput& in) {
     plan.num_state_slots = static_cast<int>(in.bytes_per_state_slot == 0
         ? wanted_slots
         : std::min<int64_t>(wanted_slots, static_cast<int64_t>(in.budget_bytes / in.bytes_per_state_slot)));
-    plan.num_blocks = static_cast<int>(std::min<int64_t>(int_max, blocks_per_seq * in.max_num_seqs));
+    plan.num_blocks = static_cast<int>(std::min<int64_t>(int_max, blocks_per_seq * in.max_num_seqs + rb));
   } else {
     const size_t block_bytes = in.kv_bytes_per_token * static_cast<size_t>(in.block_size);
     int64_t slots = wanted_slots;
     if (in.bytes_per_state_slot > 0) {
       slots = std::min<int64_t>(slots, static_cast<int64_t>(in.budget_bytes / 2 / in.bytes_per_state_slot));
-      slots = std::max<int64_t>(slots, 1);
-      const size_t needed_kv = static_cast<size_t>(blocks_per_seq) * block_bytes;
+      slots = std::max<int64_t>(slots, 1 + rs);
+      const size_t needed_kv = static_cast<size_t>(blocks_per_seq + rb) * block_bytes;
       if (slots * in.bytes_per_state_slot + needed_kv > in.budget_bytes) {
         slots = in.budget_bytes > needed_kv
             ? static_cast<int64_t>((in.budget_bytes - needed_kv) / in.bytes_per_state_slot) : 0;
       }
       // Keep one slot when the budget holds one: then a short KV cache is
       // reported with vLLM's max seq len message below.
-      if (slots < 1 && in.budget_bytes >= in.bytes_per_state_slot) slots = 1;
+      if (slots < 1 + rs && in.budget_bytes >= (1 + rs) * in.bytes_per_state_slot) slots = 1 + rs;
     }
     const size_t state_bytes = static_cast<size_t>(std::max<int64_t>(slots, 0)) * in.bytes_per_state_slot;
     const int64_t blocks = in.budget_bytes > state_bytes
@@ -69,9 +73,13 @@ CachePlan plan_cache(const CachePlanInput& in) {
     plan.num_state_slots = static_cast<int>(std::max<int64_t>(slots, 0));
     plan.num_blocks = static_cast<int>(std::min<int64_t>(blocks, int_max));
   }
-  plan.kv_capacity_tokens = static_cast<int64_t>(plan.num_blocks) * in.block_size;
   plan.kv_bytes = static_cast<size_t>(plan.num_blocks) * in.kv_bytes_per_token * in.block_size;
   plan.state_bytes = static_cast<size_t>(plan.num_state_slots) * in.bytes_per_state_slot;
+  plan.reserved_blocks = static_cast<int>(rb);
+  plan.reserved_state_slots = static_cast<int>(rs);
+  plan.num_blocks = static_cast<int>(std::max<int64_t>(plan.num_blocks - rb, 0));
+  plan.num_state_slots = static_cast<int>(std::max<int64_t>(plan.num_state_slots - rs, 0));
+  plan.kv_capacity_tokens = static_cast<int64_t>(plan.num_blocks) * in.block_size;
 
   if (plan.num_state_slots < 1) {
     fail(ErrorCode::kInvalidArgument,

@@ -31,17 +31,24 @@ struct CachePlanInput {
   int max_num_seqs = 1;
   int max_model_len = 1;
   bool enable_prefix_caching = false;
-  // Exactly this many blocks; slots take what the budget leaves, up to max_num_seqs.
+  // Exactly this many blocks (reserved ones included, as vLLM counts its
+  // null block); slots take what the budget leaves, up to max_num_seqs.
   std::optional<int> num_blocks_override;
+  // The executor's own blocks and slots (CacheLayout): allocated, never
+  // counted in the pools or the capacities the plan reports.
+  int reserved_blocks = 0;
+  int reserved_state_slots = 0;
 };
 
 struct CachePlan {
   int block_size = 16;
-  int num_blocks = 0;
-  int num_state_slots = 0;
+  int num_blocks = 0;        // the engine's pool: ids 0..num_blocks-1
+  int num_state_slots = 0;   // the engine's pool: ids 0..num_state_slots-1
+  int reserved_blocks = 0;   // allocated after the pool (CachePlanInput)
+  int reserved_state_slots = 0;
   int64_t kv_capacity_tokens = 0;    // num_blocks * block_size
   double max_concurrency = 0.0;      // full-length sequences that fit at once
-  size_t kv_bytes = 0;
+  size_t kv_bytes = 0;       // reserved blocks and slots included
   size_t state_bytes = 0;
 };
 

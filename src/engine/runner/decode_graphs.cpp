@@ -11,9 +11,16 @@ DecodeGraphs::DecodeGraphs(GraphRecorder recorder, int64_t max_model_len)
     : recorder_(std::move(recorder)), max_model_len_(max_model_len) {}
 
 int64_t DecodeGraphs::seq_len_bucket(int64_t max_seq_len, int64_t max_model_len) {
-  int64_t b = 256;
-  while (b < max_seq_len) b *= 2;
+  constexpr int64_t kShortContext = 256;
+  const int64_t b = max_seq_len <= kShortContext ? kShortContext : max_model_len;
   return std::max(std::min(b, max_model_len), max_seq_len);
+}
+
+int64_t DecodeGraphs::capture_size(int64_t seqs, int64_t limit) {
+  if (seqs > kMaxBatch || seqs >= limit) return seqs;
+  const int64_t step = seqs <= 256 ? 8 : 16;
+  int64_t size = seqs <= 1 ? 1 : seqs <= 2 ? 2 : seqs <= 4 ? 4 : (seqs + step - 1) / step * step;
+  return std::min(size, limit);
 }
 
 int64_t DecodeGraphs::recorded() const {

@@ -9,6 +9,13 @@
 // runner's step inputs live in fixed-capacity device buffers whose contents
 // change, not their addresses.
 //
+// Batches are padded (by the runner, see model_runner.h) to a few capture
+// sizes, as vLLM pads to its cudagraph_capture_sizes: 1, 2, 4, multiples
+// of 8 up to 256, then of 16 up to kMaxBatch. With the two sequence-length
+// buckets that bounds the recordings by 2 x 51 whatever mix of batch sizes
+// and context lengths a server sees, so their memory stops growing after
+// warm-up.
+//
 // The first step of a shape runs op by op (sizing scratch, planning GEMMs),
 // the second is recorded and replayed, later ones replay. A recording that
 // fails turns graphs off for good with a warning; one that went stale (the
@@ -46,9 +53,17 @@ class DecodeGraphs {
   int64_t recorded() const;
   int64_t replays() const { return replays_; }
 
-  // The sequence-length bound a decode step is recorded under: the next
-  // power of two from 256, at most max_model_len.
+  // The sequence-length bound a decode step is recorded under: 256 for
+  // short contexts, else max_model_len. Split-KV attention sizes its splits
+  // by the bound, so the short bucket keeps short steps from launching
+  // splits with nothing to read; every longer context shares one recording
+  // (vLLM's decode graphs have no length dimension at all).
   static int64_t seq_len_bucket(int64_t max_seq_len, int64_t max_model_len);
+  // The batch a decode step of `seqs` sequences is padded to: the smallest
+  // capture size (1, 2, 4, 8, 16, ..., 248, 256, 272, ..., kMaxBatch) not below seqs, at
+  // most `limit` (the runner's capacity, itself a capture size then); seqs
+  // itself above kMaxBatch or limit (such a step is not padded).
+  static int64_t capture_size(int64_t seqs, int64_t limit);
 
  private:
   struct Key {

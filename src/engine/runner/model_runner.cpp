@@ -78,6 +78,13 @@ CacheLayout ModelRunner::cache_layout() const {
   c.bytes_per_state_slot = model_->state_bytes_per_slot();
   c.num_attention_layers = static_cast<int>(model_->num_attention_layers());
   c.num_gdn_layers = static_cast<int>(model_->num_gdn_layers());
+  // Padding sequences exist only where plan() adds them: never with
+  // speculative decoding, never in a runner of one sequence (which pads
+  // rows only, and they read its own token).
+  const bool pads = (opts_.record_graph != nullptr || opts_.pad_decode_steps) && num_spec_ == 0 &&
+                    std::min(opts_.max_num_seqs, opts_.max_num_tokens) > 1;
+  c.reserved_blocks = pads && c.num_attention_layers > 0 ? 1 : 0;
+  c.reserved_state_slots = pads && c.num_gdn_layers > 0 ? 1 : 0;
   return c;
 }
 
@@ -137,8 +144,8 @@ void ModelRunner::profile_run() {
   const bool attn = model_->num_attention_layers() > 0, gdn = model_->num_gdn_layers() > 0;
   model_->allocate_cache(attn ? blocks : 0, kBlock, gdn ? 1 : 0);
   set_block_geometry(kBlock);
-  num_blocks_ = static_cast<int>(blocks);
-  num_slots_ = gdn ? 1 : 0;
+  num_blocks_ = usable_blocks_ = static_cast<int>(blocks);
+  num_slots_ = usable_slots_ = gdn ? 1 : 0;
 
   SamplingParams sampling;  // the full sampler path: temperature, top-k, top-p, min-p
   sampling.temperature = 1.0f;
@@ -184,7 +191,7 @@ void ModelRunner::profile_run() {
   model_->allocate_cache(0, kBlock, 0);
   graphs_.clear();
   for (DecodeGraphs& g : draft_graphs_) g.clear();
-  num_blocks_ = num_slots_ = 0;
+  num_blocks_ = num_slots_ = usable_blocks_ = usable_slots_ = 0;
   log::info("Memory profiling took {:.2f} seconds (one step of {} tokens in {} sequences)",
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), tokens,
             lengths.size());
@@ -202,10 +209,16 @@ void ModelRunner::allocate_cache(const CacheAllocation& a) {
   set_block_geometry(a.block_size);
   num_blocks_ = a.num_blocks;
   num_slots_ = a.num_state_slots;
+  const CacheLayout layout = cache_layout();
+  usable_blocks_ = num_blocks_ - layout.reserved_blocks;
+  usable_slots_ = num_slots_ - layout.reserved_state_slots;
+  if ((layout.reserved_blocks > 0 && usable_blocks_ < 1) || (layout.reserved_state_slots > 0 && usable_slots_ < 1))
+    fail(ErrorCode::kInvalidArgument, "{} blocks and {} state slots leave none beside the {} and {} the runner reserves",
+         num_blocks_, num_slots_, layout.reserved_blocks, layout.reserved_state_slots);
 }
 
 StepContext ModelRunner::plan(const StepInput& input) {
-  const int64_t S = static_cast<int64_t>(input.seqs.size());
+  int64_t S = static_cast<int64_t>(input.seqs.size());
   if (S == 0 || S > opts_.max_num_seqs)
     fail(ErrorCode::kInvalidArgument, "a step of {} sequences (capacity {})", S, opts_.max_num_seqs);
   HYLLM_CHECK(block_size_ > 0, "execute before allocate_cache");
@@ -234,10 +247,10 @@ StepContext ModelRunner::plan(const StepInput& input) {
     if (model_->num_attention_layers() > 0 && static_cast<int64_t>(w.block_table.size()) < blocks_needed)
       fail(ErrorCode::kInternal, "sequence {}: block table of {} blocks for {} tokens", w.seq_id,
            w.block_table.size(), end);
-    if (model_->num_gdn_layers() > 0 && (w.state_slot < 0 || w.state_slot >= num_slots_))
-      fail(ErrorCode::kInternal, "sequence {}: state slot {} of {}", w.seq_id, w.state_slot, num_slots_);
+    if (model_->num_gdn_layers() > 0 && (w.state_slot < 0 || w.state_slot >= usable_slots_))
+      fail(ErrorCode::kInternal, "sequence {}: state slot {} of {}", w.seq_id, w.state_slot, usable_slots_);
     const bool save = w.save_slot >= 0 && model_->num_gdn_layers() > 0;
-    if (save && (w.save_slot >= num_slots_ || w.save_slot == w.state_slot || w.save_pos <= w.start_pos ||
+    if (save && (w.save_slot >= usable_slots_ || w.save_slot == w.state_slot || w.save_pos <= w.start_pos ||
                  w.save_pos >= end))
       fail(ErrorCode::kInternal, "sequence {}: state save into slot {} at {} in a chunk [{}, {})", w.seq_id,
            w.save_slot, w.save_pos, w.start_pos, end);
@@ -248,8 +261,8 @@ StepContext ModelRunner::plan(const StepInput& input) {
     std::fill(table, table + max_blocks_per_seq_, 0);
     const int64_t copy = std::min<int64_t>(static_cast<int64_t>(w.block_table.size()), max_blocks_per_seq_);
     for (int64_t b = 0; b < copy; ++b) {
-      if (w.block_table[b] < 0 || w.block_table[b] >= num_blocks_)
-        fail(ErrorCode::kInternal, "sequence {}: block id {} of {}", w.seq_id, w.block_table[b], num_blocks_);
+      if (w.block_table[b] < 0 || w.block_table[b] >= usable_blocks_)
+        fail(ErrorCode::kInternal, "sequence {}: block id {} of {}", w.seq_id, w.block_table[b], usable_blocks_);
       table[b] = w.block_table[b];
     }
     for (int64_t j = 0; j < n; ++j) {
@@ -276,6 +289,14 @@ StepContext ModelRunner::plan(const StepInput& input) {
     decode_only = decode_only && n == 1;
     generation_step_ = generation_step_ && n == w.num_drafts + 1;
   }
+  step_seqs_ = S;
+  step_tokens_ = T;
+  step_rows_ = R;
+  // Only decode steps are padded: not verify steps or steps with saves, not
+  // the profile step (op by op), nothing with speculative decoding (its MTP
+  // passes read the step's rows).
+  if (decode_only && !verify && !saves && !profiling_ && num_spec_ == 0 && pads_decode_steps())
+    S = pad_decode_step(S, T, R);
   Backend& be = model_->backend();
   upload(be, dev_.token_ids, token_ids_, T);
   upload(be, dev_.positions, positions_, T);
@@ -283,7 +304,7 @@ StepContext ModelRunner::plan(const StepInput& input) {
   upload(be, dev_.query_start_loc, query_start_loc_, S + 1);
   upload(be, dev_.seq_lens, seq_lens_, S);
   upload(be, dev_.block_tables, block_tables_, S * max_blocks_per_seq_);
-  step_rows_on_device_ = S;
+  step_rows_on_device_ = step_seqs_;
   upload(be, dev_.state_indices, state_indices_, S);
   upload(be, dev_.has_initial_state, has_initial_state_, S);
   upload(be, dev_.sample_rows, sample_rows_, R);
@@ -316,6 +337,42 @@ StepContext ModelRunner::plan(const StepInput& input) {
   // steps with saves run op by op, since recorded graphs read no saves.
   ctx.uniform_query_len = verify && uniform && !saves ? max_q : 0;
   return ctx;
+}
+
+int64_t ModelRunner::pad_decode_step(int64_t S, int64_t& T, int64_t& R) {
+  const int64_t padded = DecodeGraphs::capture_size(S, std::min(opts_.max_num_seqs, opts_.max_num_tokens));
+  if (padded == S && R == S) return S;
+  // Padding sequences: token 0 at position 0, a context of that one token in
+  // the reserved block, a fresh state in the reserved slot. Their KV writes
+  // all go to the same cache slot and their states to the same state slot
+  // (identical values, read by padding sequences only).
+  const bool attn = model_->num_attention_layers() > 0, gdn = model_->num_gdn_layers() > 0;
+  const int32_t null_block = attn ? num_blocks_ - 1 : 0;
+  const int32_t scratch_slot = gdn ? num_slots_ - 1 : 0;
+  if (padded > S) {
+    HYLLM_CHECK(!attn || null_block >= usable_blocks_, "padding a step without a reserved KV block");
+    HYLLM_CHECK(!gdn || scratch_slot >= usable_slots_, "padding a step without a reserved state slot");
+  }
+  for (int64_t s = S; s < padded; ++s) {
+    int32_t* table = &block_tables_[s * max_blocks_per_seq_];
+    std::fill(table, table + max_blocks_per_seq_, 0);
+    table[0] = null_block;
+    token_ids_[T] = 0;
+    positions_[T] = 0;
+    slot_mapping_[T] = attn ? static_cast<int32_t>(null_block * block_size_) : -1;
+    sample_rows_[R++] = static_cast<int32_t>(T);
+    ++T;
+    query_start_loc_[s + 1] = static_cast<int32_t>(T);
+    seq_lens_[s] = 1;
+    state_indices_[s] = scratch_slot;
+    has_initial_state_[s] = 0;
+  }
+  // Real sequences that sample nothing (a prompt's non-final one-token
+  // chunk) leave the rows short of one per sequence: the extra rows read
+  // any token, so every step of this size samples the same number of rows.
+  while (R < padded) sample_rows_[R++] = static_cast<int32_t>(T - 1);
+  padding_seqs_ += padded - S;
+  return padded;
 }
 
 bool ModelRunner::can_sample_on_device(const StepInput& input) const {
@@ -440,6 +497,8 @@ StepOutput ModelRunner::execute(const StepInput& input) {
   // The profile step's shapes are no decode step's; it runs op by op.
   TensorView logits = profiling_ ? model_->forward(ctx)
                                  : graphs_.run(ctx, [this](const StepContext& c) { return model_->forward(c); });
+  // The padding sequences' rows follow the real ones; nothing reads them.
+  if (step_rows_ < ctx.sample_rows.numel()) logits = logits.slice_rows(0, step_rows_);
   if (!opts_.samples && (num_spec_ == 0 || profiling_)) {
     model_->backend().synchronize();
     return {};
@@ -454,7 +513,7 @@ StepOutput ModelRunner::execute(const StepInput& input) {
   }
   fill_token_masks(input);
   const Clock::time_point t2 = Clock::now();
-  const int64_t R = ctx.sample_rows.numel(), V = model_->vocab_size();
+  const int64_t R = step_rows_, V = model_->vocab_size();
   Backend& be = model_->backend();
   const bool on_device = R > 0 && can_sample_on_device(input);
   const bool to_host = R > 0 && (!on_device || opts_.keep_logits);
@@ -480,7 +539,7 @@ StepOutput ModelRunner::execute(const StepInput& input) {
   }
   const Clock::time_point t3 = Clock::now();
   auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
-  record_timing(secs(t1 - t0), secs(t2 - t1), secs(t3 - t2), ctx.num_tokens);
+  record_timing(secs(t1 - t0), secs(t2 - t1), secs(t3 - t2), step_tokens_);
   if (!profiling_ && generation_step_) {
     timed_steps_.fetch_add(1, std::memory_order_relaxed);
     target_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(t3 - t0).count() - draft_ns,

@@ -13,6 +13,14 @@
 //   runner.allocate_cache({.block_size = 16, .num_blocks = n, .num_state_slots = m});
 //   StepOutput out = runner.execute(step);
 //
+// Decode steps replayed from device graphs are padded to the next capture
+// size (DecodeGraphs::capture_size), so that a few recordings serve every
+// batch: each padding sequence computes token 0 at position 0 into the
+// reserved KV block and GDN state slot (CacheLayout::reserved_*; the engine
+// never hands them out), attends to that one token, and samples a row the
+// runner drops before sampling, so no request, count or cache sees it.
+// Steps run op by op are not padded.
+//
 // Speculative decoding (the model's options().num_speculative_tokens > 0)
 // follows executor.h: the verify rows are sampled like the rows of separate
 // decode steps, drafts are accepted while they equal those samples, the GDN
@@ -56,6 +64,10 @@ struct RunnerOptions {
   // null: every step is launched op by op (--enforce-eager). The app gives
   // its backend's recorder (e.g. cuda_capture_graph).
   GraphRecorder record_graph;
+  // Pads decode steps to capture sizes without a recorder too: a test hook,
+  // so that CPU tests show a padded step computes the same rows as the
+  // unpadded one. Production pads exactly when graphs are recorded.
+  bool pad_decode_steps = false;
   // False on every rank of a tensor-parallel group but the first: the step
   // runs its forward (and the collectives in it) and samples nothing, and
   // execute() returns an empty StepOutput after the device has finished.
@@ -95,6 +107,8 @@ class ModelRunner final : public ModelExecutor {
     return graphs_.recorded() + draft_graphs_[0].recorded() + draft_graphs_[1].recorded();
   }
   ExecutorTimes times() const override;
+  // Padding sequences added to decode steps so far.
+  int64_t padding_seqs() const { return padding_seqs_; }
 
  private:
   // Fixed-capacity device copies of the step's metadata.
@@ -115,6 +129,11 @@ class ModelRunner final : public ModelExecutor {
   StepContext plan(const StepInput& input);
   void set_block_geometry(int block_size);
   bool can_sample_on_device(const StepInput& input) const;
+  // Decode steps are padded (with graphs, or forced by RunnerOptions::pad_decode_steps).
+  bool pads_decode_steps() const { return graphs_.enabled() || opts_.pad_decode_steps; }
+  // Appends padding sequences to plan()'s arrays up to the capture size of a
+  // decode step of S sequences, T tokens and R sampled rows; returns the padded S.
+  int64_t pad_decode_step(int64_t S, int64_t& T, int64_t& R);
   // The rows to sample: one per sampled SeqWork, 1 + num_drafts for a verify chunk (rows_).
   void expand_rows(const StepInput& input);
   void sample_on_device(const TensorView& logits, std::vector<SampledToken>& out);
@@ -134,6 +153,12 @@ class ModelRunner final : public ModelExecutor {
   RunnerOptions opts_;
   int64_t max_blocks_per_seq_ = 0;
   int block_size_ = 0, num_blocks_ = 0, num_slots_ = 0;
+  // Ids below these are the engine's; the reserved ones above (when the
+  // runner pads) belong to the padding sequences.
+  int usable_blocks_ = 0, usable_slots_ = 0;
+  // This step's real sequences, tokens and sampled rows (plan() may pad past them).
+  int64_t step_seqs_ = 0, step_tokens_ = 0, step_rows_ = 0;
+  int64_t padding_seqs_ = 0;
   DeviceInputs dev_;
   // Host staging, same capacities.
   std::vector<int32_t> token_ids_, positions_, slot_mapping_, query_start_loc_, seq_lens_, block_tables_,

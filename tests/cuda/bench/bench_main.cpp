@@ -4,14 +4,13 @@
 // physical floor (BENCHMARKING.md section 4: bytes over copy bandwidth, FLOPs
 // over bf16 tensor peak, both as measured on our H200).
 //   bench_cuda_step CONFIG_DIR [--prefill 1024] [--context 1024] [--batches 1,8,32] [--iters 20]
-//                   [--router-skew S] [--moe-tokens 1,32,1024] [--moe-variants 0,10,1,11,111,1111] [--moe-only 1]
+//                   [--router-skew S] [--moe-tokens 1,32,1024] [--moe-stream 1] [--moe-only 1]
 // MoE configs also get the MoE blocks alone (every layer's, one after
 // another, from a CUDA graph) at each --moe-tokens row count, beside the
 // bytes of the experts they must read, and the routing's load spread.
-// --moe-variants times the small regime's alternative expert kernels
-// (launch/moe.h MoeSmallVariant; code 1000 * pdl + 100 * prefetch + 10 * up
-// + down) at the --moe-tokens counts up to 32, last; --moe-only skips the
-// prefill and decode steps.
+// --moe-stream times the small regime over every layer's distinct expert
+// weights (so that they stream from memory, not L2) at the --moe-tokens
+// counts up to 32, last; --moe-only skips the prefill and decode steps.
 #include <execinfo.h>
 
 #include <algorithm>
@@ -153,49 +152,36 @@ void time_moe(Backend& be, SyntheticModel& m, const ModelConfig& cfg, const std:
   }
 }
 
-// The small regime's kernel variants (codes as for --moe-variants) over all
-// layers' distinct expert weights, so that they stream from memory, not L2:
-// per-layer time of route + up + down, and the bytes of the experts an even
-// routing reads (distinct routed experts + the shared one) per second.
-void time_moe_variants(Backend& be, SyntheticModel& m, const ModelConfig& cfg, const std::vector<int64_t>& tokens,
-                       const std::vector<int64_t>& variants, int iters) {
-  std::printf("\nMoE small-regime kernel variants (route + up + down, %lld layers from one graph; expert bytes: "
-              "distinct routed experts of an even routing + shared):\n%-8s %6s %10s %10s %12s %8s\n",
-              static_cast<long long>(cfg.num_hidden_layers), "variant", "T", "us/layer", "expert MB", "GB/s",
-              "% copy");
+// The small regime over all layers' distinct expert weights, so that they
+// stream from memory, not L2: per-layer time of route + up + down, and the
+// bytes of the experts an even routing reads (distinct routed experts + the
+// shared one) per second.
+void time_moe_stream(Backend& be, SyntheticModel& m, const ModelConfig& cfg, const std::vector<int64_t>& tokens,
+                     int iters) {
+  std::printf("\nMoE small regime streaming its experts (route + up + down, %lld layers from one graph; expert "
+              "bytes: distinct routed experts of an even routing + shared):\n%6s %10s %10s %12s %8s\n",
+              static_cast<long long>(cfg.num_hidden_layers), "T", "us/layer", "expert MB", "GB/s", "% copy");
   const double E = static_cast<double>(cfg.num_experts), k = static_cast<double>(cfg.num_experts_per_tok);
   const double expert_bytes = static_cast<double>(m.expert_bytes_per_layer_expert());
   for (int64_t T : tokens) {
     if (T > 32 || T > m.max_tokens()) continue;
-    for (int64_t v : variants) {
-      // A variant that fails (e.g. a driver that cannot capture programmatic
-      // launches) gets a line of its own; the others are still timed.
-      try {
-        cuda_set_moe_small_variant(be, static_cast<int>(v / 10 % 10), static_cast<int>(v % 10), v / 100 % 10 == 1,
-                                   v >= 1000);
-        m.moe_layers(T);  // warm-up: sizes the scratch before the capture
-        be.synchronize();
-        auto g = cuda_capture_graph(be, [&] { m.moe_layers(T); });
-        std::vector<double> ts;
-        for (int i = 0; i < iters + 2; ++i) {
-          be.synchronize();
-          const double t0 = now_s();
-          g->replay();
-          be.synchronize();
-          if (i >= 2) ts.push_back(now_s() - t0);
-        }
-        const double per_layer = median(ts) / static_cast<double>(cfg.num_hidden_layers);
-        const double distinct = E * (1.0 - std::pow(1.0 - k / E, static_cast<double>(T)));
-        const double bytes = (distinct + 1.0) * expert_bytes;
-        std::printf("%-8lld %6lld %10.2f %10.1f %12.0f %7.1f%%\n", static_cast<long long>(v),
-                    static_cast<long long>(T), per_layer * 1e6, bytes / 1e6, bytes / per_layer / 1e9,
-                    100.0 * bytes / per_layer / kCopyBandwidth);
-      } catch (const std::exception& e) {
-        std::printf("%-8lld %6lld failed: %s\n", static_cast<long long>(v), static_cast<long long>(T), e.what());
-      }
+    m.moe_layers(T);  // warm-up: sizes the scratch before the capture
+    be.synchronize();
+    auto g = cuda_capture_graph(be, [&] { m.moe_layers(T); });
+    std::vector<double> ts;
+    for (int i = 0; i < iters + 2; ++i) {
+      be.synchronize();
+      const double t0 = now_s();
+      g->replay();
+      be.synchronize();
+      if (i >= 2) ts.push_back(now_s() - t0);
     }
+    const double per_layer = median(ts) / static_cast<double>(cfg.num_hidden_layers);
+    const double distinct = E * (1.0 - std::pow(1.0 - k / E, static_cast<double>(T)));
+    const double bytes = (distinct + 1.0) * expert_bytes;
+    std::printf("%6lld %10.2f %10.1f %12.0f %7.1f%%\n", static_cast<long long>(T), per_layer * 1e6, bytes / 1e6,
+                bytes / per_layer / 1e9, 100.0 * bytes / per_layer / kCopyBandwidth);
   }
-  cuda_set_moe_small_variant(be, 0, 0, false, false);
 }
 
 int run(int argc, char** argv) {
@@ -207,8 +193,8 @@ int run(int argc, char** argv) {
   int64_t prefill = 1024, context = 1024;
   int iters = 20;
   float router_skew = 0.0f;
-  std::vector<int64_t> batches{1, 8, 32}, moe_tokens{1, 8, 32, 64, 256, 1024, 4096, 8192}, moe_variants;
-  bool moe_only = false;
+  std::vector<int64_t> batches{1, 8, 32}, moe_tokens{1, 8, 32, 64, 256, 1024, 4096, 8192};
+  bool moe_only = false, moe_stream = false;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--prefill") prefill = std::stoll(v);
@@ -217,7 +203,7 @@ int run(int argc, char** argv) {
     if (a == "--router-skew") router_skew = std::stof(v);
     if (a == "--batches") batches = parse_list(v);
     if (a == "--moe-tokens") moe_tokens = parse_list(v);
-    if (a == "--moe-variants") moe_variants = parse_list(v);
+    if (a == "--moe-stream") moe_stream = v != "0";
     if (a == "--moe-only") moe_only = v != "0";
   }
   const ModelConfig cfg = load_model_config(dir);
@@ -275,7 +261,7 @@ int run(int argc, char** argv) {
     print_profile(m);
   }
   if (cfg.is_moe) time_moe(*be, m, cfg, moe_tokens, iters);
-  if (cfg.is_moe && !moe_variants.empty()) time_moe_variants(*be, m, cfg, moe_tokens, moe_variants, iters);
+  if (cfg.is_moe && moe_stream) time_moe_stream(*be, m, cfg, moe_tokens, iters);
   return 0;
 }
 

@@ -265,6 +265,48 @@ TEST(CachePlan, SlotsTakeAtMostHalfTheBudgetAndShrinkForOneFullSequence) {
   EXPECT_THROW(plan_cache(in), Error);
 }
 
+// The executor's reserved block and slot (padding rows of graph-replayed
+// decode steps) are allocated on top of the pools: the plan's counts and
+// capacities are what sequences can use.
+TEST(CachePlan, ReservedBlocksAndSlotsAreLeftOutOfThePools) {
+  CachePlanInput in;
+  in.kv_bytes_per_token = 100;
+  in.bytes_per_state_slot = 10000;
+  in.block_size = 10;
+  in.max_num_seqs = 2;
+  in.max_model_len = 100;
+  in.budget_bytes = 100000;
+  const CachePlan plain = plan_cache(in);
+  EXPECT_EQ(plain.num_state_slots, 2);
+  EXPECT_EQ(plain.num_blocks, 80);
+  in.reserved_blocks = 1;
+  in.reserved_state_slots = 1;
+  CachePlan p = plan_cache(in);
+  EXPECT_EQ(p.reserved_blocks, 1);
+  EXPECT_EQ(p.reserved_state_slots, 1);
+  EXPECT_EQ(p.num_state_slots, 2) << "a slot for every sequence, the reserved one on top";
+  EXPECT_EQ(p.num_blocks, 69) << "70 blocks fit beside 3 slots";
+  EXPECT_EQ(p.kv_capacity_tokens, 690);
+  EXPECT_EQ(p.state_bytes, 30000u);
+  EXPECT_EQ(p.kv_bytes, 70000u);
+  in.max_num_seqs = 100;  // the half-budget cap binds: 5 slots in all
+  p = plan_cache(in);
+  EXPECT_EQ(p.num_state_slots, 4);
+  EXPECT_EQ(p.num_blocks, 49);
+  in.num_blocks_override = 3;  // the override counts the reserved block, as vLLM's counts its null block
+  in.max_num_seqs = 8;
+  in.max_model_len = 20;
+  p = plan_cache(in);
+  EXPECT_EQ(p.num_blocks, 2);
+  EXPECT_EQ(p.num_state_slots, 8);
+  in.max_model_len = 21;  // needs 3 usable blocks
+  EXPECT_THROW(plan_cache(in), Error);
+  in.num_blocks_override.reset();
+  in.max_model_len = 100;
+  in.budget_bytes = 19999;  // one slot beside the reserved one does not fit
+  EXPECT_THROW(plan_cache(in), Error);
+}
+
 TEST(CachePlan, PrefixCachingWantsASnapshotSlotPerSequenceUnderTheSameCap) {
   CachePlanInput in;
   in.kv_bytes_per_token = 100;

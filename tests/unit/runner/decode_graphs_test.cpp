@@ -70,14 +70,14 @@ TEST(DecodeGraphs, SecondStepOfAShapeIsRecordedLaterOnesReplay) {
   DecodeGraphs g(rec.get(), 4096);
   CountingForward f;
   for (int i = 0; i < 4; ++i) {
-    StepContext c = decode_ctx(3, 300 + i);  // one bucket: 512
+    StepContext c = decode_ctx(3, 300 + i);  // one bucket: max_model_len
     g.run(c, f.fn());
-    EXPECT_EQ(c.max_seq_len, 512);
+    EXPECT_EQ(c.max_seq_len, 4096);
   }
   EXPECT_EQ(rec.recordings, 1);
   EXPECT_EQ(g.replays(), 3);  // the recorded step itself, then two
   EXPECT_EQ(f.calls, 4);      // op by op once, then once per replay (the stand-in re-runs the body)
-  for (int64_t len : f.seen_seq_len) EXPECT_EQ(len, 512);
+  for (int64_t len : f.seen_seq_len) EXPECT_EQ(len, 4096);
 }
 
 // Speculative verify steps where every sequence brings the same number of
@@ -131,9 +131,50 @@ TEST(DecodeGraphs, ShapesAreBatchRowsAndSeqLenBucket) {
   EXPECT_EQ(g.size(), 5u);
   EXPECT_EQ(g.recorded(), 4);
   EXPECT_EQ(DecodeGraphs::seq_len_bucket(1, 4096), 256);
-  EXPECT_EQ(DecodeGraphs::seq_len_bucket(257, 4096), 512);
+  EXPECT_EQ(DecodeGraphs::seq_len_bucket(256, 4096), 256);
+  EXPECT_EQ(DecodeGraphs::seq_len_bucket(257, 4096), 4096);
   EXPECT_EQ(DecodeGraphs::seq_len_bucket(3000, 3500), 3500);  // capped at max_model_len
   EXPECT_EQ(DecodeGraphs::seq_len_bucket(100, 64), 100);      // never below the step's own bound
+}
+
+TEST(DecodeGraphs, CaptureSizesAreVllms) {
+  EXPECT_EQ(DecodeGraphs::capture_size(1, 512), 1);
+  EXPECT_EQ(DecodeGraphs::capture_size(2, 512), 2);
+  EXPECT_EQ(DecodeGraphs::capture_size(3, 512), 4);
+  EXPECT_EQ(DecodeGraphs::capture_size(5, 512), 8);
+  EXPECT_EQ(DecodeGraphs::capture_size(9, 512), 16);
+  EXPECT_EQ(DecodeGraphs::capture_size(17, 512), 24);
+  EXPECT_EQ(DecodeGraphs::capture_size(120, 512), 120);
+  EXPECT_EQ(DecodeGraphs::capture_size(121, 512), 128);
+  EXPECT_EQ(DecodeGraphs::capture_size(249, 512), 256);
+  EXPECT_EQ(DecodeGraphs::capture_size(257, 512), 272);  // multiples of 16 above 256
+  EXPECT_EQ(DecodeGraphs::capture_size(500, 512), 512);
+  EXPECT_EQ(DecodeGraphs::capture_size(512, 512), 512);
+  EXPECT_EQ(DecodeGraphs::capture_size(513, 1024), 513);  // above kMaxBatch: not padded (runs op by op)
+  EXPECT_EQ(DecodeGraphs::capture_size(97, 100), 100);    // the runner's capacity is the last size
+  EXPECT_EQ(DecodeGraphs::capture_size(100, 100), 100);
+  EXPECT_EQ(DecodeGraphs::capture_size(3, 3), 3);
+}
+
+// Every decode batch of 1..512 sequences, padded as the runner pads it, at
+// every context length of a long max_model_len: the recordings are bounded
+// by 2 buckets x 51 capture sizes, far below kMaxGraphs.
+TEST(DecodeGraphs, PaddedDecodeShapesAreBounded) {
+  StandInRecorder rec;
+  constexpr int64_t kMaxModelLen = 131072;
+  DecodeGraphs g(rec.get(), kMaxModelLen);
+  auto forward = [](const StepContext&) { return TensorView(); };
+  for (int64_t seqs = 1; seqs <= DecodeGraphs::kMaxBatch; ++seqs) {
+    const int64_t padded = DecodeGraphs::capture_size(seqs, DecodeGraphs::kMaxBatch);
+    ASSERT_GE(padded, seqs);
+    ASSERT_LE(padded, seqs + (seqs <= 256 ? 7 : 15));
+    for (int64_t len = 1; len <= kMaxModelLen; len = len * 3 + 1) {
+      StepContext c = decode_ctx(padded, len);
+      g.run(c, forward);
+    }
+  }
+  EXPECT_EQ(g.size(), 2u * 51u);
+  EXPECT_LT(g.size(), DecodeGraphs::kMaxGraphs);
 }
 
 TEST(DecodeGraphs, PrefillAndLargeBatchesRunOpByOp) {

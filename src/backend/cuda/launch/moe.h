@@ -105,33 +105,25 @@ struct MoeRouteSmallParams {
 };
 void launch_moe_route_small(const MoeRouteSmallParams& p, cudaStream_t stream);
 
-// Alternative small-regime expert kernels, kept beside the default (0) while
-// they are measured against it; tests and benches pick them through
-// cuda_set_moe_small_variant (cuda_backend.h). Removal: once a measurement on
-// the H200 has picked the fastest, it becomes the only kernel.
-//  up 1 ("early"): the expert id is read beside the item count and the
-//    weights are loaded before the token indices and x.
-//  down 1 ("split"): (item, K half) work units over 16 warps, fp32 partial
-//    sums in shared memory, the combine's tables staged in shared memory while
-//    the weights stream; falls back to the default when T * (top_k + 1) rows
-//    of partials do not fit in 48 KiB of shared memory.
-//  down 2 ("split8"): the same with 8 output columns per block (twice the
-//    blocks), the hidden rows as the mma's m16 side (rows 8..15 zero) and the
-//    weight rows as its n8 side.
-//  prefetch: with any of the above, each block first asks for its weight
-//    rows in L2 by bulk prefetches (no registers held), so that register
-//    loads the compiler schedules late still find them there.
-//  pdl: with up 1, up is a programmatic dependent launch of route_small (its
-//    blocks wait for the plan already resident, no launch gap), and with down
-//    1 or 2 too, down is one of up: its blocks take the SMs that the up
-//    kernel's last blocks leave free, read the plan and (with prefetch) ask
-//    for their weights, then wait for the up kernel's hidden rows.
-struct MoeSmallVariant {
-  int up = 0;    // 0 default, 1 early
-  int down = 0;  // 0 default, 1 split, 2 split8
-  bool prefetch = false;
-  bool pdl = false;
-};
+// The small regime's bf16 expert kernels:
+//  up: the expert id is read beside the item count and the first weight
+//    windows are loaded before the token indices and x, which they do not
+//    depend on.
+//  down: (item, K half) work units over 16 warps, 8 output columns per block,
+//    the hidden rows as the mma's m16 side (rows 8..15 zero) and the weight
+//    rows as its n8 side; fp32 partial sums in shared memory, the combine's
+//    tables staged in shared memory while the weights stream. When
+//    T * (top_k + 1) rows of partials do not fit in 48 KiB of shared memory,
+//    a kernel with 16 columns per block and bf16 rows takes over.
+//  With at most kMoeLeanMaxTokens tokens the step is latency-bound: each block
+//    first asks for its weight rows in L2 by bulk prefetches (no registers
+//    held, so loads the compiler schedules late still find them), up is a
+//    programmatic dependent launch of route_small (its blocks wait for the
+//    plan already resident) and down one of up (its blocks take the SMs that
+//    up's last blocks leave free, read the plan, ask for their weights, then
+//    wait for up's hidden rows). With more tokens the prefetches and the early
+//    blocks compete with the weight stream and cost more than they hide.
+inline constexpr int kMoeLeanMaxTokens = 2;
 
 struct MoeSmallParams {
   const uint16_t* x = nullptr;  // [T, H]
@@ -145,7 +137,6 @@ struct MoeSmallParams {
   uint16_t* out = nullptr;     // [T, H]
   int tokens = 0;
   int top_k = 0;
-  MoeSmallVariant variant;     // bf16 experts; block-FP8 experts run the default kernels
 };
 void launch_moe_up_small(const MoeSmallParams& p, cudaStream_t stream);
 void launch_moe_down_small(const MoeSmallParams& p, cudaStream_t stream);

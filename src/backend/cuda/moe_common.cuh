@@ -204,6 +204,35 @@ __device__ __forceinline__ void mma_k32(float (&d)[4], const uint4& a_lo, const 
   mma_bf16(d, a1, b.z, b.w);
 }
 
+// The small regime's up kernels' end (bf16 and block-FP8 experts): warp partial sums added in warp order, SwiGLU of the
+// bf16-rounded gate and up values into the item's hidden rows.
+template <int kUpWarps>
+__device__ __forceinline__ void up_store(const MoeSmallParams& p, const float (&acc_g)[4], const float (&acc_u)[4],
+                                         int n0, int I, int pos0, int rows) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  __shared__ float red[kUpWarps][8][32];
+#pragma unroll
+  for (int v = 0; v < 4; ++v) {
+    red[warp][v][lane] = acc_g[v];
+    red[warp][4 + v][lane] = acc_u[v];
+  }
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int v = 0; v < 4; ++v) {
+    float gs = red[0][v][lane], us = red[0][4 + v][lane];
+#pragma unroll
+    for (int w = 1; w < kUpWarps; ++w) {
+      gs += red[w][v][lane];
+      us += red[w][4 + v][lane];
+    }
+    // Accumulator v: weight row g + 8 (v / 2), item row 2q + v % 2.
+    const int col = n0 + g + 8 * (v >> 1), r = 2 * q + (v & 1);
+    if (r < rows && col < I) {
+      p.hidden[static_cast<int64_t>(pos0 + r) * p.hidden_ld + col] = f2bf(silu(round_bf(gs)) * round_bf(us));
+    }
+  }
+}
 // The split down kernels (moe_small.cu for bf16 experts, moe_small_fp8.cu for
 // block-FP8 ones). Block = kSplitCols output columns [h0, h0 + kSplitCols);
 // work units (item, K half) go to kSplitWarps warps in turn, so that at decode

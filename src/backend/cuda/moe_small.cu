@@ -15,6 +15,7 @@ using moe_detail::kSplitCols;
 using moe_detail::kSplitWarps;
 using moe_detail::load_split_tables;
 using moe_detail::split_combine;
+using moe_detail::up_store;
 using moe_detail::SplitTables;
 using moe_detail::few_items;
 using moe_detail::launch_maybe_pdl;
@@ -60,35 +61,6 @@ __device__ __forceinline__ void prefetch_down_rows(const MoeSmallParams& p, int 
   }
 }
 
-// The up kernels' end: warp partial sums added in warp order, SwiGLU of the
-// bf16-rounded gate and up values into the item's hidden rows.
-template <int kUpWarps>
-__device__ __forceinline__ void up_store(const MoeSmallParams& p, const float (&acc_g)[4], const float (&acc_u)[4],
-                                         int n0, int I, int pos0, int rows) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-  __shared__ float red[kUpWarps][8][32];
-#pragma unroll
-  for (int v = 0; v < 4; ++v) {
-    red[warp][v][lane] = acc_g[v];
-    red[warp][4 + v][lane] = acc_u[v];
-  }
-  __syncthreads();
-  if (warp != 0) return;
-#pragma unroll
-  for (int v = 0; v < 4; ++v) {
-    float gs = red[0][v][lane], us = red[0][4 + v][lane];
-#pragma unroll
-    for (int w = 1; w < kUpWarps; ++w) {
-      gs += red[w][v][lane];
-      us += red[w][4 + v][lane];
-    }
-    // Accumulator v: weight row g + 8 (v / 2), item row 2q + v % 2.
-    const int col = n0 + g + 8 * (v >> 1), r = 2 * q + (v & 1);
-    if (r < rows && col < I) {
-      p.hidden[static_cast<int64_t>(pos0 + r) * p.hidden_ld + col] = f2bf(silu(round_bf(gs)) * round_bf(us));
-    }
-  }
-}
 
 // Block (item, column tile): the item's rows times gate rows [n0, n0 + 16)
 // and up rows [I + n0, I + n0 + 16) of its expert; warps split K and their

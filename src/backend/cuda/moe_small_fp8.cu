@@ -26,6 +26,7 @@ using moe_detail::lean;
 using moe_detail::load_split_tables;
 using moe_detail::prefetch_l2;
 using moe_detail::split_combine;
+using moe_detail::up_store;
 using moe_detail::SplitTables;
 using moe_detail::wait_for_prerequisite;
 
@@ -138,27 +139,7 @@ __global__ void __launch_bounds__(kUpWarps * 32) up_small_fp8_kernel(MoeSmallPar
       acc_u[v] += (pu[v] * sx) * swu;
     }
   }
-  __shared__ float red[kUpWarps][8][32];
-#pragma unroll
-  for (int v = 0; v < 4; ++v) {
-    red[warp][v][lane] = acc_g[v];
-    red[warp][4 + v][lane] = acc_u[v];
-  }
-  __syncthreads();
-  if (warp != 0) return;
-#pragma unroll
-  for (int v = 0; v < 4; ++v) {
-    float gs = red[0][v][lane], us = red[0][4 + v][lane];
-#pragma unroll
-    for (int w = 1; w < kUpWarps; ++w) {
-      gs += red[w][v][lane];
-      us += red[w][4 + v][lane];
-    }
-    const int col = n0 + g + 8 * (v >> 1), r = 2 * q + (v & 1);
-    if (r < rows && col < I) {
-      p.hidden[static_cast<int64_t>(pos0 + r) * p.hidden_ld + col] = f2bf(silu(round_bf(gs)) * round_bf(us));
-    }
-  }
+  up_store<kUpWarps>(p, acc_g, acc_u, n0, I, pos0, rows);
 }
 
 // Lane (g, q)'s 32 values of a hidden row's 128-column block (hv[w][h]: window

@@ -2,12 +2,10 @@
 // the same plan, grids, launch choices and register-fed streaming as
 // moe_small.cu, on e4m3 tensor cores (mma m16n8k32). Each 128-column block's exact product is
 // scaled as ops.h linear says, acc += (P * s_x) * s_w: up_small_fp8 reads x
-// quantised by its producer (xq), down_small_fp8 quantises each hidden row
-// per 128 columns on the fly (the bits the CPU quantiser gives: scale =
-// max(amax, 1e-10) / 448, codes = e4m3 of value / scale, round to nearest
-// even, saturating).
-#include <cuda_fp8.h>
-
+// quantised by its producer (xq), the down kernels read the hidden rows
+// quantised once by quantize_fp8 between the two (launch/moe.h hidden_q):
+// quantising them inside the down kernels would repeat the work in every one
+// of their H / 8 blocks.
 #include "backend/cuda/moe_common.cuh"
 
 namespace hyllm::cuda {
@@ -50,12 +48,6 @@ __device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1
 __device__ __forceinline__ void mma_k64(float (&d)[4], const uint4& lo, const uint4& hi, const uint4& b) {
   mma_e4m3(d, lo.x, hi.x, lo.y, hi.y, b.x, b.y);
   mma_e4m3(d, lo.z, hi.z, lo.w, hi.w, b.z, b.w);
-}
-
-__device__ __forceinline__ uint32_t e4m3x4(float a, float b, float c, float d) {
-  const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
-  const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
-  return lo | (hi << 16);
 }
 
 // Block (item, 16 intermediate columns), warps splitting the 128-column
@@ -142,47 +134,23 @@ __global__ void __launch_bounds__(kUpWarps * 32) up_small_fp8_kernel(MoeSmallPar
   up_store<kUpWarps>(p, acc_g, acc_u, n0, I, pos0, rows);
 }
 
-// Lane (g, q)'s 32 values of a hidden row's 128-column block (hv[w][h]: window
-// w's bytes [16q, 16q + 16) as two 8-value halves) as e4m3 codes, with the
-// block's scale; the quad's four lanes hold the whole block and reduce its
-// amax together, so every lane of the quad returns the same scale.
-__device__ __forceinline__ float quantize_block(const uint4 (&hv)[2][2], uint4 (&codes)[2]) {
-  float f[2][16];
-  float amax = 0.0f;
+// Lane (g, q)'s codes of hidden row `row` (zeros unless `valid`) for the
+// 128-column block kb: window w's bytes [16q, 16q + 16), the layout of the
+// mma operands here (A and B see the same permutation of k).
+__device__ __forceinline__ void load_hidden_codes(const MoeSmallParams& p, int row, bool valid, int kb,
+                                                  uint4 (&codes)[2]) {
+  const uint8_t* hr = p.hidden_q + static_cast<int64_t>(row) * p.hidden_ld;
 #pragma unroll
-  for (int w = 0; w < 2; ++w) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const uint32_t u[4] = {hv[w][h].x, hv[w][h].y, hv[w][h].z, hv[w][h].w};
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        f[w][h * 8 + 2 * i] = __uint_as_float(u[i] << 16);
-        f[w][h * 8 + 2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
-        amax = fmaxf(amax, fmaxf(fabsf(f[w][h * 8 + 2 * i]), fabsf(f[w][h * 8 + 2 * i + 1])));
-      }
-    }
-  }
-  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-  const float s = fmaxf(amax, 1e-10f) / 448.0f;
-#pragma unroll
-  for (int w = 0; w < 2; ++w) {
-    uint32_t c[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      c[i] = e4m3x4(__fdiv_rn(f[w][4 * i], s), __fdiv_rn(f[w][4 * i + 1], s), __fdiv_rn(f[w][4 * i + 2], s),
-                    __fdiv_rn(f[w][4 * i + 3], s));
-    }
-    codes[w] = make_uint4(c[0], c[1], c[2], c[3]);
-  }
-  return s;
+  for (int w = 0; w < 2; ++w) codes[w] = ld_vec(hr + kb * kBlock + w * 64 + (threadIdx.x & 3) * 16, valid);
+}
+__device__ __forceinline__ float hidden_scale(const MoeSmallParams& p, int row, int kb) {
+  return p.hidden_scale[static_cast<int64_t>(kb) * p.hidden_rows + row];
 }
 
-// Block = 16 output columns; each warp takes items in turn and quantises the
-// item's hidden rows block by block as it goes (lanes 4g..4g+3 hold row g's
-// 128 values of a block, 32 each), then the combine of down_small. The
-// fallback of down_split_fp8_kernel when its partials do not fit in shared
-// memory.
+// Block = 16 output columns; each warp takes items in turn (lanes 4g..4g+3
+// hold row g's codes of a 128-column block), then the combine of down_small.
+// The fallback of down_split_fp8_kernel when its partials do not fit in
+// shared memory.
 __global__ void __launch_bounds__(kDownWarps * 32) down_small_fp8_kernel(MoeSmallParams p) {
   extern __shared__ uint16_t ybuf[];  // [(T * top_k + T) * 16]
   const int h0 = blockIdx.x * kDownRows;
@@ -199,26 +167,24 @@ __global__ void __launch_bounds__(kDownWarps * 32) down_small_fp8_kernel(MoeSmal
     const uint8_t* wa = W + static_cast<int64_t>(va ? h0 + g : 0) * I;
     const uint8_t* wb = W + static_cast<int64_t>(vb ? h0 + g + 8 : 0) * I;
     const bool vh = g < rows;
-    const uint16_t* hr = p.hidden + static_cast<int64_t>(pos0 + (vh ? g : 0)) * p.hidden_ld;
+    const int r0 = pos0 + min(2 * q, rows - 1), r1 = pos0 + min(2 * q + 1, rows - 1);
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int kb = 0; kb < Ib; ++kb) {
-      uint4 a[2], b[2], hv[2][2];
+      uint4 a[2], b[2];
 #pragma unroll
       for (int w = 0; w < 2; ++w) {
         const int k0 = kb * kBlock + w * 64 + q * 16;
         a[w] = ld_stream(wa + k0, va);
         b[w] = ld_stream(wb + k0, vb);
-        hv[w][0] = ld_vec(hr + k0, vh);
-        hv[w][1] = ld_vec(hr + k0 + 8, vh);
       }
       uint4 codes[2];
-      const float s = quantize_block(hv, codes);
+      load_hidden_codes(p, pos0 + (vh ? g : 0), vh, kb, codes);
       float pr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       mma_k64(pr, a[0], b[0], codes[0]);
       mma_k64(pr, a[1], b[1], codes[1]);
-      // Columns 2q and 2q + 1 are rows 2q, 2q + 1 of the item, whose scales
-      // lanes 8q and 8q + 4 computed.
-      const float s0 = __shfl_sync(0xffffffffu, s, 8 * q), s1 = __shfl_sync(0xffffffffu, s, 8 * q + 4);
+      // Columns 2q and 2q + 1 are rows 2q, 2q + 1 of the item (clamped to
+      // its last row: the products of absent rows are zero and unused).
+      const float s0 = hidden_scale(p, r0, kb), s1 = hidden_scale(p, r1, kb);
       const float sw = ws[kb];
 #pragma unroll
       for (int v = 0; v < 4; ++v) acc[v] += (pr[v] * ((v & 1) ? s1 : s0)) * sw;
@@ -247,9 +213,8 @@ __global__ void __launch_bounds__(kDownWarps * 32) down_small_fp8_kernel(MoeSmal
   }
 }
 
-// The split down kernel (moe_common.cuh) for block-FP8 experts: a unit
-// quantises its item's hidden rows block by block as down_small_fp8 does, and
-// the codes are the mma's m16 side (row g; rows 8..15 zero) against 8 weight
+// The split down kernel (moe_common.cuh) for block-FP8 experts: a unit's
+// hidden codes are the mma's m16 side (row g; rows 8..15 zero) against 8 weight
 // rows as its n8 side, so that accumulators 0 and 1 of lane (g, q) are item
 // row g, output columns 2q and 2q + 1, scaled by row g's block scale (this
 // lane's) and the weight block's.
@@ -288,20 +253,16 @@ __global__ void __launch_bounds__(kSplitWarps * 32) down_split_fp8_kernel(MoeSma
                       (h0 / kBlock) * Ib;
     const uint8_t* wa = W + static_cast<int64_t>(va ? h0 + g : 0) * I;
     const bool vh = g < rows;
-    const uint16_t* hr = p.hidden + static_cast<int64_t>(pos0 + (vh ? g : 0)) * p.hidden_ld;
+    const int row = pos0 + (vh ? g : 0);
     const int kb_begin = s * Ib / kSplit, kb_end = (s + 1) * Ib / kSplit;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int kb = kb_begin; kb < kb_end; ++kb) {
-      uint4 a[2], hv[2][2];
+      uint4 a[2];
 #pragma unroll
-      for (int w = 0; w < 2; ++w) {
-        const int k0 = kb * kBlock + w * 64 + q * 16;
-        a[w] = ld_stream(wa + k0, va);
-        hv[w][0] = ld_vec(hr + k0, vh);
-        hv[w][1] = ld_vec(hr + k0 + 8, vh);
-      }
+      for (int w = 0; w < 2; ++w) a[w] = ld_stream(wa + kb * kBlock + w * 64 + q * 16, va);
       uint4 codes[2];
-      const float sx = quantize_block(hv, codes);
+      load_hidden_codes(p, row, vh, kb, codes);
+      const float sx = hidden_scale(p, row, kb);
       float pr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
       for (int w = 0; w < 2; ++w) {

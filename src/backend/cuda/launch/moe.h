@@ -134,6 +134,12 @@ struct MoeSmallParams {
   MoeSmallPlan plan;
   uint16_t* hidden = nullptr;  // [T * top_k + T, hidden_ld]
   int hidden_ld = 0;           // max(inter, shared_inter)
+  // Block FP8: the hidden rows quantised once, between the up and down
+  // kernels (quantize_fp8): codes [rows, hidden_ld] and scales, row r's
+  // 128-column block j at hidden_scale[j * hidden_rows + r].
+  const uint8_t* hidden_q = nullptr;
+  const float* hidden_scale = nullptr;
+  int hidden_rows = 0;
   uint16_t* out = nullptr;     // [T, H]
   int tokens = 0;
   int top_k = 0;

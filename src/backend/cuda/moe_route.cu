@@ -1,6 +1,8 @@
 // MoE routing: the moe_route op, the small regime's fused router (GEMV,
 // softmax, top-k, renormalisation and the plan, in one kernel), and the
 // grouped regime's top-k with per-expert counts and its plan.
+#include <algorithm>
+
 #include "backend/cuda/dynamic_smem.cuh"
 #include "backend/cuda/moe_common.cuh"
 
@@ -37,7 +39,9 @@ constexpr int kSmallPairs = kMoeSmallMaxTokens * kMoeMaxTopK;
 // every token and 1024 experts it outgrew the instruction cache, whose misses
 // then took most of a decode step's routing time. kMaxT = 1 is the batch-1
 // instance (no tile loop overhead), 4 serves any other count.
-template <int kMaxT, int kPerLane>
+// kTokenTiles (launch/moe.h MoeRouteSmallParams::token_tiles): grid row y
+// takes only the tokens [4y, 4y + 4) and stages only their x.
+template <int kMaxT, int kPerLane, bool kTokenTiles>
 __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ int s_ids[kSmallPairs];
@@ -50,8 +54,12 @@ __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p)
   const int T = p.tokens, H = p.hidden, E = p.experts, k = p.top_k;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int chunks = H / 8;  // 16-byte chunks of a row
+  // This block's tokens [t_begin, t_end); xs holds their rows from t_begin.
+  const int t_begin = kTokenTiles ? static_cast<int>(blockIdx.y) * kMaxT : 0;
+  const int t_end = kTokenTiles ? min(T, t_begin + kMaxT) : T;
   uint4* xs = reinterpret_cast<uint4*>(smem);
-  for (int c = tid; c < T * chunks; c += blockDim.x) xs[c] = reinterpret_cast<const uint4*>(p.x)[c];
+  const uint4* xg = reinterpret_cast<const uint4*>(p.x) + static_cast<int64_t>(t_begin) * chunks;
+  for (int c = tid; c < (t_end - t_begin) * chunks; c += blockDim.x) xs[c] = xg[c];
   __syncthreads();
 
   const int row = blockIdx.x * kSmallRouteWarps + warp;
@@ -62,7 +70,7 @@ __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p)
     // for any token count; a tile re-reads the row (from L2 after the first).
     constexpr int kTile = kMaxT < 4 ? kMaxT : 4;
 #pragma unroll 1
-    for (int t0 = 0; t0 < T; t0 += kTile) {
+    for (int t0 = t_begin; t0 < t_end; t0 += kTile) {
       float acc[kTile];
 #pragma unroll
       for (int u = 0; u < kTile; ++u) acc[u] = 0.0f;
@@ -76,12 +84,12 @@ __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p)
 #pragma unroll
         for (int u = 0; u < kTile; ++u) {
           const int t = t0 + u;
-          if (t < T) {
+          if (t < t_end) {
             float s = acc[u];
 #pragma unroll
             for (int j = 0; j < 8; ++j) {
               const int c = c0 + j * 32 + lane;
-              if (c < chunks) s = dot8(wv[j], xs[t * chunks + c], s);
+              if (c < chunks) s = dot8(wv[j], xs[(t - t_begin) * chunks + c], s);
             }
             acc[u] = s;
           }
@@ -90,7 +98,7 @@ __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p)
 #pragma unroll
       for (int u = 0; u < kTile; ++u) {
         const int t = t0 + u;
-        if (t < T) {
+        if (t < t_end) {
           const float v = warp_sum(acc[u]);
           if (lane == 0) p.logits[t * (E + 1) + row] = round_bf(v);
         }
@@ -100,7 +108,7 @@ __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p)
   // Publish this block's logits; the last block sees every block's.
   __threadfence();
   __syncthreads();
-  if (tid == 0) s_last = atomicAdd(p.counter, 1) == static_cast<int>(gridDim.x) - 1;
+  if (tid == 0) s_last = atomicAdd(p.counter, 1) == static_cast<int>(gridDim.x * gridDim.y) - 1;
   __syncthreads();
   if (!s_last) return;
   __threadfence();
@@ -262,12 +270,20 @@ __global__ void __launch_bounds__(256) plan_grouped_kernel(MoePlanGroupedParams 
   }
 }
 
+template <int kMaxT, int kPerLane, bool kTokenTiles>
+void launch_route_small_grid(const MoeRouteSmallParams& p, cudaStream_t stream) {
+  const int tiles = kTokenTiles ? ceil_div(p.tokens, kMaxT) : 1;
+  const size_t smem = static_cast<size_t>(kTokenTiles ? std::min(p.tokens, kMaxT) : p.tokens) * p.hidden * 2;
+  auto kernel = route_small_kernel<kMaxT, kPerLane, kTokenTiles>;
+  allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
+  const int rows = p.experts + (p.gate != nullptr ? 1 : 0);
+  kernel<<<dim3(ceil_div(rows, kSmallRouteWarps), tiles), 256, smem, stream>>>(p);
+}
+
 template <int kMaxT, int kPerLane>
 void launch_route_small_instance(const MoeRouteSmallParams& p, cudaStream_t stream) {
-  const size_t smem = static_cast<size_t>(p.tokens) * p.hidden * 2;
-  allow_dynamic_smem(reinterpret_cast<const void*>(route_small_kernel<kMaxT, kPerLane>), smem);
-  const int rows = p.experts + (p.gate != nullptr ? 1 : 0);
-  route_small_kernel<kMaxT, kPerLane><<<ceil_div(rows, kSmallRouteWarps), 256, smem, stream>>>(p);
+  if (p.token_tiles && p.tokens > kMaxT) return launch_route_small_grid<kMaxT, kPerLane, true>(p, stream);
+  launch_route_small_grid<kMaxT, kPerLane, false>(p, stream);
 }
 
 template <int kMaxT>

@@ -27,19 +27,27 @@ uint64_t padded(uint64_t n) { return (n + kGgufAlignment - 1) / kGgufAlignment *
 
 }  // namespace
 
+int64_t ggml_block_size(GgmlType t) { return t == GgmlType::kQ8_0 ? 32 : 1; }
+
 size_t ggml_type_size(GgmlType t) {
   switch (t) {
     case GgmlType::kF32: return 4;
     case GgmlType::kF16:
     case GgmlType::kBF16: return 2;
+    case GgmlType::kQ8_0: return 2 + 32;
   }
   return 0;
+}
+
+uint64_t ggml_row_size(GgmlType t, int64_t n) {
+  return static_cast<uint64_t>(n / ggml_block_size(t)) * ggml_type_size(t);
 }
 
 const char* ggml_type_name(GgmlType t) {
   switch (t) {
     case GgmlType::kF32: return "f32";
     case GgmlType::kF16: return "f16";
+    case GgmlType::kQ8_0: return "q8_0";
     case GgmlType::kBF16: return "bf16";
   }
   return "?";
@@ -102,7 +110,11 @@ void GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vector<
     if (d <= 0) fail(ErrorCode::kInternal, "GGUF tensor {}: dimension {}", name, d);
     n *= static_cast<uint64_t>(d);
   }
-  tensors_.push_back({name, type, std::move(ne), n * ggml_type_size(type), std::move(produce)});
+  if (ne[0] % ggml_block_size(type) != 0)
+    fail(ErrorCode::kUnsupported, "GGUF tensor {}: rows of {} values do not split into {} blocks of {}", name, ne[0],
+         ggml_type_name(type), ggml_block_size(type));
+  const uint64_t nbytes = ggml_row_size(type, ne[0]) * (n / static_cast<uint64_t>(ne[0]));
+  tensors_.push_back({name, type, std::move(ne), nbytes, std::move(produce)});
 }
 
 uint64_t GgufWriter::data_bytes() const {

@@ -22,9 +22,14 @@ namespace hyllm::gguf {
 inline constexpr uint32_t kGgufVersion = 3;
 inline constexpr uint64_t kGgufAlignment = 32;  // llama.cpp's default (general.alignment unset)
 
-// ggml tensor element types used here (ggml.h's enum ggml_type).
-enum class GgmlType : uint32_t { kF32 = 0, kF16 = 1, kBF16 = 30 };
+// ggml tensor element types used here (ggml.h's enum ggml_type). Q8_0 is a
+// block type: 32 values as an f16 scale and 32 int8 codes (ggml_quants.h).
+enum class GgmlType : uint32_t { kF32 = 0, kF16 = 1, kQ8_0 = 8, kBF16 = 30 };
+// Values per block (1 for the plain float types) and bytes per block.
+int64_t ggml_block_size(GgmlType t);
 size_t ggml_type_size(GgmlType t);
+// Bytes of n values (n a multiple of the block size).
+uint64_t ggml_row_size(GgmlType t, int64_t n);
 const char* ggml_type_name(GgmlType t);
 
 // GGUF metadata value types (gguf.h's enum gguf_type).
@@ -47,7 +52,8 @@ class GgufWriter {
   void add_string_array(const std::string& key, const std::vector<std::string>& v);
 
   // `ne` in ggml order: ne[0] is the contiguous dimension (a row-major
-  // [rows, cols] matrix is ne = {cols, rows}). Names are unique.
+  // [rows, cols] matrix is ne = {cols, rows}), a multiple of the type's block
+  // size. Names are unique.
   void add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> ne, Producer produce);
 
   // Writes the file; `on_tensor(i, n, name)` reports progress after each tensor.

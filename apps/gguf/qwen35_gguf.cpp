@@ -4,8 +4,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <span>
 #include <vector>
 
+#include "gguf/ggml_quants.h"
 #include "tensor/float_conversions.h"
 #include "util/status.h"
 
@@ -14,6 +17,7 @@ namespace hyllm::gguf {
 namespace {
 
 constexpr uint32_t kFileTypeMostlyBf16 = 32;  // llama_ftype LLAMA_FTYPE_MOSTLY_BF16
+constexpr uint32_t kFileTypeMostlyQ8_0 = 7;   // llama_ftype LLAMA_FTYPE_MOSTLY_Q8_0
 constexpr uint32_t kQuantizationVersion = 2;  // GGML_QNT_VERSION
 
 std::vector<std::byte> read_raw(const WeightSource& w, const std::string& name) {
@@ -48,12 +52,24 @@ void convert_into(const WeightSource& w, const std::string& name, GgmlType type,
   const std::vector<std::byte> raw = read_raw(w, name);
   for (int64_t i = 0; i < n; ++i) {
     const float v = element(raw.data(), t.dtype, i);
-    if (type == GgmlType::kF32) std::memcpy(out + i * 4, &v, 4);
-    else {
-      const uint16_t h = f32_to_bf16(v);
+    if (type == GgmlType::kF32) {
+      std::memcpy(out + i * 4, &v, 4);
+    } else {
+      const uint16_t h = type == GgmlType::kF16 ? f32_to_f16(v) : f32_to_bf16(v);
       std::memcpy(out + i * 2, &h, 2);
     }
   }
+}
+
+// Fills a tensor's bytes `out` of `type`: fill(dst, t) writes the values as
+// t, which is `type` itself for the float types and F32 staged here for a
+// block type, quantised afterwards (so transforms see values, not blocks).
+void produce_as(GgmlType type, std::span<std::byte> out, const std::function<void(std::byte*, GgmlType)>& fill) {
+  if (type != GgmlType::kQ8_0) return fill(out.data(), type);
+  const int64_t n = static_cast<int64_t>(out.size() / ggml_type_size(type)) * ggml_block_size(type);
+  std::vector<float> staged(static_cast<size_t>(n));
+  fill(reinterpret_cast<std::byte*>(staged.data()), GgmlType::kF32);
+  quantize_q8_0(staged.data(), n, out.data());
 }
 
 // Value heads of one GDN layer: hk key heads, r value heads per key head.
@@ -78,12 +94,15 @@ struct Mapper {
   const ModelConfig& c;
   const WeightSource& w;
   GgufWriter& out;
+  GgmlType matrices;  // BF16 or Q8_0
 
-  GgmlType type_of(const std::string& gguf_name, size_t rank) const {
-    const bool f32 = rank <= 1 || gguf_name.ends_with("_norm.weight") || !gguf_name.ends_with(".weight") ||
+  // Rows whose length is not whole Q8_0 blocks fall back to F16, as the converter's do.
+  GgmlType type_of(const std::string& gguf_name, const std::vector<int64_t>& ne) const {
+    const bool f32 = ne.size() <= 1 || gguf_name.ends_with("_norm.weight") || !gguf_name.ends_with(".weight") ||
                      gguf_name.ends_with("ffn_gate_inp.weight") || gguf_name.ends_with("ffn_gate_inp_shexp.weight") ||
                      gguf_name.ends_with("ssm_conv1d.weight");
-    return f32 ? GgmlType::kF32 : GgmlType::kBF16;
+    if (f32) return GgmlType::kF32;
+    return ne[0] % ggml_block_size(matrices) == 0 ? matrices : GgmlType::kF16;
   }
 
   // A tensor copied as is (2-D: ne = {cols, rows}), optionally transformed
@@ -95,10 +114,12 @@ struct Mapper {
     for (int64_t d : ne) n *= d;
     if (n != t.shape.numel())
       fail(ErrorCode::kInternal, "GGUF {}: {} elements for {} of shape {}", dst, n, src, t.shape.str());
-    const GgmlType type = type_of(dst, ne.size());
+    const GgmlType type = type_of(dst, ne);
     out.add_tensor(dst, type, std::move(ne), [ws = &w, src, type, transform](std::span<std::byte> buf) {
-      convert_into(*ws, src, type, buf.data());
-      if (transform) transform(buf.data(), type);
+      produce_as(type, buf, [&](std::byte* d, GgmlType t) {
+        convert_into(*ws, src, t, d);
+        if (transform) transform(d, t);
+      });
     });
   }
 
@@ -159,15 +180,18 @@ struct Mapper {
   void experts(const std::string& p, const std::string& b) {
     const int64_t E = c.num_experts, I = c.moe_intermediate_size, H = c.hidden_size;
     const std::string fused = p + "mlp.experts.gate_up_proj";
+    const GgmlType type = type_of("ffn_gate_exps.weight", {H, I, E});
     if (w.contains(fused)) {
       for (int part = 0; part < 2; ++part) {
-        out.add_tensor(b + (part == 0 ? "ffn_gate_exps.weight" : "ffn_up_exps.weight"), GgmlType::kBF16, {H, I, E},
-                       [ws = &w, fused, part, E, I, H](std::span<std::byte> buf) {
-                         std::vector<std::byte> all(static_cast<size_t>(E * 2 * I * H * 2));
-                         convert_into(*ws, fused, GgmlType::kBF16, all.data());
-                         const size_t half = static_cast<size_t>(I * H * 2);
-                         for (int64_t e = 0; e < E; ++e)
-                           std::memcpy(buf.data() + e * half, all.data() + (2 * e + part) * half, half);
+        out.add_tensor(b + (part == 0 ? "ffn_gate_exps.weight" : "ffn_up_exps.weight"), type, {H, I, E},
+                       [ws = &w, fused, part, E, I, H, type](std::span<std::byte> buf) {
+                         produce_as(type, buf, [&](std::byte* d, GgmlType t) {
+                           const size_t half = static_cast<size_t>(I * H) * ggml_type_size(t);
+                           std::vector<std::byte> all(2 * static_cast<size_t>(E) * half);
+                           convert_into(*ws, fused, t, all.data());
+                           for (int64_t e = 0; e < E; ++e)
+                             std::memcpy(d + e * half, all.data() + (2 * e + part) * half, half);
+                         });
                        });
       }
       copy(p + "mlp.experts.down_proj", b + "ffn_down_exps.weight", {I, H, E});
@@ -176,11 +200,13 @@ struct Mapper {
     for (const char* proj : {"gate", "up", "down"}) {
       const std::string name = fmt::format("ffn_{}_exps.weight", proj);
       std::vector<int64_t> ne = std::string(proj) == "down" ? std::vector<int64_t>{I, H, E} : std::vector<int64_t>{H, I, E};
-      out.add_tensor(b + name, GgmlType::kBF16, ne, [ws = &w, p, proj, E](std::span<std::byte> buf) {
-        const size_t each = buf.size() / static_cast<size_t>(E);
-        for (int64_t e = 0; e < E; ++e)
-          convert_into(*ws, fmt::format("{}mlp.experts.{}.{}_proj.weight", p, e, proj), GgmlType::kBF16,
-                       buf.data() + e * each);
+      const GgmlType type = type_of(name, ne);
+      out.add_tensor(b + name, type, ne, [ws = &w, p, proj, E, each_n = I * H, type](std::span<std::byte> buf) {
+        produce_as(type, buf, [&](std::byte* d, GgmlType t) {
+          const size_t each = static_cast<size_t>(each_n) * ggml_type_size(t);
+          for (int64_t e = 0; e < E; ++e)
+            convert_into(*ws, fmt::format("{}mlp.experts.{}.{}_proj.weight", p, e, proj), t, d + e * each);
+        });
       });
     }
   }
@@ -233,6 +259,12 @@ int64_t full_attention_interval(const ModelConfig& c) {
 
 }  // namespace
 
+GgufOutType parse_gguf_outtype(const std::string& name) {
+  if (name == "bf16") return GgufOutType::kBf16;
+  if (name == "q8_0") return GgufOutType::kQ8_0;
+  fail(ErrorCode::kInvalidArgument, "--outtype {}: expected bf16 or q8_0", name);
+}
+
 std::string qwen35_gguf_arch(const ModelConfig& c) {
   auto unsupported = [](const char* why) { fail(ErrorCode::kUnsupported, "GGUF export: {}", why); };
   if (c.quant.is_fp8()) unsupported("FP8 checkpoints are not exported (export the BF16 checkpoint)");
@@ -247,12 +279,14 @@ std::string qwen35_gguf_arch(const ModelConfig& c) {
   return c.is_moe ? "qwen35moe" : "qwen35";
 }
 
-void add_qwen35_model(const ModelConfig& c, const WeightSource& weights, const std::string& name, GgufWriter& out) {
+void add_qwen35_model(const ModelConfig& c, const WeightSource& weights, const std::string& name, GgufWriter& out,
+                      GgufOutType outtype) {
   const std::string arch = qwen35_gguf_arch(c);
+  const bool q8 = outtype == GgufOutType::kQ8_0;
   auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
   out.add_string("general.architecture", arch);
   out.add_string("general.name", name);
-  out.add_u32("general.file_type", kFileTypeMostlyBf16);
+  out.add_u32("general.file_type", q8 ? kFileTypeMostlyQ8_0 : kFileTypeMostlyBf16);
   out.add_u32("general.quantization_version", kQuantizationVersion);
   const std::string a = arch + ".";
   out.add_u32(a + "block_count", u32(c.num_hidden_layers));
@@ -287,7 +321,7 @@ void add_qwen35_model(const ModelConfig& c, const WeightSource& weights, const s
     out.add_u32(a + "expert_feed_forward_length", u32(c.moe_intermediate_size));
     out.add_u32(a + "expert_shared_feed_forward_length", u32(c.shared_expert_intermediate_size));
   }
-  Mapper{c, weights, out}.tensors();
+  Mapper{c, weights, out, q8 ? GgmlType::kQ8_0 : GgmlType::kBF16}.tensors();
 }
 
 }  // namespace hyllm::gguf

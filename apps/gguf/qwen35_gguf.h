@@ -22,10 +22,13 @@
 // (value head j of every key head, for j = 0..r-1), so that ggml's broadcast
 // pairs each value head with its key head.
 //
-// Element types follow the converter's BF16 output: norms, 1-D tensors,
-// ssm_a, ssm_dt, ssm_conv1d and the routers in F32, every other matrix in
-// BF16 (a BF16 checkpoint's bytes unchanged). Layouts need no transposition:
-// a row-major [rows, cols] tensor is ggml's ne = {cols, rows}.
+// Element types follow the converter's output for its --outtype: norms, 1-D
+// tensors, ssm_a, ssm_dt, ssm_conv1d and the routers in F32; every other
+// matrix (embeddings, lm_head and experts included) in BF16 (a BF16
+// checkpoint's bytes unchanged) or, with Q8_0, in ggml's Q8_0 blocks made
+// from the values after the transforms above (F16 where a row is not whole
+// blocks of 32, the converter's fallback). Layouts need no
+// transposition: a row-major [rows, cols] tensor is ggml's ne = {cols, rows}.
 
 #include <string>
 
@@ -41,9 +44,14 @@ namespace hyllm::gguf {
 // output gate, rope scaling) are kUnsupported naming the reason.
 std::string qwen35_gguf_arch(const ModelConfig& config);
 
+// The matrices' element type (llama.cpp converter's --outtype).
+enum class GgufOutType { kBf16, kQ8_0 };
+// "bf16" or "q8_0"; anything else is kInvalidArgument.
+GgufOutType parse_gguf_outtype(const std::string& name);
+
 // Adds the model's metadata and every tensor, read from `weights` while the
 // file is written (the source must outlive out.write()).
 void add_qwen35_model(const ModelConfig& config, const WeightSource& weights, const std::string& name,
-                      GgufWriter& out);
+                      GgufWriter& out, GgufOutType outtype = GgufOutType::kBf16);
 
 }  // namespace hyllm::gguf

@@ -5,6 +5,7 @@
 //
 //   hyllm export-gguf --model DIR --out FILE.gguf [--load-format auto|dummy] [--seed 0]
 //                     [--tokenizer DIR | --byte-vocab] [--dummy-router-skew 0] [--name NAME]
+//                     [--outtype bf16|q8_0]
 
 #include <fmt/format.h>
 
@@ -29,7 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ExportOptions {
-  std::string model, out, load_format = "auto", tokenizer, name;
+  std::string model, out, load_format = "auto", tokenizer, name, outtype = "bf16";
   uint64_t seed = 0;
   float dummy_router_skew = 0.0f;
   bool byte_vocab = false;
@@ -39,6 +40,7 @@ int run_export(const ExportOptions& o) {
   const fs::path dir = o.model.empty() ? default_model_dir() : fs::path(o.model);
   const ModelConfig config = load_model_config(dir);
   gguf::qwen35_gguf_arch(config);  // refuse what llama.cpp cannot load before any work
+  const gguf::GgufOutType outtype = gguf::parse_gguf_outtype(o.outtype);
   const fs::path tok_dir = o.tokenizer.empty() ? dir : fs::path(o.tokenizer);
   gguf::GgufVocab vocab;
   if (o.byte_vocab) vocab = gguf::byte_level_vocab(config.vocab_size);
@@ -50,7 +52,7 @@ int run_export(const ExportOptions& o) {
 
   gguf::GgufWriter writer;
   const std::string name = o.name.empty() ? dir.filename().string() : o.name;
-  gguf::add_qwen35_model(config, *weights, name, writer);
+  gguf::add_qwen35_model(config, *weights, name, writer, outtype);
   gguf::write_vocab(vocab, writer);
   const auto t0 = std::chrono::steady_clock::now();
   auto last = t0;
@@ -62,8 +64,9 @@ int run_export(const ExportOptions& o) {
     }
   });
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("wrote %s: %s, %zu tensors, %.2f GiB of tensor data, %zu tokens (pre-tokenizer %s), from %s in %.1f s\n",
-              o.out.c_str(), gguf::qwen35_gguf_arch(config).c_str(), writer.num_tensors(),
+  std::printf("wrote %s: %s (%s), %zu tensors, %.2f GiB of tensor data, %zu tokens (pre-tokenizer %s), from %s in "
+              "%.1f s\n",
+              o.out.c_str(), gguf::qwen35_gguf_arch(config).c_str(), o.outtype.c_str(), writer.num_tensors(),
               static_cast<double>(writer.data_bytes()) / 1073741824.0, vocab.tokens.size(), vocab.pre.c_str(),
               weights->describe().c_str(), s);
   return 0;
@@ -83,6 +86,9 @@ void setup_export(CLI::App& sub, int& exit_code) {
   sub.add_flag("--byte-vocab", o->byte_vocab,
                "No tokenizer: write the 256 byte tokens padded to vocab_size (prompts as token ids only)");
   sub.add_option("--name", o->name, "general.name (default: the model directory's name)");
+  sub.add_option("--outtype", o->outtype,
+                 "The matrices' type, as llama.cpp's converter names it: bf16, or q8_0 (ggml's 8-bit blocks)")
+      ->capture_default_str();
   sub.callback([o, &exit_code] {
     try {
       exit_code = run_export(*o);

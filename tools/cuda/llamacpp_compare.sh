@@ -20,11 +20,16 @@
 #           32, 4/8/32 prompts, no all-at-once run) for sessions with minutes
 #           to spare; the derived file is kept in $OUT and named in the table.
 #
+# A config ending in _fp8 (e.g. qwen3_5_27b_fp8) is the FP8 row: hyllm serves
+# its block-FP8 dummy weights, llama.cpp the Q8_0 export (--outtype q8_0) of
+# the BF16 config's dummy weights. Different formats and different weights:
+# speed only, no agreement stage, labelled so in the tables.
+#
 # Prints the agreement and comparison tables last; logs and JSON go to $OUT.
 #
 #   HYLLM_BIN=path/to/hyllm (CUDA build)   HYLLM_TOKENIZER=dir with a Qwen tokenizer.json
 #   HYLLM_LLAMA_ARCHIVE=.carry/llama/<source.archive.file of the peer file>.xz (or the .tar)
-#   HYLLM_LLAMA_MODELS="qwen3_5_27b qwen3_5_35b_a3b"   configs under tests/data/configs
+#   HYLLM_LLAMA_MODELS="qwen3_5_27b qwen3_5_35b_a3b"   configs under tests/data/configs (also *_fp8)
 #   HYLLM_GGUF_DIR=/dev/shm                             where the GGUF files go
 #   HYLLM_COMPARE_WORKLOAD=full|quick                   HYLLM_LLAMA_JOBS=16
 set -uo pipefail
@@ -83,21 +88,24 @@ build_stage() {
   tables+=("llama.cpp build: $((SECONDS - t0)) s with $JOBS jobs ($("$SERVER" --version 2>&1 | head -1))")
 }
 
-# gguf_for CFG: writes (once) the GGUF of hyllm's dummy weights of CFG and prints its path.
+# gguf_for CFG: writes (once) the GGUF of hyllm's dummy weights of CFG and
+# prints its path; for CFG_fp8, the Q8_0 GGUF of CFG's (BF16) dummy weights.
 gguf_for() {
-  local cfg=$1 path=$GGUF_DIR/hyllm-$1-dummy-seed0.gguf
+  local cfg=$1 outtype=bf16
+  if [[ $cfg == *_fp8 ]]; then cfg=${cfg%_fp8} outtype=q8_0; fi
+  local path=$GGUF_DIR/hyllm-$cfg-dummy-seed0-$outtype.gguf
   if [[ ! -s $path ]]; then
     # BF16: about 2 bytes per parameter (27B: 54 GB, 35B-A3B: 69 GB); the
     # default /dev/shm is half the host memory.
     echo "$cfg: $(df -h --output=avail "$GGUF_DIR" | tail -1) free in $GGUF_DIR before export" >> "$OUT/export.txt"
     local t0=$SECONDS
     if ! "$BIN" export-gguf --model "tests/data/configs/$cfg" --load-format dummy --seed 0 --tokenizer "$TOK" \
-        --out "$path" > "$OUT/export_$cfg.log" 2>&1; then
-      echo "export-gguf $cfg failed: $(tail -2 "$OUT/export_$cfg.log")" | tee -a "$OUT/export.txt" >&2
+        --outtype "$outtype" --out "$path" > "$OUT/export_${cfg}_$outtype.log" 2>&1; then
+      echo "export-gguf $cfg ($outtype) failed: $(tail -2 "$OUT/export_${cfg}_$outtype.log")" | tee -a "$OUT/export.txt" >&2
       rm -f "$path"
       return 1
     fi
-    echo "export-gguf $cfg in $((SECONDS - t0)) s: $(tail -1 "$OUT/export_$cfg.log")" >> "$OUT/export.txt"
+    echo "export-gguf $cfg ($outtype) in $((SECONDS - t0)) s: $(tail -1 "$OUT/export_${cfg}_$outtype.log")" >> "$OUT/export.txt"
   fi
   echo "$path"
 }
@@ -136,13 +144,17 @@ if [[ " $STAGES " == *" build "* ]]; then build_stage || exit 1; fi
 for cfg in $MODELS; do
   [[ " $STAGES " == *" agree "* || " $STAGES " == *" compare "* ]] || break
   gguf=$(gguf_for "$cfg") || continue
-  [[ " $STAGES " == *" agree "* ]] && agree_stage "$cfg" "$gguf"
+  if [[ $cfg == *_fp8 ]]; then
+    tables+=("$cfg: hyllm block FP8 (dummy weights) against llama.cpp Q8_0 (the Q8_0 of ${cfg%_fp8}'s BF16 dummy weights): different formats and weights, speed only")
+  elif [[ " $STAGES " == *" agree "* ]]; then
+    agree_stage "$cfg" "$gguf"
+  fi
   [[ " $STAGES " == *" compare "* ]] && compare_stage "$cfg" "$gguf"
   [[ ${HYLLM_KEEP_GGUF:-0} == 1 ]] || rm -f "$gguf"
 done
 
 [[ -f $OUT/export.txt ]] && tables=("$(cat "$OUT/export.txt")" "${tables[@]}")
 echo
-echo "================ hyllm vs llama.cpp $want_version (same weights: dummy, seed 0, BF16) ================"
+echo "================ hyllm vs llama.cpp $want_version (dummy weights, seed 0; BF16 rows on the same weights) ================"
 cat "$OUT/gpu.txt"
 for t in "${tables[@]}"; do printf '%s\n\n' "$t"; done | tee "$OUT/tables.md"

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <variant>
 
+#include "gguf/ggml_quants.h"
 #include "gguf/gguf_vocab.h"
 #include "gguf/gguf_writer.h"
 #include "gguf/qwen35_gguf.h"
@@ -144,9 +145,10 @@ ModelConfig tiny_config(bool moe) {
   return c;
 }
 
-fs::path export_tiny(const ModelConfig& c, const DummyWeights& w, const std::string& tag) {
+fs::path export_tiny(const ModelConfig& c, const DummyWeights& w, const std::string& tag,
+                     GgufOutType outtype = GgufOutType::kBf16) {
   GgufWriter out;
-  add_qwen35_model(c, w, "tiny", out);
+  add_qwen35_model(c, w, "tiny", out, outtype);
   write_vocab(byte_level_vocab(c.vocab_size), out);
   fs::path p = fs::temp_directory_path() / ("hyllm-gguf-" + tag + "-" + std::to_string(::getpid()) + ".gguf");
   out.write(p);
@@ -174,7 +176,7 @@ uint16_t source_bf16(const DummyWeights& w, const std::string& name, int64_t i) 
   return h;
 }
 
-constexpr uint32_t kF32 = 0, kBF16 = 30;
+constexpr uint32_t kF32 = 0, kF16 = 1, kQ8_0 = 8, kBF16 = 30;
 
 TEST(GgufExport, DenseHeaderMetadataAndTensorTable) {
   const ModelConfig c = tiny_config(false);
@@ -282,6 +284,109 @@ TEST(GgufExport, MoeSplitsFusedExperts) {
               source_bf16(w, fused, (e * 2 * I + I + 3) * H + 2));
   }
   fs::remove(p);
+}
+
+// ggml's Q8_0 arithmetic on hand-made blocks: d = max|x| / 127 as f16,
+// codes rounded half away from zero, a zero block all zeros.
+TEST(GgufQ8_0, QuantisesAsGgml) {
+  std::vector<float> x(3 * kQ8Block, 0.0f);
+  x[0] = 127.0f;  // block 0: d = 1, so the codes are the values rounded
+  x[1] = 2.5f;
+  x[2] = -2.5f;
+  x[3] = 0.5f;
+  x[4] = -0.49f;
+  x[5] = 126.5f;
+  for (int64_t j = 0; j < kQ8Block; ++j) x[kQ8Block + j] = 0.25f * static_cast<float>(j - 16);  // block 1: max 4
+  std::vector<std::byte> q(3 * (2 + kQ8Block));
+  quantize_q8_0(x.data(), static_cast<int64_t>(x.size()), q.data());
+  auto code = [&](int64_t i) { return static_cast<int8_t>(q[(i / kQ8Block) * 34 + 2 + i % kQ8Block]); };
+  auto scale = [&](int64_t b) {
+    uint16_t h;
+    std::memcpy(&h, q.data() + b * 34, 2);
+    return f16_to_f32(h);
+  };
+  EXPECT_EQ(scale(0), 1.0f);
+  EXPECT_EQ(code(0), 127);
+  EXPECT_EQ(code(1), 3);
+  EXPECT_EQ(code(2), -3);
+  EXPECT_EQ(code(3), 1);
+  EXPECT_EQ(code(4), 0);
+  EXPECT_EQ(code(5), 127);
+  EXPECT_EQ(scale(1), f16_to_f32(f32_to_f16(4.0f / 127.0f)));
+  EXPECT_EQ(code(kQ8Block), -127);  // -4
+  EXPECT_EQ(code(kQ8Block + 16), 0);
+  EXPECT_EQ(code(kQ8Block + 17), static_cast<int8_t>(std::round(0.25f * (1.0f / (4.0f / 127.0f)))));
+  EXPECT_EQ(scale(2), 0.0f);
+  for (int64_t j = 0; j < kQ8Block; ++j) EXPECT_EQ(code(2 * kQ8Block + j), 0);
+  // Dequantised values lie within half a step (plus d's f16 rounding) of the input.
+  for (int64_t i = 0; i < 2 * kQ8Block; ++i) {
+    const float d = scale(i / kQ8Block);
+    EXPECT_LE(std::fabs(dequantize_q8_0(q.data(), i) - x[static_cast<size_t>(i)]), 0.5f * d + 127.0f * d / 1024.0f)
+        << i;
+  }
+  x[7] = std::nanf("");
+  EXPECT_THROW(quantize_q8_0(x.data(), kQ8Block, q.data()), Error);
+  EXPECT_THROW(quantize_q8_0(x.data(), 33, q.data()), Error);
+}
+
+// --outtype q8_0: every matrix the BF16 export writes as BF16 is written as
+// ggml's Q8_0 of exactly those values (after the export's transforms: the
+// value-head reorders, the split of fused experts), the F32 tensors are the
+// same bytes, and the file type says Q8_0.
+TEST(GgufExport, Q8_0OfTheBf16ExportsMatrices) {
+  for (bool moe : {false, true}) {
+    SCOPED_TRACE(moe ? "moe" : "dense");
+    const ModelConfig c = tiny_config(moe);
+    DummyWeights w(c, 11);
+    const fs::path pb = export_tiny(c, w, moe ? "q8m-bf16" : "q8d-bf16");
+    const fs::path pq = export_tiny(c, w, moe ? "q8m-q8" : "q8d-q8", GgufOutType::kQ8_0);
+    ReadFile fb(pb), fq(pq);
+    EXPECT_EQ(fb.ints.at("general.file_type"), 32u);
+    EXPECT_EQ(fq.ints.at("general.file_type"), 7u);
+    ASSERT_EQ(fq.tensor_order, fb.tensor_order);
+    int quantised = 0, fallbacks = 0;
+    for (const std::string& name : fb.tensor_order) {
+      const ReadTensor& tb = fb.tensors.at(name);
+      const ReadTensor& tq = fq.tensors.at(name);
+      EXPECT_EQ(tq.ne, tb.ne) << name;
+      int64_t n = 1;
+      for (int64_t d : tb.ne) n *= d;
+      if (tb.type == kF32) {
+        EXPECT_EQ(tq.type, kF32) << name;
+        EXPECT_EQ(std::memcmp(fq.data(name), fb.data(name), static_cast<size_t>(n) * 4), 0) << name;
+        continue;
+      }
+      ASSERT_EQ(tb.type, kBF16) << name;
+      std::vector<float> values(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) values[static_cast<size_t>(i)] = bf16_to_f32(fb.bf16(name, i));
+      if (tb.ne[0] % kQ8Block != 0) {  // the converter's fallback: F16
+        EXPECT_EQ(tq.type, kF16) << name;
+        for (int64_t i = 0; i < n; i += 7) {
+          uint16_t h;
+          std::memcpy(&h, fq.data(name) + i * 2, 2);
+          EXPECT_EQ(h, f32_to_f16(values[static_cast<size_t>(i)])) << name << " " << i;
+        }
+        ++fallbacks;
+        continue;
+      }
+      EXPECT_EQ(tq.type, kQ8_0) << name;
+      std::vector<std::byte> want(static_cast<size_t>(n / kQ8Block * 34));
+      quantize_q8_0(values.data(), n, want.data());
+      EXPECT_EQ(std::memcmp(fq.data(name), want.data(), want.size()), 0) << name;
+      ++quantised;
+    }
+    EXPECT_GT(quantised, moe ? 20 : 15);
+    if (moe) {
+      EXPECT_EQ(fq.tensors.at("blk.1.ffn_gate_exps.weight").type, kQ8_0);
+      EXPECT_EQ(fallbacks, 4);  // the shared experts' down projections: rows of 48
+    } else {
+      EXPECT_EQ(fallbacks, 0);
+    }
+    fs::remove(pb);
+    fs::remove(pq);
+  }
+  EXPECT_EQ(parse_gguf_outtype("q8_0"), GgufOutType::kQ8_0);
+  EXPECT_THROW(parse_gguf_outtype("q4_0"), Error);
 }
 
 TEST(GgufExport, RefusesWhatLlamaCppCannotLoad) {

@@ -5,10 +5,11 @@
 #     LLAMA_SERVER names a build already made;
 #  2. writes GGUF files with `hyllm export-gguf`: the embedded model
 #     (models/hyllm-tiny: trained weights, its tokenizer; 2 key / 4 value GDN
-#     heads, so the value-head reorder is exercised), the tiny MoE test
+#     heads, so the value-head reorder is exercised), in BF16 and in Q8_0
+#     (whose bytes are also checked against llama.cpp's gguf-py), the tiny MoE test
 #     checkpoint tests/data/tiny_models/moe_flat_per_expert_tied (per-expert
 #     tensors, byte vocabulary), and hyllm's dummy weights of a small MoE
-#     config with 2 key / 4 value heads;
+#     config with 2 key / 4 value heads (BF16 and Q8_0);
 #  3. greedy agreement of hyllm and llama.cpp on each (tools/gguf/greedy_agreement.py);
 #  4. a small `hyllm bench compare` through bench/peers/llamacpp.json (its
 #     workload shrunk by tools/gguf/peer_workload.py) to check the peer's
@@ -70,8 +71,10 @@ bf16_margin=$(python3 -c "import json; print(json.load(open('$moe_ckpt/golden.js
 # name | model dir | export args | agreement args
 cases=(
   "hyllm-tiny|models/hyllm-tiny||--text-prompts --random-prompts 8 --vocab-limit 8000"
+  "hyllm-tiny-q8_0|models/hyllm-tiny|--outtype q8_0|--text-prompts --random-prompts 8 --vocab-limit 8000"
   "moe-tiny-checkpoint|$moe_ckpt|--byte-vocab|--random-prompts 6 --vocab-limit 320 --tie-margin $bf16_margin"
   "moe-dummy-seed0|$WORK/moe_dummy|--byte-vocab --load-format dummy|--random-prompts 8 --vocab-limit 512 --load-format dummy"
+  "moe-dummy-seed0-q8_0|$WORK/moe_dummy|--byte-vocab --load-format dummy --outtype q8_0|--random-prompts 8 --vocab-limit 512 --load-format dummy"
 )
 for c in "${cases[@]}"; do
   IFS='|' read -r name dir export_args agree_args <<< "$c"
@@ -89,6 +92,17 @@ for c in "${cases[@]}"; do
   [[ $rc == 0 ]] || status=1
   rows+=("| $name | $(grep '^| all' "$WORK/agree_$name.txt" | cut -d'|' -f4,5 | tr '|' ',' | tr -s ' ') | exit $rc, $(grep -o 'tie margin [0-9.]* nats' "$WORK/agree_$name.txt"), $WORK/agree_$name.txt |")
 done
+
+# The Q8_0 export byte for byte against llama.cpp's own quantiser (gguf-py
+# from the pinned source; numpy from Debian's python3-numpy).
+gguf_py=$(ls -d "$WORK"/src/*/gguf-py 2>/dev/null | head -1)
+if [[ -n $gguf_py && -s $WORK/hyllm-tiny.gguf && -s $WORK/hyllm-tiny-q8_0.gguf ]]; then
+  /usr/bin/python3 tools/gguf/q8_0_check.py --gguf-py "$gguf_py" --q8 "$WORK/hyllm-tiny-q8_0.gguf" \
+    --bf16 "$WORK/hyllm-tiny.gguf" > "$WORK/q8_0_check.txt" 2>&1
+  rc=$?
+  [[ $rc == 0 ]] || status=1
+  rows+=("| hyllm-tiny Q8_0 bytes vs gguf-py | exit $rc: $(tail -1 "$WORK/q8_0_check.txt") | |")
+fi
 
 if [[ ${HYLLM_CPU_COMPARE:-1} == 1 ]]; then
   python3 tools/gguf/peer_workload.py "$PEER" "$WORK/llamacpp-cpu.json" input_len=64 output_len=16 concurrency=1,2 \

@@ -62,6 +62,27 @@ void print_profile(SyntheticModel& m) {
   std::printf("\n");
 }
 
+// `record` captured once in a CUDA graph, then the median time of a replay
+// (two warm-up replays first).
+template <typename F>
+double median_replay_s(Backend& be, F&& record, int iters) {
+  auto g = cuda_capture_graph(be, record);
+  std::vector<double> ts;
+  for (int i = 0; i < iters + 2; ++i) {
+    be.synchronize();
+    const double t0 = now_s();
+    g->replay();
+    be.synchronize();
+    if (i >= 2) ts.push_back(now_s() - t0);
+  }
+  return median(ts);
+}
+
+// Distinct experts that T tokens of an even routing (k of E each) touch.
+double distinct_experts(double E, double k, int64_t T) {
+  return E * (1.0 - std::pow(1.0 - k / E, static_cast<double>(T)));
+}
+
 // Median over iterations: forward alone (synchronised), and forward + GPU
 // greedy sampling + token readback (a whole step as the runner would run it).
 Timing time_steps(Backend& be, SyntheticModel& m, DeviceSampler& sampler, int iters) {
@@ -84,16 +105,7 @@ Timing time_steps(Backend& be, SyntheticModel& m, DeviceSampler& sampler, int it
     step.push_back(now_s() - t0);
   }
   // The same forward captured once in a CUDA graph and replayed: no launch gaps.
-  std::vector<double> graph;
-  auto g = cuda_capture_graph(be, [&] { m.forward(); });
-  for (int i = 0; i < iters + 2; ++i) {
-    be.synchronize();
-    const double t0 = now_s();
-    g->replay();
-    be.synchronize();
-    if (i >= 2) graph.push_back(now_s() - t0);
-  }
-  return {median(fwd), median(step), median(graph)};
+  return {median(fwd), median(step), median_replay_s(be, [&] { m.forward(); }, iters)};
 }
 
 std::vector<int64_t> parse_list(const std::string& v) {
@@ -135,17 +147,9 @@ void time_moe(Backend& be, SyntheticModel& m, const ModelConfig& cfg, const std:
     be.synchronize();
     const double spread = load_spread(m.take_expert_load());
     m.count_expert_load(false);
-    auto g = cuda_capture_graph(be, [&] { m.moe_layers(T); });
-    std::vector<double> ts;
-    for (int i = 0; i < iters + 2; ++i) {
-      be.synchronize();
-      const double t0 = now_s();
-      g->replay();
-      be.synchronize();
-      if (i >= 2) ts.push_back(now_s() - t0);
-    }
-    const double per_layer = median(ts) / static_cast<double>(cfg.num_hidden_layers);
-    const double distinct = E * (1.0 - std::pow(1.0 - k / E, static_cast<double>(T)));
+    const double per_layer =
+        median_replay_s(be, [&] { m.moe_layers(T); }, iters) / static_cast<double>(cfg.num_hidden_layers);
+    const double distinct = distinct_experts(E, k, T);
     const double bytes = (distinct + 1.0) * expert_bytes + (E + 1.0) * cfg.hidden_size * 2.0;
     const double flops = 2.0 * static_cast<double>(T) * (k + 1.0) * expert_bytes / 2.0;
     std::printf("%-10lld %12.2f %12.2f %10.2f %10.1f %10.2f\n", static_cast<long long>(T), per_layer * 1e6,
@@ -158,17 +162,9 @@ void time_moe_stream_at(Backend& be, SyntheticModel& m, const ModelConfig& cfg, 
                         const char* grid, double E, double k, double expert_bytes) {
   m.moe_layers(T);  // warm-up: sizes the scratch before the capture
   be.synchronize();
-  auto g = cuda_capture_graph(be, [&] { m.moe_layers(T); });
-  std::vector<double> ts;
-  for (int i = 0; i < iters + 2; ++i) {
-    be.synchronize();
-    const double t0 = now_s();
-    g->replay();
-    be.synchronize();
-    if (i >= 2) ts.push_back(now_s() - t0);
-  }
-  const double per_layer = median(ts) / static_cast<double>(cfg.num_hidden_layers);
-  const double distinct = E * (1.0 - std::pow(1.0 - k / E, static_cast<double>(T)));
+  const double per_layer =
+      median_replay_s(be, [&] { m.moe_layers(T); }, iters) / static_cast<double>(cfg.num_hidden_layers);
+  const double distinct = distinct_experts(E, k, T);
   const double bytes = (distinct + 1.0) * expert_bytes;
   std::printf("%6lld %12s %10.2f %10.1f %12.0f %7.1f%%\n", static_cast<long long>(T), grid, per_layer * 1e6,
               bytes / 1e6, bytes / per_layer / 1e9, 100.0 * bytes / per_layer / kCopyBandwidth);
@@ -261,7 +257,7 @@ int run(int argc, char** argv) {
     double bytes = static_cast<double>(m.linear_weight_bytes() + m.lm_head_bytes());
     if (cfg.is_moe) {
       const double E = static_cast<double>(cfg.num_experts), k = static_cast<double>(cfg.num_experts_per_tok);
-      const double distinct = E * (1.0 - std::pow(1.0 - k / E, static_cast<double>(B)));
+      const double distinct = distinct_experts(E, k, B);
       bytes += cfg.num_hidden_layers * distinct * m.expert_bytes_per_layer_expert();
     }
     bytes += static_cast<double>(B) * (2.0 * m.gdn_state_bytes_per_seq() + m.kv_bytes_per_token() * (context + 1));

@@ -104,18 +104,6 @@ TEST_P(MoeTest, MatchesCpu) {
   } else {
     EXPECT_EQ(after.chunked - before.chunked, 2) << "the chunked small regime did not run";
   }
-  if (c.grouped) return;
-  // The small router's alternative grid (launch/moe.h MoeRouteSmallParams::token_tiles), same reference.
-  struct DefaultGridOnExit {
-    Backend& be;
-    ~DefaultGridOnExit() { cuda_set_moe_route_token_tiles(be, false); }
-  } restore{*gpu_};
-  cuda_set_moe_route_token_tiles(*gpu_, true);
-  run_gpu_poisoned([&] { moe(*gpu_, ga); }, {&dout, &dids, &dtw});
-  const std::string ttag = tag + " router token tiles";
-  expect_equal("moe ids (" + ttag + ")", dids, ids);
-  expect_close("moe weights (" + ttag + ")", dtw, tw, 1e-5);
-  expect_close("moe out (" + ttag + ")", dout, out, kTolMoe);
 }
 
 // 35B-A3B: E 256, top 8, H 2048, I = shared I = 512.

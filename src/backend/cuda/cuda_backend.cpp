@@ -135,12 +135,6 @@ CudaMoeCounts cuda_moe_counts(Backend& be) {
   return k->moe_counts();
 }
 
-void cuda_set_moe_route_token_tiles(Backend& be, bool on) {
-  auto* k = dynamic_cast<CudaKernels*>(&be.kernels());
-  HYLLM_CHECK(k != nullptr, "cuda_set_moe_route_token_tiles needs the cuda backend, got {}", be.name());
-  k->set_moe_route_token_tiles(on);
-}
-
 void cuda_fill_uniform(Backend& be, void* dst, DType dtype, size_t n, uint64_t seed, float mean, float scale) {
   HYLLM_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "cuda_fill_uniform: dtype {} is not f32/bf16",
               dtype_name(dtype));

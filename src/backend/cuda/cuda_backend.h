@@ -36,11 +36,6 @@ struct CudaMoeCounts {
 };
 CudaMoeCounts cuda_moe_counts(Backend& cuda_backend);
 
-// Picks the small MoE router's alternative grid (launch/moe.h
-// MoeRouteSmallParams::token_tiles) for the backend's later moe calls, so
-// that the op harness checks it and the bench times it; false is the default.
-void cuda_set_moe_route_token_tiles(Backend& cuda_backend, bool on);
-
 // The GPU sampler of a CUDA backend (backend/device_sampler.h).
 std::unique_ptr<DeviceSampler> make_cuda_sampler(Backend& cuda_backend);
 

@@ -52,8 +52,6 @@ class CudaKernels final : public Kernels {
   // into freed memory.
   uint64_t scratch_generation() const { return scratch_generation_; }
   const CudaMoeCounts& moe_counts() const { return moe_counts_; }
-  // launch/moe.h MoeRouteSmallParams::token_tiles.
-  void set_moe_route_token_tiles(bool on) { moe_route_token_tiles_ = on; }
 
  protected:
   const char* table_name() const override { return "the cuda backend"; }
@@ -77,8 +75,6 @@ class CudaKernels final : public Kernels {
   int32_t* attn_split_counters_ = nullptr;
   bool grouped_moe_ = false;
   CudaMoeCounts moe_counts_;
-  // launch/moe.h MoeRouteSmallParams::token_tiles: the default grid unless a test or bench picks the other.
-  bool moe_route_token_tiles_ = false;
 };
 
 namespace cuda_detail {

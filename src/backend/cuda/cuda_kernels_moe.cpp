@@ -170,7 +170,6 @@ void CudaKernels::moe_small(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs, i
   r.experts = static_cast<int>(E);
   r.top_k = static_cast<int>(k);
   r.shared = has_shared;
-  r.token_tiles = moe_route_token_tiles_;
   cuda::launch_moe_route_small(r, stream_);
   check_launch("moe (route)");
 

@@ -38,10 +38,11 @@ constexpr int kSmallPairs = kMoeSmallMaxTokens * kMoeMaxTopK;
 // kPerLane = the smallest per-lane logit count that holds E): unrolled over
 // every token and 1024 experts it outgrew the instruction cache, whose misses
 // then took most of a decode step's routing time. kMaxT = 1 is the batch-1
-// instance (no tile loop overhead), 4 serves any other count.
-// kTokenTiles (launch/moe.h MoeRouteSmallParams::token_tiles): grid row y
-// takes only the tokens [4y, 4y + 4) and stages only their x.
-template <int kMaxT, int kPerLane, bool kTokenTiles>
+// instance (no tile loop overhead), 4 serves any other count. Grid row y
+// takes only the tokens [kMaxT y, kMaxT (y + 1)) and stages only their x:
+// staging every token's x in every block made each block wait on T rows of
+// dependent loads before its first dot product.
+template <int kMaxT, int kPerLane>
 __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ int s_ids[kSmallPairs];
@@ -55,8 +56,8 @@ __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int chunks = H / 8;  // 16-byte chunks of a row
   // This block's tokens [t_begin, t_end); xs holds their rows from t_begin.
-  const int t_begin = kTokenTiles ? static_cast<int>(blockIdx.y) * kMaxT : 0;
-  const int t_end = kTokenTiles ? min(T, t_begin + kMaxT) : T;
+  const int t_begin = static_cast<int>(blockIdx.y) * kMaxT;
+  const int t_end = min(T, t_begin + kMaxT);
   uint4* xs = reinterpret_cast<uint4*>(smem);
   const uint4* xg = reinterpret_cast<const uint4*>(p.x) + static_cast<int64_t>(t_begin) * chunks;
   for (int c = tid; c < (t_end - t_begin) * chunks; c += blockDim.x) xs[c] = xg[c];
@@ -270,20 +271,14 @@ __global__ void __launch_bounds__(256) plan_grouped_kernel(MoePlanGroupedParams 
   }
 }
 
-template <int kMaxT, int kPerLane, bool kTokenTiles>
-void launch_route_small_grid(const MoeRouteSmallParams& p, cudaStream_t stream) {
-  const int tiles = kTokenTiles ? ceil_div(p.tokens, kMaxT) : 1;
-  const size_t smem = static_cast<size_t>(kTokenTiles ? std::min(p.tokens, kMaxT) : p.tokens) * p.hidden * 2;
-  auto kernel = route_small_kernel<kMaxT, kPerLane, kTokenTiles>;
+template <int kMaxT, int kPerLane>
+void launch_route_small_instance(const MoeRouteSmallParams& p, cudaStream_t stream) {
+  const int tiles = ceil_div(p.tokens, kMaxT);
+  const size_t smem = static_cast<size_t>(std::min(p.tokens, kMaxT)) * p.hidden * 2;
+  auto kernel = route_small_kernel<kMaxT, kPerLane>;
   allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
   const int rows = p.experts + (p.gate != nullptr ? 1 : 0);
   kernel<<<dim3(ceil_div(rows, kSmallRouteWarps), tiles), 256, smem, stream>>>(p);
-}
-
-template <int kMaxT, int kPerLane>
-void launch_route_small_instance(const MoeRouteSmallParams& p, cudaStream_t stream) {
-  if (p.token_tiles && p.tokens > kMaxT) return launch_route_small_grid<kMaxT, kPerLane, true>(p, stream);
-  launch_route_small_grid<kMaxT, kPerLane, false>(p, stream);
 }
 
 template <int kMaxT>

@@ -10,8 +10,7 @@
 // bytes of the experts they must read, and the routing's load spread.
 // --moe-stream times the small regime over every layer's distinct expert
 // weights (so that they stream from memory, not L2) at the --moe-tokens
-// counts up to 32, last, with the router's default grid and with its token
-// tiles; --moe-only skips the prefill and decode steps.
+// counts up to 32, last; --moe-only skips the prefill and decode steps.
 #include <execinfo.h>
 
 #include <algorithm>
@@ -157,41 +156,29 @@ void time_moe(Backend& be, SyntheticModel& m, const ModelConfig& cfg, const std:
   }
 }
 
-// One row of time_moe_stream: T tokens through every layer's MoE block from one graph.
-void time_moe_stream_at(Backend& be, SyntheticModel& m, const ModelConfig& cfg, int64_t T, int iters,
-                        const char* grid, double E, double k, double expert_bytes) {
-  m.moe_layers(T);  // warm-up: sizes the scratch before the capture
-  be.synchronize();
-  const double per_layer =
-      median_replay_s(be, [&] { m.moe_layers(T); }, iters) / static_cast<double>(cfg.num_hidden_layers);
-  const double distinct = distinct_experts(E, k, T);
-  const double bytes = (distinct + 1.0) * expert_bytes;
-  std::printf("%6lld %12s %10.2f %10.1f %12.0f %7.1f%%\n", static_cast<long long>(T), grid, per_layer * 1e6,
-              bytes / 1e6, bytes / per_layer / 1e9, 100.0 * bytes / per_layer / kCopyBandwidth);
-}
-
 // The small regime over all layers' distinct expert weights, so that they
 // stream from memory, not L2: per-layer time of route + up + down, and the
 // bytes of the experts an even routing reads (distinct routed experts + the
-// shared one) per second; with the router's default grid and with its token
-// tiles (launch/moe.h MoeRouteSmallParams::token_tiles).
+// shared one) per second.
 void time_moe_stream(Backend& be, SyntheticModel& m, const ModelConfig& cfg, const std::vector<int64_t>& tokens,
                      int iters) {
   std::printf("\nMoE small regime streaming its experts (route + up + down, %lld layers from one graph; expert "
-              "bytes: distinct routed experts of an even routing + shared):\n%6s %12s %10s %10s %12s %8s\n",
-              static_cast<long long>(cfg.num_hidden_layers), "T", "router grid", "us/layer", "expert MB", "GB/s",
-              "% copy");
+              "bytes: distinct routed experts of an even routing + shared):\n%6s %10s %10s %12s %8s\n",
+              static_cast<long long>(cfg.num_hidden_layers), "T", "us/layer", "expert MB", "GB/s", "% copy");
   const double E = static_cast<double>(cfg.num_experts), k = static_cast<double>(cfg.num_experts_per_tok);
   const double expert_bytes = static_cast<double>(m.expert_bytes_per_layer_expert());
   for (int64_t T : tokens) {
     if (T > 32 || T > m.max_tokens()) continue;
-    for (bool token_tiles : {false, true}) {
-      cuda_set_moe_route_token_tiles(be, token_tiles);
-      time_moe_stream_at(be, m, cfg, T, iters, token_tiles ? "token tiles" : "default", E, k, expert_bytes);
-    }
+    m.moe_layers(T);  // warm-up: sizes the scratch before the capture
+    be.synchronize();
+    const double per_layer =
+        median_replay_s(be, [&] { m.moe_layers(T); }, iters) / static_cast<double>(cfg.num_hidden_layers);
+    const double bytes = (distinct_experts(E, k, T) + 1.0) * expert_bytes;
+    std::printf("%6lld %10.2f %10.1f %12.0f %7.1f%%\n", static_cast<long long>(T), per_layer * 1e6, bytes / 1e6,
+                bytes / per_layer / 1e9, 100.0 * bytes / per_layer / kCopyBandwidth);
   }
-  cuda_set_moe_route_token_tiles(be, false);
 }
+
 int run(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: bench_cuda_step CONFIG_DIR [--prefill N] [--context N] [--batches 1,8,32] [--iters N]\n");

@@ -102,13 +102,6 @@ struct MoeRouteSmallParams {
   int experts = 0;
   int top_k = 0;
   bool shared = false;  // append the shared expert's items
-  // An alternative grid kept beside the default while it is measured against
-  // it (tests and benches pick it through cuda_set_moe_route_token_tiles,
-  // cuda_backend.h): a grid row per 4 tokens, each block staging only their
-  // x, instead of every block staging every token's x and looping over them.
-  // Removal: once an H200 measurement of the small regime has picked one, the
-  // other goes.
-  bool token_tiles = false;
 };
 void launch_moe_route_small(const MoeRouteSmallParams& p, cudaStream_t stream);
 

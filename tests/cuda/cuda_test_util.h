@@ -135,14 +135,14 @@ inline constexpr double kTolDeltaState = 1e-5;
 inline constexpr double kTolDeltaStateChunked = 2e-3;
 // Two GEMMs with bf16 roundings between them.
 inline constexpr double kTolMoe = 3e-2;
-// The grouped regime with block-FP8 experts multiplies bf16 expansions of the
-// FP8 operands (each code times its scale rounded to bf16, about 2^-9
-// relative), then rounds the SwiGLU values to e4m3 for the down projection as
-// a producer would. A SwiGLU value that differs from the CPU's by those
-// roundings can fall on the other side of an e4m3 rounding boundary: a full
-// e4m3 step (1/8 relative) for that element. The output's normalised error
-// therefore sits near 3e-2 and varies with the seed, while a wrong scale,
-// expert or row is off by order 1.
+// The grouped regime with block-FP8 experts sums each 128-code block's FP8
+// products inside the tensor cores (an accumulation narrower than fp32, where
+// the CPU sums them exactly), then rounds the SwiGLU values to e4m3 for the
+// down projection as a producer would. A SwiGLU value that differs from the
+// CPU's by that accumulation can fall on the other side of an e4m3 rounding
+// boundary: a full e4m3 step (1/8 relative) for that element. The output's
+// normalised error therefore varies with the seed well above kTolMoe's
+// two-rounding level, while a wrong scale, expert or row is off by order 1.
 inline constexpr double kTolMoeFp8Grouped = 5e-2;
 
 }  // namespace hyllm::test

@@ -132,7 +132,7 @@ void CudaKernels::moe(const MoeArgs& a) {
 void CudaKernels::moe_small(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs, int64_t t0) {
   const int64_t T = a.x.dim(0), H = a.x.dim(1), E = ptrs.experts, k = a.top_k, P = T * k;
   const bool fp8 = ptrs.gate_up_q != nullptr;
-  const bool has_shared = ptrs.shared_gate_up != nullptr || ptrs.shared_gate_up_q != nullptr;
+  const bool has_shared = ptrs.has_shared();
   const int64_t rows = P + (has_shared ? T : 0);
   const int64_t hidden_ld = std::max(ptrs.inter, ptrs.shared_inter);
   const int64_t max_items = (rows + cuda::kMoeItemRows - 1) / cuda::kMoeItemRows + std::min(E, P) + 1;
@@ -218,13 +218,13 @@ void CudaKernels::moe_small(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs, i
 void CudaKernels::moe_grouped(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs) {
   const int64_t T = a.x.dim(0), H = a.x.dim(1), E = ptrs.experts, k = a.top_k, P = T * k;
   const bool fp8 = ptrs.gate_up_q != nullptr;
-  const bool has_shared = ptrs.shared_gate_up != nullptr || ptrs.shared_gate_up_q != nullptr;
+  const bool has_shared = ptrs.has_shared();
   const bool gated = has_shared && !a.shared.gate.empty();
-  const int64_t I = ptrs.inter, Is = ptrs.shared_inter;
   const int64_t rows = P + (has_shared ? T : 0);
   const int64_t hidden_ld = std::max(ptrs.inter, ptrs.shared_inter);
-  // Rows per tile: 128 once the experts average that many rows.
-  const int tile_rows = P >= 96 * E ? 128 : 64;
+  // Rows per tile: 128 once the experts average that many rows (bf16; the
+  // FP8 kernels take 64).
+  const int tile_rows = !fp8 && P >= 96 * E ? 128 : 64;
   const int64_t slots = std::min(E, P) + 1;
   const int64_t tiles = (rows + tile_rows - 1) / tile_rows + slots;
   const int64_t up_cols = (hidden_ld + cuda::kMoeUpColTile - 1) / cuda::kMoeUpColTile;
@@ -250,13 +250,10 @@ void CudaKernels::moe_grouped(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs)
       .add(&plan.down_item_begin, E + 2)
       .add(&hidden, rows * hidden_ld)
       .add(&y, rows * H);
-  // Block-FP8 experts: their bf16 expansion (launch_moe_dequant_fp8).
-  uint16_t *deq_gate_up = nullptr, *deq_down = nullptr, *deq_shared_gate_up = nullptr, *deq_shared_down = nullptr;
-  uint16_t* deq_x = nullptr;
-  if (fp8) {
-    sc.add(&deq_gate_up, E * 2 * I * H).add(&deq_down, E * H * I).add(&deq_x, T * H);
-    if (has_shared) sc.add(&deq_shared_gate_up, 2 * Is * H).add(&deq_shared_down, H * Is);
-  }
+  // Block-FP8 experts: the hidden rows' codes and scales for the down GEMM.
+  uint8_t* hidden_q = nullptr;
+  float* hidden_scale = nullptr;
+  if (fp8) sc.add(&hidden_q, rows * hidden_ld).add(&hidden_scale, hidden_ld / kFp8BlockSize * rows);
   sc.assign(scratch(sc.bytes()));
 
   const uint16_t* x = bf(a.x);
@@ -297,49 +294,9 @@ void CudaKernels::moe_grouped(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs)
   cuda::launch_moe_plan_grouped(pp, stream_);
   check_launch("moe (plan)");
 
-  cuda::MoeExpertPtrs w = ptrs;
-  if (fp8) {
-    auto expand = [&](const uint8_t* q, const float* scale, int64_t scale_stride, uint16_t* out, int experts,
-                      int64_t rows, int64_t cols, bool skip_unrouted) {
-      cuda::MoeDequantFp8Params d;
-      d.q = q;
-      d.scale = scale;
-      d.scale_stride = scale_stride;
-      d.out = out;
-      d.counts = skip_unrouted ? plan.counts : nullptr;
-      d.experts = experts;
-      d.experts_launched = experts;
-      d.rows = to_int(rows, "expert rows");
-      d.cols = to_int(cols, "expert columns");
-      cuda::launch_moe_dequant_fp8(d, stream_);
-      check_launch("moe (fp8 experts to bf16)");
-    };
-    expand(ptrs.gate_up_q, ptrs.gate_up_scale, ptrs.gate_up_scale_stride, deq_gate_up, static_cast<int>(E), 2 * I, H,
-           true);
-    expand(ptrs.down_q, ptrs.down_scale, ptrs.down_scale_stride, deq_down, static_cast<int>(E), H, I, true);
-    w.gate_up = deq_gate_up;
-    w.down = deq_down;
-    if (has_shared) {
-      expand(ptrs.shared_gate_up_q, ptrs.shared_gate_up_scale, 0, deq_shared_gate_up, 1, 2 * Is, H, false);
-      expand(ptrs.shared_down_q, ptrs.shared_down_scale, 0, deq_shared_down, 1, H, Is, false);
-      w.shared_gate_up = deq_shared_gate_up;
-      w.shared_down = deq_shared_down;
-    }
-    w.gate_up_q = w.down_q = w.shared_gate_up_q = w.shared_down_q = nullptr;
-    cuda::MoeDequantActivationParams xa;
-    xa.q = a.xq.q.data_as<const uint8_t>();
-    xa.scale = a.xq.scale.data_as<const float>();
-    xa.scale_ld = a.xq.rows();
-    xa.out = deq_x;
-    xa.tokens = to_int(T, "tokens");
-    xa.hidden = to_int(H, "hidden size");
-    cuda::launch_moe_dequant_activation(xa, stream_);
-    check_launch("moe (fp8 input to bf16)");
-  }
-
   cuda::MoeGroupedGemmParams g;
-  g.x = fp8 ? deq_x : x;
-  g.w = w;
+  g.x = x;
+  g.w = ptrs;
   g.plan = plan;
   g.hidden = hidden;
   g.hidden_ld = static_cast<int>(hidden_ld);
@@ -351,21 +308,25 @@ void CudaKernels::moe_grouped(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs)
   g.grid = num_sms_;
   g.max_up_items = to_int(tiles * up_cols, "moe work items");
   g.max_down_items = to_int(tiles * down_cols, "moe work items");
-  cuda::launch_moe_up_grouped(g, stream_);
-  check_launch("moe (grouped gate_up)");
   if (fp8) {
-    cuda::MoeFakeQuantHiddenParams fq;
-    fq.plan = plan;
-    fq.hidden = hidden;
-    fq.hidden_ld = static_cast<int>(hidden_ld);
-    fq.experts = static_cast<int>(E);
-    fq.inter = static_cast<int>(I);
-    fq.shared_inter = static_cast<int>(Is);
-    cuda::launch_moe_fake_quant_hidden(fq, stream_);
-    check_launch("moe (fp8 rounding of the down projection's input)");
+    g.xq = a.xq.q.data_as<const uint8_t>();
+    g.x_scale = a.xq.scale.data_as<const float>();
+    g.x_scale_ld = a.xq.rows();
+    g.hidden_q = hidden_q;
+    g.hidden_scale = hidden_scale;
+    g.hidden_scale_ld = rows;
+    cuda::launch_moe_up_grouped_fp8(g, stream_);
+    check_launch("moe (grouped fp8 gate_up)");
+    cuda::launch_moe_quantize_hidden(g, stream_);
+    check_launch("moe (fp8 codes of the down projection's input)");
+    cuda::launch_moe_down_grouped_fp8(g, stream_);
+    check_launch("moe (grouped fp8 down)");
+  } else {
+    cuda::launch_moe_up_grouped(g, stream_);
+    check_launch("moe (grouped gate_up)");
+    cuda::launch_moe_down_grouped(g, stream_);
+    check_launch("moe (grouped down)");
   }
-  cuda::launch_moe_down_grouped(g, stream_);
-  check_launch("moe (grouped down)");
   cuda::launch_moe_combine(g, stream_);
   check_launch("moe (combine)");
 }

@@ -9,17 +9,15 @@
 // and moe_grouped_supported() is false for the device.
 #include "backend/cuda/dynamic_smem.cuh"
 #include "backend/cuda/moe_common.cuh"
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define HYLLM_MOE_WGMMA 1
-#endif
+#include "backend/cuda/wgmma.cuh"
 
 namespace hyllm::cuda {
 namespace {
 
+using namespace wgmma;
+
 constexpr int kBK = 64;       // bf16 per 128-byte row of a k tile
 constexpr int kBRows = 256;   // weight rows per tile: 128 gate + 128 up, or 256 down
-constexpr int kRowBytes = 128;
 static_assert(kMoeUpColTile * 2 == kBRows && kMoeDownColTile == kBRows, "tile shapes");
 
 template <int NWG>
@@ -33,30 +31,7 @@ struct Tiles {
   static constexpr size_t kSmem = static_cast<size_t>(kStages) * kStageBytes + 1024;  // + alignment slack
 };
 
-// Shared-memory matrix descriptor of a K-major tile with 128-byte rows in the
-// 128-byte swizzle (8-row atoms of 1024 bytes, base 1024-aligned).
-__device__ __forceinline__ uint64_t smem_desc(const void* p) {
-  const uint64_t addr = smem_addr(p);
-  return ((addr & 0x3FFFFu) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
-}
-
-// Byte offset of 16-byte chunk c of row r in a 128-byte-swizzled tile.
-__device__ __forceinline__ int swizzled(int r, int c) { return r * kRowBytes + ((c ^ (r & 7)) << 4); }
-
-__device__ __forceinline__ void fence_operands(float (&d)[64]) {
-#pragma unroll
-  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-#ifdef HYLLM_MOE_WGMMA
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
+#ifdef HYLLM_WGMMA
 // D[64 x 128] (+)= A[64 x 16] B[16 x 128], bf16 operands from shared memory,
 // fp32 accumulators; scale_d 0 overwrites D.
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t a, uint64_t b, int scale_d) {
@@ -85,7 +60,7 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t a, uin
 // Otherwise A = hidden rows, B = down rows [n0, n0 + 256), output y.
 template <int NWG, bool kUp>
 __global__ void __launch_bounds__(NWG * 128, 1) grouped_gemm_kernel(MoeGroupedGemmParams p) {
-#ifdef HYLLM_MOE_WGMMA
+#ifdef HYLLM_WGMMA
   using L = Tiles<NWG>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
@@ -165,25 +140,25 @@ __global__ void __launch_bounds__(NWG * 128, 1) grouped_gemm_kernel(MoeGroupedGe
       const uint64_t db1 = smem_desc(stage + L::kAStage + 128 * kRowBytes);
       fence_operands(acc0);
       fence_operands(acc1);
-      wgmma_fence();
+      fence();
 #pragma unroll
       for (int k16 = 0; k16 < kBK / 16; ++k16) {
         const int sc = (kt > 0 || k16 > 0) ? 1 : 0;
         wgmma_m64n128k16(acc0, da + 2 * k16, db0 + 2 * k16, sc);
         wgmma_m64n128k16(acc1, da + 2 * k16, db1 + 2 * k16, sc);
       }
-      wgmma_commit();
+      commit();
       fence_operands(acc0);
       fence_operands(acc1);
       // The MMAs of k tile kt - 1 are done in this warpgroup, and (after the
       // next barrier) those of kt - 2 in every warpgroup: the stage of kt - 2
       // may be refilled.
-      wgmma_wait<1>();
+      wait<1>();
       const int next = kt + L::kStages - 2;
       if (next < ktiles) load(next % L::kStages, next);
       cp_async_commit();
     }
-    wgmma_wait<0>();
+    wait<0>();
     fence_operands(acc0);
     fence_operands(acc1);
     // Accumulator j: row 16 warp + lane / 4 + 8 ((j / 2) % 2), column 8 (j / 4) + 2 (lane % 4) + j % 2.
@@ -217,7 +192,7 @@ __global__ void __launch_bounds__(256) combine_kernel(MoeGroupedGemmParams p) {
   __shared__ int s_pos[kMoeMaxTopK];
   __shared__ float s_w[kMoeMaxTopK + 1];
   const int t = blockIdx.x, k = p.top_k, H = p.w.hidden, P = p.tokens * k;
-  const bool shared = p.w.shared_gate_up != nullptr;
+  const bool shared = p.w.has_shared();
   if (threadIdx.x < k) {
     const int pos = p.plan.token_pos[t * k + threadIdx.x];
     int rank = 0;

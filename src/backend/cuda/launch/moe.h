@@ -73,6 +73,7 @@ struct MoeExpertPtrs {
   int hidden = 0;
   int inter = 0;
   int shared_inter = 0;
+  __host__ __device__ bool has_shared() const { return shared_gate_up != nullptr || shared_gate_up_q != nullptr; }
 };
 
 // Work items of the small kernels and the per-token routing, in scratch.
@@ -207,6 +208,15 @@ struct MoeGroupedGemmParams {
   MoeGroupedPlan plan;
   uint16_t* hidden = nullptr;  // [T * top_k + T, hidden_ld]
   int hidden_ld = 0;
+  // Block-FP8 experts: x's codes [T, H] and group-major scales [H / 128,
+  // x_scale_ld]; the hidden rows' codes [T * top_k + T, hidden_ld] and scales
+  // [hidden_ld / 128, hidden_scale_ld] (launch_moe_quantize_hidden).
+  const uint8_t* xq = nullptr;
+  const float* x_scale = nullptr;
+  int64_t x_scale_ld = 0;
+  uint8_t* hidden_q = nullptr;
+  float* hidden_scale = nullptr;
+  int64_t hidden_scale_ld = 0;
   uint16_t* y = nullptr;       // [T * top_k + T, H]
   uint16_t* out = nullptr;     // [T, H]
   int tokens = 0;
@@ -225,49 +235,15 @@ void launch_moe_up_grouped(const MoeGroupedGemmParams& p, cudaStream_t stream);
 void launch_moe_down_grouped(const MoeGroupedGemmParams& p, cudaStream_t stream);
 void launch_moe_combine(const MoeGroupedGemmParams& p, cudaStream_t stream);
 
-// Block-FP8 experts expanded to bf16 for the grouped GEMMs:
-// out[e] = bf16(code * scale of its 128 x 128 block) for experts
-// [0, experts_launched), each [rows, cols] (cols a multiple of 128). Experts
-// below `experts` whose count is 0 are skipped (counts may be null).
-struct MoeDequantFp8Params {
-  const uint8_t* q = nullptr;
-  const float* scale = nullptr;
-  int64_t scale_stride = 0;  // floats between experts' scale grids
-  uint16_t* out = nullptr;
-  const int32_t* counts = nullptr;
-  int experts = 0;
-  int experts_launched = 0;
-  int rows = 0;
-  int cols = 0;
-};
-void launch_moe_dequant_fp8(const MoeDequantFp8Params& p, cudaStream_t stream);
-
-// The experts' FP8 input (codes [tokens, hidden], group-major scales
-// [hidden / 128, scale_ld]) as bf16 values, so that the grouped GEMMs compute
-// what the FP8 kernels compute: FP8 weights times FP8 activations.
-struct MoeDequantActivationParams {
-  const uint8_t* q = nullptr;
-  const float* scale = nullptr;
-  int64_t scale_ld = 0;
-  uint16_t* out = nullptr;
-  int tokens = 0;
-  int hidden = 0;
-};
-void launch_moe_dequant_activation(const MoeDequantActivationParams& p, cudaStream_t stream);
-
-// The grouped regime's SwiGLU rows (MoeGroupedGemmParams::hidden) rounded in
-// place as the FP8 down projection's input: per row and 128 columns, the
-// values become e4m3 codes times their group scale (fp8_common.cuh), kept in
-// bf16, so the bf16 down GEMM multiplies what an FP8 GEMM would. Routed rows
-// have `inter` columns, the shared expert's rows `shared_inter`.
-struct MoeFakeQuantHiddenParams {
-  MoeGroupedPlan plan;
-  uint16_t* hidden = nullptr;
-  int hidden_ld = 0;
-  int experts = 0;
-  int inter = 0;
-  int shared_inter = 0;
-};
-void launch_moe_fake_quant_hidden(const MoeFakeQuantHiddenParams& p, cudaStream_t stream);
+// The grouped GEMMs for block-FP8 experts (w's _q and _scale pointers),
+// e4m3 operands in the MMAs (moe_grouped_fp8.cu): tile_rows must be 64, and
+// H, inter and shared_inter multiples of 128. Between them,
+// launch_moe_quantize_hidden quantises the SwiGLU rows as a producer would
+// (per row and 128 columns, the CPU quantiser's arithmetic) into hidden_q /
+// hidden_scale; routed rows have `inter` columns, the shared expert's rows
+// `shared_inter`.
+void launch_moe_up_grouped_fp8(const MoeGroupedGemmParams& p, cudaStream_t stream);
+void launch_moe_quantize_hidden(const MoeGroupedGemmParams& p, cudaStream_t stream);
+void launch_moe_down_grouped_fp8(const MoeGroupedGemmParams& p, cudaStream_t stream);
 
 }  // namespace hyllm::cuda

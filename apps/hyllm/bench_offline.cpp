@@ -135,11 +135,14 @@ void setup_latency(CLI::App& bench, int& exit_code) {
     if (input_len < 1 || output_len < 2 || batch_size < 1 || iters < 1)
       fail(ErrorCode::kInvalidArgument, "--input-len, --batch-size, --num-iters must be positive; --output-len at least 2");
     InProcessEngine e = build_engine(ef);
-    auto prompts = random_prompts(batch_size, input_len, usable_vocab(e), ef.seed);
     std::vector<double> latencies, prefills, steps;
     ExecutorTimes before;
     for (int it = -warmup; it < iters; ++it) {
       if (it == 0) before = e.executor->times();
+      // New prompts each iteration: the same ones would hit the prefix cache
+      // from the second iteration on, and the prefill would measure a lookup.
+      const auto prompts =
+          random_prompts(batch_size, input_len, usable_vocab(e), ef.seed + static_cast<uint64_t>(it + warmup));
       auto times = run_batch(*e.engine, prompts, output_len, fmt::format("latency{}", it));
       if (it < 0) continue;
       double end = 0, first = 0;

@@ -308,4 +308,50 @@ __device__ __forceinline__ void split_combine(const MoeSmallParams& p, float* pa
   }
 }
 
+// Work item `item` of a grouped GEMM (launch/moe.h MoeGroupedPlan): its
+// slot's expert (experts = the shared expert) and first row position, the
+// item's rows [m0, m0 + nrows) of the slot and its column tile (a slot's
+// items take the row tiles fastest).
+struct GroupedItem {
+  int expert;
+  bool shared;
+  int inter;  // the expert's intermediate size
+  int pos_begin;
+  int m0;
+  int nrows;
+  int col_tile;
+};
+
+template <int kRows>
+__device__ __forceinline__ GroupedItem grouped_item(const MoeGroupedGemmParams& p, const int32_t* item_begin,
+                                                    int num_slots, int item) {
+  int lo = 0, hi = num_slots - 1;  // the last slot whose items begin at or before `item`
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (item_begin[mid] <= item) lo = mid;
+    else hi = mid - 1;
+  }
+  GroupedItem it;
+  it.expert = p.plan.slot_expert[lo];
+  it.shared = it.expert == p.w.experts;
+  it.inter = it.shared ? p.w.shared_inter : p.w.inter;
+  it.pos_begin = p.plan.slot_pos[lo];
+  const int rows = p.plan.slot_rows[lo], mtiles = (rows + kRows - 1) / kRows, local = item - item_begin[lo];
+  it.m0 = (local % mtiles) * kRows;
+  it.nrows = min(kRows, rows - it.m0);
+  it.col_tile = local / mtiles;
+  return it;
+}
+
+// The sources of the item's A rows: token ids (kUp: rows of x) or row
+// positions (rows of the hidden activations), -1 past its rows. The block's
+// threads write them; the caller synchronises.
+template <bool kUp, int kRows>
+__device__ __forceinline__ void stage_item_rows(const MoeGroupedPlan& pl, const GroupedItem& it, int* s_rows) {
+  for (int r = threadIdx.x; r < kRows; r += blockDim.x) {
+    const int pos = it.pos_begin + it.m0 + r;
+    s_rows[r] = r < it.nrows ? (kUp ? pl.sorted_token[pos] : pos) : -1;
+  }
+}
+
 }  // namespace hyllm::cuda::moe_detail

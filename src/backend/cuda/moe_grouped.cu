@@ -31,29 +31,6 @@ struct Tiles {
   static constexpr size_t kSmem = static_cast<size_t>(kStages) * kStageBytes + 1024;  // + alignment slack
 };
 
-#ifdef HYLLM_WGMMA
-// D[64 x 128] (+)= A[64 x 16] B[16 x 128], bf16 operands from shared memory,
-// fp32 accumulators; scale_d 0 overwrites D.
-__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t a, uint64_t b, int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(a), "l"(b), "r"(scale_d));
-}
-#endif
 
 // Block = one work item at a time. kUp: A = x rows by token, B = gate rows
 // [n0, n0 + 128) then up rows [I + n0, ...), output SwiGLU into hidden.
@@ -72,29 +49,17 @@ __global__ void __launch_bounds__(NWG * 128, 1) grouped_gemm_kernel(MoeGroupedGe
   const int tid = threadIdx.x, wg = tid >> 7, wl = tid & 127, warp = wl >> 5, lane = tid & 31;
   const int H = p.w.hidden;
   for (int item = blockIdx.x; item < total; item += gridDim.x) {
-    int lo = 0, hi = num_slots - 1;  // the last slot whose items begin at or before `item`
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) >> 1;
-      if (item_begin[mid] <= item) lo = mid;
-      else hi = mid - 1;
-    }
-    const int e = pl.slot_expert[lo], rows = pl.slot_rows[lo], pos_begin = pl.slot_pos[lo];
-    const bool shared = e == p.w.experts;
-    const int I = shared ? p.w.shared_inter : p.w.inter;
-    const int mtiles = (rows + L::kRows - 1) / L::kRows;
-    const int local = item - item_begin[lo];
-    const int m0 = (local % mtiles) * L::kRows, nrows = min(L::kRows, rows - m0);
-    const int n0 = (local / mtiles) * (kUp ? kMoeUpColTile : kMoeDownColTile);
+    const moe_detail::GroupedItem it = moe_detail::grouped_item<L::kRows>(p, item_begin, num_slots, item);
+    const int e = it.expert, I = it.inter, m0 = it.m0, nrows = it.nrows, pos_begin = it.pos_begin;
+    const bool shared = it.shared;
+    const int n0 = it.col_tile * (kUp ? kMoeUpColTile : kMoeDownColTile);
     const int K = kUp ? H : I;
     const uint16_t* W = kUp ? (shared ? p.w.shared_gate_up : p.w.gate_up + e * p.w.gate_up_stride)
                             : (shared ? p.w.shared_down : p.w.down + e * p.w.down_stride);
     const uint16_t* A = kUp ? p.x : p.hidden;
     const int64_t lda = kUp ? H : p.hidden_ld;
     __syncthreads();  // the previous item is done with s_rows and the stages
-    for (int r = tid; r < L::kRows; r += L::kThreads) {
-      const int pos = pos_begin + m0 + r;
-      s_rows[r] = r < nrows ? (kUp ? pl.sorted_token[pos] : pos) : -1;
-    }
+    moe_detail::stage_item_rows<kUp, L::kRows>(pl, it, s_rows);
     __syncthreads();
     const int ktiles = (K + kBK - 1) / kBK;
     auto load = [&](int stage, int kt) {
@@ -144,8 +109,8 @@ __global__ void __launch_bounds__(NWG * 128, 1) grouped_gemm_kernel(MoeGroupedGe
 #pragma unroll
       for (int k16 = 0; k16 < kBK / 16; ++k16) {
         const int sc = (kt > 0 || k16 > 0) ? 1 : 0;
-        wgmma_m64n128k16(acc0, da + 2 * k16, db0 + 2 * k16, sc);
-        wgmma_m64n128k16(acc1, da + 2 * k16, db1 + 2 * k16, sc);
+        m64n128k16_bf16(acc0, da + 2 * k16, db0 + 2 * k16, sc);
+        m64n128k16_bf16(acc1, da + 2 * k16, db1 + 2 * k16, sc);
       }
       commit();
       fence_operands(acc0);

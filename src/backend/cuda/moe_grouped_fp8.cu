@@ -43,29 +43,6 @@ constexpr size_t kSmem = static_cast<size_t>(kStages) * kStageBytes + 1024;  // 
 static_assert(kMoeUpColTile == 128 && kMoeDownColTile == kBRows, "tile shapes");
 static_assert(kBK == kFp8Group, "a k tile is one scale block");
 
-#ifdef HYLLM_WGMMA
-// D[64 x 128] (+)= A[64 x 32] B[32 x 128], e4m3 operands from shared memory
-// (both K-major), fp32 accumulators; scale_d 0 overwrites D.
-__device__ __forceinline__ void wgmma_m64n128k32_e4m3(float (&d)[64], uint64_t a, uint64_t b, int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-      "}, %64, %65, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(a), "l"(b), "r"(scale_d));
-}
-#endif
 
 // kUp: A = x's codes gathered by token, output SwiGLU into hidden (bf16).
 // Otherwise A = the hidden rows' codes, output y.
@@ -82,19 +59,10 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_fp8_kernel(MoeGroupedGemm
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
   const int H = p.w.hidden;
   for (int item = blockIdx.x; item < total; item += gridDim.x) {
-    int lo = 0, hi = num_slots - 1;  // the last slot whose items begin at or before `item`
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) >> 1;
-      if (item_begin[mid] <= item) lo = mid;
-      else hi = mid - 1;
-    }
-    const int e = pl.slot_expert[lo], rows = pl.slot_rows[lo], pos_begin = pl.slot_pos[lo];
-    const bool shared = e == p.w.experts;
-    const int I = shared ? p.w.shared_inter : p.w.inter;
-    const int mtiles = (rows + kRows - 1) / kRows;
-    const int local = item - item_begin[lo];
-    const int m0 = (local % mtiles) * kRows, nrows = min(kRows, rows - m0);
-    const int n0 = (local / mtiles) * (kUp ? kMoeUpColTile : kMoeDownColTile);
+    const moe_detail::GroupedItem it = moe_detail::grouped_item<kRows>(p, item_begin, num_slots, item);
+    const int e = it.expert, I = it.inter, m0 = it.m0, nrows = it.nrows, pos_begin = it.pos_begin;
+    const bool shared = it.shared;
+    const int n0 = it.col_tile * (kUp ? kMoeUpColTile : kMoeDownColTile);
     const int K = kUp ? H : I;
     const int kblocks = K / kBK;
     const uint8_t* W;
@@ -111,10 +79,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_fp8_kernel(MoeGroupedGemm
     const float* as = kUp ? p.x_scale : p.hidden_scale;
     const int64_t as_ld = kUp ? p.x_scale_ld : p.hidden_scale_ld;
     __syncthreads();  // the previous item is done with s_rows and the stages
-    for (int r = tid; r < kRows; r += kThreads) {
-      const int pos = pos_begin + m0 + r;
-      s_rows[r] = r < nrows ? (kUp ? pl.sorted_token[pos] : pos) : -1;
-    }
+    moe_detail::stage_item_rows<kUp, kRows>(pl, it, s_rows);
     __syncthreads();
     auto load = [&](int stage, int kt) {
       uint8_t* sa = smem + stage * kStageBytes;
@@ -162,7 +127,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_fp8_kernel(MoeGroupedGemm
       fence_operands(part);
       fence();
 #pragma unroll
-      for (int k32 = 0; k32 < kBK / 32; ++k32) wgmma_m64n128k32_e4m3(part, da + 2 * k32, db + 2 * k32, k32);
+      for (int k32 = 0; k32 < kBK / 32; ++k32) m64n128k32_e4m3(part, da + 2 * k32, db + 2 * k32, k32);
       commit();
       // This block's scales, loaded while the MMAs run.
       const float sa0 = src0 >= 0 ? __ldg(as + kt * as_ld + src0) : 0.0f;

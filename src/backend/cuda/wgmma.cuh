@@ -1,8 +1,8 @@
 #pragma once
 // Warpgroup MMA (wgmma) plumbing shared by the sm_90a GEMM kernels: the
-// m64n128 bf16 and e4m3 MMAs, shared
-// memory descriptors of K-major tiles with 128-byte rows in the 128-byte
-// swizzle, the fences and the commit / wait of the async MMAs. Kernels that
+// m64n128 bf16 and e4m3 MMAs, shared memory descriptors of K-major tiles with
+// 128-byte rows in the 128-byte swizzle, the fences and the commit / wait of
+// the async MMAs. Kernels that
 // use them compile them only where HYLLM_WGMMA is defined (sm_90a); other
 // architectures in the build get empty kernels.
 #include <cstdint>

@@ -248,9 +248,9 @@ void CudaKernels::moe_grouped(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs)
       .add(&plan.slot_rows, E + 1)
       .add(&plan.up_item_begin, E + 2)
       .add(&plan.down_item_begin, E + 2)
-      .add(&hidden, rows * hidden_ld)
+      .add(&hidden, fp8 ? 0 : rows * hidden_ld)
       .add(&y, rows * H);
-  // Block-FP8 experts: the hidden rows' codes and scales for the down GEMM.
+  // Block-FP8 experts: the hidden rows as codes and scales only.
   uint8_t* hidden_q = nullptr;
   float* hidden_scale = nullptr;
   if (fp8) sc.add(&hidden_q, rows * hidden_ld).add(&hidden_scale, hidden_ld / kFp8BlockSize * rows);
@@ -317,8 +317,6 @@ void CudaKernels::moe_grouped(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs)
     g.hidden_scale_ld = rows;
     cuda::launch_moe_up_grouped_fp8(g, stream_);
     check_launch("moe (grouped fp8 gate_up)");
-    cuda::launch_moe_quantize_hidden(g, stream_);
-    check_launch("moe (fp8 codes of the down projection's input)");
     cuda::launch_moe_down_grouped_fp8(g, stream_);
     check_launch("moe (grouped fp8 down)");
   } else {

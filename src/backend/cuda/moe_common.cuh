@@ -320,6 +320,15 @@ struct GroupedItem {
   int m0;
   int nrows;
   int col_tile;
+
+  // The source of the item's A row r: a token (kUp: a row of x) or a row
+  // position (a row of the hidden activations); -1 past its rows.
+  template <bool kUp>
+  __device__ __forceinline__ int row_source(const MoeGroupedPlan& pl, int r) const {
+    if (r >= nrows) return -1;
+    const int pos = pos_begin + m0 + r;
+    return kUp ? pl.sorted_token[pos] : pos;
+  }
 };
 
 template <int kRows>
@@ -341,17 +350,6 @@ __device__ __forceinline__ GroupedItem grouped_item(const MoeGroupedGemmParams& 
   it.nrows = min(kRows, rows - it.m0);
   it.col_tile = local / mtiles;
   return it;
-}
-
-// The sources of the item's A rows: token ids (kUp: rows of x) or row
-// positions (rows of the hidden activations), -1 past its rows. The block's
-// threads write them; the caller synchronises.
-template <bool kUp, int kRows>
-__device__ __forceinline__ void stage_item_rows(const MoeGroupedPlan& pl, const GroupedItem& it, int* s_rows) {
-  for (int r = threadIdx.x; r < kRows; r += blockDim.x) {
-    const int pos = it.pos_begin + it.m0 + r;
-    s_rows[r] = r < it.nrows ? (kUp ? pl.sorted_token[pos] : pos) : -1;
-  }
 }
 
 }  // namespace hyllm::cuda::moe_detail

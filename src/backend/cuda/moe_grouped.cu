@@ -32,47 +32,62 @@ struct Tiles {
 };
 
 
-// Block = one work item at a time. kUp: A = x rows by token, B = gate rows
-// [n0, n0 + 128) then up rows [I + n0, ...), output SwiGLU into hidden.
-// Otherwise A = hidden rows, B = down rows [n0, n0 + 256), output y.
+// Block = a stream of work items, the copies running kStages - 2 k tiles
+// ahead of the MMAs across item boundaries (moe_grouped_fp8.cu says why).
+// kUp: A = x rows by token, B = gate rows [n0, n0 + 128) then up rows
+// [I + n0, ...), output SwiGLU into hidden. Otherwise A = hidden rows, B =
+// down rows [n0, n0 + 256), output y.
 template <int NWG, bool kUp>
 __global__ void __launch_bounds__(NWG * 128, 1) grouped_gemm_kernel(MoeGroupedGemmParams p) {
 #ifdef HYLLM_WGMMA
   using L = Tiles<NWG>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  __shared__ int s_rows[L::kRows];
   const MoeGroupedPlan& pl = p.plan;
   const int num_slots = *pl.num_slots;
   const int32_t* item_begin = kUp ? pl.up_item_begin : pl.down_item_begin;
   const int total = item_begin[num_slots];
   const int tid = threadIdx.x, wg = tid >> 7, wl = tid & 127, warp = wl >> 5, lane = tid & 31;
   const int H = p.w.hidden;
-  for (int item = blockIdx.x; item < total; item += gridDim.x) {
-    const moe_detail::GroupedItem it = moe_detail::grouped_item<L::kRows>(p, item_begin, num_slots, item);
-    const int e = it.expert, I = it.inter, m0 = it.m0, nrows = it.nrows, pos_begin = it.pos_begin;
-    const bool shared = it.shared;
-    const int n0 = it.col_tile * (kUp ? kMoeUpColTile : kMoeDownColTile);
-    const int K = kUp ? H : I;
-    const uint16_t* W = kUp ? (shared ? p.w.shared_gate_up : p.w.gate_up + e * p.w.gate_up_stride)
-                            : (shared ? p.w.shared_down : p.w.down + e * p.w.down_stride);
-    const uint16_t* A = kUp ? p.x : p.hidden;
-    const int64_t lda = kUp ? H : p.hidden_ld;
-    __syncthreads();  // the previous item is done with s_rows and the stages
-    moe_detail::stage_item_rows<kUp, L::kRows>(pl, it, s_rows);
-    __syncthreads();
-    const int ktiles = (K + kBK - 1) / kBK;
-    auto load = [&](int stage, int kt) {
+  const uint16_t* A = kUp ? p.x : p.hidden;
+  const int64_t lda = kUp ? H : p.hidden_ld;
+  auto item_at = [&](int item) {
+    return moe_detail::grouped_item<L::kRows>(p, item_begin, num_slots, item);
+  };
+  auto weights_of = [&](const moe_detail::GroupedItem& it) {
+    return kUp ? (it.shared ? p.w.shared_gate_up : p.w.gate_up + it.expert * p.w.gate_up_stride)
+               : (it.shared ? p.w.shared_down : p.w.down + it.expert * p.w.down_stride);
+  };
+
+  // The loader: item `li`, k tile `lk`. This thread copies 16-byte chunk
+  // tid % 8 of A rows tid / 8 + j kARowStep, whose sources it keeps.
+  constexpr int kAChunks = L::kRows * 8 / L::kThreads, kARowStep = L::kThreads / 8;
+  int li = blockIdx.x, lk = 0;
+  moe_detail::GroupedItem lit = item_at(li < total ? li : 0);
+  int a_src[kAChunks];
+  auto stage_sources = [&] {
+#pragma unroll
+    for (int j = 0; j < kAChunks; ++j) a_src[j] = li < total ? lit.row_source<kUp>(pl, (tid >> 3) + j * kARowStep) : -1;
+  };
+  stage_sources();
+  // Copies the next k tile into `stage` (nothing past the last item), then
+  // advances the loader; one commit group per call either way.
+  auto load_next = [&](int stage) {
+    if (li < total) {
       uint8_t* sa = smem + stage * L::kStageBytes;
       uint8_t* sb = sa + L::kAStage;
-      const int k0 = kt * kBK;
-      for (int i = tid; i < L::kRows * 8; i += L::kThreads) {
-        const int r = i >> 3, c = i & 7, kc = k0 + c * 8, src = s_rows[r];
+      const int K = kUp ? H : lit.inter, I = lit.inter;
+      const int n0 = lit.col_tile * (kUp ? kMoeUpColTile : kMoeDownColTile);
+      const uint16_t* W = weights_of(lit);
+      const int kc = lk * kBK + (tid & 7) * 8;
+#pragma unroll
+      for (int j = 0; j < kAChunks; ++j) {
+        const int r = (tid >> 3) + j * kARowStep, src = a_src[j];
         const bool ok = src >= 0 && kc < K;
-        cp_async16(sa + swizzled(r, c), A + (ok ? src * lda + kc : 0), ok);
+        cp_async16(sa + swizzled(r, tid & 7), A + (ok ? src * lda + kc : 0), ok);
       }
       for (int i = tid; i < kBRows * 8; i += L::kThreads) {
-        const int r = i >> 3, c = i & 7, kc = k0 + c * 8;
+        const int r = i >> 3, c = i & 7, kb = lk * kBK + c * 8;
         int wrow;
         bool ok;
         if (kUp) {
@@ -83,23 +98,37 @@ __global__ void __launch_bounds__(NWG * 128, 1) grouped_gemm_kernel(MoeGroupedGe
           wrow = n0 + r;
           ok = wrow < H;
         }
-        ok = ok && kc < K;
-        cp_async16(sb + swizzled(r, c), W + (ok ? static_cast<int64_t>(wrow) * K + kc : 0), ok);
+        ok = ok && kb < K;
+        cp_async16(sb + swizzled(r, c), W + (ok ? static_cast<int64_t>(wrow) * K + kb : 0), ok);
       }
-    };
+      if (++lk == (K + kBK - 1) / kBK) {
+        lk = 0;
+        li += gridDim.x;
+        if (li < total) {
+          lit = item_at(li);
+          stage_sources();
+        }
+      }
+    }
+    cp_async_commit();
+  };
+#pragma unroll
+  for (int st = 0; st < L::kStages - 2; ++st) load_next(st);
+
+  int step = 0;  // this block's k tiles so far: step s's tiles are in stage s % kStages
+  for (int item = blockIdx.x; item < total; item += gridDim.x) {
+    const moe_detail::GroupedItem it = item_at(item);
+    const int I = it.inter, m0 = it.m0, nrows = it.nrows, pos_begin = it.pos_begin;
+    const int n0 = it.col_tile * (kUp ? kMoeUpColTile : kMoeDownColTile);
+    const int ktiles = ((kUp ? H : I) + kBK - 1) / kBK;
     float acc0[64], acc1[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc0[i] = acc1[i] = 0.0f;
-#pragma unroll
-    for (int st = 0; st < L::kStages - 2; ++st) {
-      if (st < ktiles) load(st, st);
-      cp_async_commit();
-    }
-    for (int kt = 0; kt < ktiles; ++kt) {
+    for (int kt = 0; kt < ktiles; ++kt, ++step) {
       cp_async_wait<L::kStages - 3>();
       fence_proxy_async();
       __syncthreads();
-      const uint8_t* stage = smem + (kt % L::kStages) * L::kStageBytes;
+      const uint8_t* stage = smem + (step % L::kStages) * L::kStageBytes;
       const uint64_t da = smem_desc(stage + wg * 64 * kRowBytes);
       const uint64_t db0 = smem_desc(stage + L::kAStage);
       const uint64_t db1 = smem_desc(stage + L::kAStage + 128 * kRowBytes);
@@ -108,20 +137,18 @@ __global__ void __launch_bounds__(NWG * 128, 1) grouped_gemm_kernel(MoeGroupedGe
       fence();
 #pragma unroll
       for (int k16 = 0; k16 < kBK / 16; ++k16) {
-        const int sc = (kt > 0 || k16 > 0) ? 1 : 0;
+        const int sc = (kt > 0 || k16 > 0) ? 1 : 0;  // the item's first MMA overwrites
         m64n128k16_bf16(acc0, da + 2 * k16, db0 + 2 * k16, sc);
         m64n128k16_bf16(acc1, da + 2 * k16, db1 + 2 * k16, sc);
       }
       commit();
       fence_operands(acc0);
       fence_operands(acc1);
-      // The MMAs of k tile kt - 1 are done in this warpgroup, and (after the
-      // next barrier) those of kt - 2 in every warpgroup: the stage of kt - 2
-      // may be refilled.
+      // The MMAs of the previous step are done in this warpgroup, and (after
+      // the next barrier) those of the step before it in every warpgroup:
+      // that step's stage may be refilled.
       wait<1>();
-      const int next = kt + L::kStages - 2;
-      if (next < ktiles) load(next % L::kStages, next);
-      cp_async_commit();
+      load_next((step + L::kStages - 2) % L::kStages);
     }
     wait<0>();
     fence_operands(acc0);
@@ -148,6 +175,7 @@ __global__ void __launch_bounds__(NWG * 128, 1) grouped_gemm_kernel(MoeGroupedGe
       }
     }
   }
+  cp_async_wait<0>();
 #endif
 }
 

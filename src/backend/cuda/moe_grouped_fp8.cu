@@ -3,9 +3,8 @@
 // The same persistent walk over the plan's work items as moe_grouped.cu
 // (expert slot, 128 intermediate or 256 output columns, here always 64 rows),
 // but both operands stay e4m3 in memory and in the MMAs: the rows of x as
-// the producer norm quantised them, or the SwiGLU rows as
-// launch_moe_quantize_hidden quantised them, and the experts' codes as
-// stored. Prefill is bound by reading every expert's weights once per layer,
+// the producer norm quantised them, or the SwiGLU rows as the gate_up
+// epilogue quantised them, and the experts' codes as stored. Prefill is bound by reading every expert's weights once per layer,
 // so reading one byte per weight instead of expanding them to bf16 first is
 // the whole point.
 //
@@ -18,7 +17,8 @@
 // Warpgroup w multiplies the tile's 64 A rows by B rows [128 w, 128 w + 128):
 // for gate_up those are gate then up rows of intermediate columns
 // n0 + 64 w .. n0 + 64 w + 63, so each thread holds the gate and up values
-// of the same column and SwiGLU runs in the epilogue; for down they are
+// of the same column and SwiGLU and its quantisation run in the epilogue;
+// for down they are
 // output columns n0 + 128 w ... Each warpgroup's 128 weight rows lie in one
 // 128-row scale block (n0 is a multiple of 128, so are I and H).
 #include "backend/cuda/dynamic_smem.cuh"
@@ -44,84 +44,173 @@ static_assert(kMoeUpColTile == 128 && kMoeDownColTile == kBRows, "tile shapes");
 static_assert(kBK == kFp8Group, "a k tile is one scale block");
 
 
-// kUp: A = x's codes gathered by token, output SwiGLU into hidden (bf16).
-// Otherwise A = the hidden rows' codes, output y.
+// One work item's operands. A block's items form one stream of (item, k
+// tile) steps; the copies run kStages - 1 steps ahead of the MMAs across item
+// boundaries, so an item's first tiles arrive while the previous item's last
+// ones are multiplied and its epilogue runs, and a short item (a down item is
+// I / 128 k tiles) never waits for a refilled pipeline.
+template <bool kUp>
+struct ItemOperands {
+  moe_detail::GroupedItem it;
+  int n0;
+  int kblocks;
+  const uint8_t* W;  // the expert's codes, [rows][K]
+  const float* ws;   // its block scales, [rows / 128][K / 128]
+
+  __device__ __forceinline__ ItemOperands(const MoeGroupedGemmParams& p, const int32_t* item_begin, int num_slots,
+                                          int item) {
+    it = moe_detail::grouped_item<kRows>(p, item_begin, num_slots, item);
+    n0 = it.col_tile * (kUp ? kMoeUpColTile : kMoeDownColTile);
+    kblocks = (kUp ? p.w.hidden : it.inter) / kBK;
+    const int64_t e = it.expert;
+    if (kUp) {
+      W = it.shared ? p.w.shared_gate_up_q : p.w.gate_up_q + e * 2 * it.inter * p.w.hidden;
+      ws = it.shared ? p.w.shared_gate_up_scale : p.w.gate_up_scale + e * p.w.gate_up_scale_stride;
+    } else {
+      W = it.shared ? p.w.shared_down_q : p.w.down_q + e * p.w.hidden * it.inter;
+      ws = it.shared ? p.w.shared_down_scale : p.w.down_scale + e * p.w.down_scale_stride;
+    }
+  }
+  __device__ __forceinline__ int row_source(const MoeGroupedPlan& pl, int r) const {
+    return it.template row_source<kUp>(pl, r);
+  }
+};
+
+// The up epilogue: SwiGLU of the gate and up accumulators, rounded to bf16
+// as the CPU reference's hidden rows, quantised straight to e4m3 codes and a
+// scale per (row, 128 columns) with the CPU quantiser's arithmetic
+// (fp8_common.cuh). The tile's 128 columns are one scale group, split
+// between the two warpgroups, which exchange their row maxima through
+// s_amax. Every thread of the block calls it (it has a barrier).
+__device__ __forceinline__ void up_epilogue_quantize(const MoeGroupedGemmParams& p,
+                                                     const ItemOperands<true>& op, const float (&acc)[64],
+                                                     float (*s_amax)[kRows]) {
+  const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+  const int r0 = warp * 16 + (lane >> 2);
+  // h[j]: accumulator j's column (gate in acc[j], up in acc[j + 32]).
+  float h[32];
+  float amax[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    h[j] = round_bf(silu(round_bf(acc[j])) * round_bf(acc[j + 32]));
+    amax[(j >> 1) & 1] = fmaxf(amax[(j >> 1) & 1], fabsf(h[j]));
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    amax[i] = fmaxf(amax[i], __shfl_xor_sync(0xffffffffu, amax[i], 1));
+    amax[i] = fmaxf(amax[i], __shfl_xor_sync(0xffffffffu, amax[i], 2));
+    if ((lane & 3) == 0) s_amax[wg][r0 + 8 * i] = amax[i];
+  }
+  __syncthreads();
+  // Every column of the group is below I or none is (I and n0 are multiples of 128).
+  if (op.n0 >= op.it.inter) return;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = r0 + 8 * i;
+    if (r >= op.it.nrows) continue;
+    const float s = __fdiv_rn(fmaxf(fmaxf(s_amax[0][r], s_amax[1][r]), 1e-10f), 448.0f);
+    const int64_t pos = op.it.pos_begin + op.it.m0 + r;
+    if (wg == 0 && (lane & 3) == 0) p.hidden_scale[(op.n0 / kBK) * p.hidden_scale_ld + pos] = s;
+    uint8_t* dst = p.hidden_q + pos * p.hidden_ld + op.n0 + 64 * wg + 2 * (lane & 3);
+    // Accumulators j, j + 1 of row r: columns 8 (j / 4) + 2 (lane % 4) + 0, 1.
+#pragma unroll
+    for (int j = 2 * i; j < 32; j += 4) {
+      const uint32_t lo = e4m3_code(__fdiv_rn(h[j], s)), hi = e4m3_code(__fdiv_rn(h[j + 1], s));
+      *reinterpret_cast<uint16_t*>(dst + 8 * (j >> 2)) = static_cast<uint16_t>(lo | hi << 8);
+    }
+  }
+}
+
+// kUp: A = x's codes gathered by token, output the SwiGLU rows' codes and
+// scales. Otherwise A = the hidden rows' codes, output y.
 template <bool kUp>
 __global__ void __launch_bounds__(kThreads, 1) grouped_fp8_kernel(MoeGroupedGemmParams p) {
 #ifdef HYLLM_WGMMA
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  __shared__ int s_rows[kRows];
+  __shared__ float s_amax[2][kRows];
   const MoeGroupedPlan& pl = p.plan;
   const int num_slots = *pl.num_slots;
   const int32_t* item_begin = kUp ? pl.up_item_begin : pl.down_item_begin;
   const int total = item_begin[num_slots];
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
-  const int H = p.w.hidden;
-  for (int item = blockIdx.x; item < total; item += gridDim.x) {
-    const moe_detail::GroupedItem it = moe_detail::grouped_item<kRows>(p, item_begin, num_slots, item);
-    const int e = it.expert, I = it.inter, m0 = it.m0, nrows = it.nrows, pos_begin = it.pos_begin;
-    const bool shared = it.shared;
-    const int n0 = it.col_tile * (kUp ? kMoeUpColTile : kMoeDownColTile);
-    const int K = kUp ? H : I;
-    const int kblocks = K / kBK;
-    const uint8_t* W;
-    const float* ws;
-    if (kUp) {
-      W = shared ? p.w.shared_gate_up_q : p.w.gate_up_q + static_cast<int64_t>(e) * 2 * I * H;
-      ws = shared ? p.w.shared_gate_up_scale : p.w.gate_up_scale + e * p.w.gate_up_scale_stride;
-    } else {
-      W = shared ? p.w.shared_down_q : p.w.down_q + static_cast<int64_t>(e) * H * I;
-      ws = shared ? p.w.shared_down_scale : p.w.down_scale + e * p.w.down_scale_stride;
-    }
-    const uint8_t* A = kUp ? p.xq : p.hidden_q;
-    const int64_t lda = kUp ? H : p.hidden_ld;
-    const float* as = kUp ? p.x_scale : p.hidden_scale;
-    const int64_t as_ld = kUp ? p.x_scale_ld : p.hidden_scale_ld;
-    __syncthreads();  // the previous item is done with s_rows and the stages
-    moe_detail::stage_item_rows<kUp, kRows>(pl, it, s_rows);
-    __syncthreads();
-    auto load = [&](int stage, int kt) {
+  const uint8_t* A = kUp ? p.xq : p.hidden_q;
+  const int64_t lda = kUp ? p.w.hidden : p.hidden_ld;
+  const float* as = kUp ? p.x_scale : p.hidden_scale;
+  const int64_t as_ld = kUp ? p.x_scale_ld : p.hidden_scale_ld;
+
+  // The loader's position in the step stream: item `li`, k tile `lk`. This
+  // thread copies 16-byte chunk tid % 8 of A rows tid / 8 and tid / 8 + 32,
+  // whose sources it keeps in registers.
+  static_assert(kRows * 8 == 2 * kThreads, "two A chunks per thread");
+  int li = blockIdx.x, lk = 0;
+  ItemOperands<kUp> lop(p, item_begin, num_slots, li < total ? li : 0);
+  int a_src[2] = {-1, -1};
+  if (li < total) {
+    a_src[0] = lop.row_source(pl, tid >> 3);
+    a_src[1] = lop.row_source(pl, (tid >> 3) + 32);
+  }
+  // Copies the next step's tiles into `stage` (nothing past the last item),
+  // then advances the loader; one commit group per call either way.
+  auto load_next = [&](int stage) {
+    if (li < total) {
       uint8_t* sa = smem + stage * kStageBytes;
       uint8_t* sb = sa + kAStage;
-      const int64_t k0 = static_cast<int64_t>(kt) * kBK;
-      for (int i = tid; i < kRows * 8; i += kThreads) {
-        const int r = i >> 3, c = i & 7, src = s_rows[r];
+      const int64_t K = static_cast<int64_t>(lop.kblocks) * kBK, k0 = static_cast<int64_t>(lk) * kBK;
+      const int c = tid & 7;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = (tid >> 3) + 32 * h, src = a_src[h];
         cp_async16(sa + swizzled(r, c), A + (src >= 0 ? src * lda + k0 + c * 16 : 0), src >= 0);
       }
+      const int I = lop.it.inter;
       for (int i = tid; i < kBRows * 8; i += kThreads) {
-        const int r = i >> 3, c = i & 7;
+        const int r = i >> 3, cc = i & 7;
         int wrow;
         bool ok;
         if (kUp) {
-          const int j = n0 + 64 * (r >> 7) + (r & 63);
+          const int j = lop.n0 + 64 * (r >> 7) + (r & 63);
           ok = j < I;
           wrow = ((r & 64) ? I : 0) + j;
         } else {
-          wrow = n0 + r;
-          ok = wrow < H;
+          wrow = lop.n0 + r;
+          ok = wrow < p.w.hidden;
         }
-        cp_async16(sb + swizzled(r, c), W + (ok ? static_cast<int64_t>(wrow) * K + k0 + c * 16 : 0), ok);
+        cp_async16(sb + swizzled(r, cc), lop.W + (ok ? wrow * K + k0 + cc * 16 : 0), ok);
       }
-    };
+      if (++lk == lop.kblocks) {
+        lk = 0;
+        li += gridDim.x;
+        if (li < total) {
+          lop = ItemOperands<kUp>(p, item_begin, num_slots, li);
+          a_src[0] = lop.row_source(pl, tid >> 3);
+          a_src[1] = lop.row_source(pl, (tid >> 3) + 32);
+        }
+      }
+    }
+    cp_async_commit();
+  };
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) load_next(st);
+
+  int step = 0;  // this block's steps so far: step s's tiles are in stage s % kStages
+  for (int item = blockIdx.x; item < total; item += gridDim.x) {
+    const ItemOperands<kUp> op(p, item_begin, num_slots, item);
+    const int I = op.it.inter;
     // This thread's accumulator rows (j / 2 even, odd) and their sources.
-    const int r0 = warp * 16 + (lane >> 2), src0 = s_rows[r0], src1 = s_rows[r0 + 8];
+    const int r0 = warp * 16 + (lane >> 2);
+    const int src0 = op.row_source(pl, r0), src1 = op.row_source(pl, r0 + 8);
     // The weight scale rows of this warpgroup's columns (up: gate, then up).
-    const int sb_row0 = kUp ? n0 / kBK : (n0 + 128 * wg) / kBK;
-    const int sb_row1 = kUp ? (I + n0) / kBK : sb_row0;
+    const int sb_row0 = kUp ? op.n0 / kBK : (op.n0 + 128 * wg) / kBK;
+    const int sb_row1 = kUp ? (I + op.n0) / kBK : sb_row0;
     float acc[64], part[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-#pragma unroll
-    for (int st = 0; st < kStages - 1; ++st) {
-      if (st < kblocks) load(st, st);
-      cp_async_commit();
-    }
-    for (int kt = 0; kt < kblocks; ++kt) {
+    for (int kt = 0; kt < op.kblocks; ++kt, ++step) {
       cp_async_wait<kStages - 2>();
       fence_proxy_async();
       __syncthreads();
-      const uint8_t* stage = smem + (kt % kStages) * kStageBytes;
+      const uint8_t* stage = smem + (step % kStages) * kStageBytes;
       const uint64_t da = smem_desc(stage);
       const uint64_t db = smem_desc(stage + kAStage + wg * 128 * kRowBytes);
       fence_operands(part);
@@ -132,15 +221,13 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_fp8_kernel(MoeGroupedGemm
       // This block's scales, loaded while the MMAs run.
       const float sa0 = src0 >= 0 ? __ldg(as + kt * as_ld + src0) : 0.0f;
       const float sa1 = src1 >= 0 ? __ldg(as + kt * as_ld + src1) : 0.0f;
-      const float sb0 = __ldg(ws + static_cast<int64_t>(sb_row0) * kblocks + kt);
-      const float sb1 = __ldg(ws + static_cast<int64_t>(sb_row1) * kblocks + kt);
+      const float sb0 = __ldg(op.ws + static_cast<int64_t>(sb_row0) * op.kblocks + kt);
+      const float sb1 = __ldg(op.ws + static_cast<int64_t>(sb_row1) * op.kblocks + kt);
       wait<0>();
       fence_operands(part);
-      // Every warpgroup finished k tile kt - 1 before this iteration's
+      // Every warpgroup finished the previous step before this step's
       // barrier: its stage may be refilled.
-      const int next = kt + kStages - 1;
-      if (next < kblocks) load(next % kStages, next);
-      cp_async_commit();
+      load_next((step + kStages - 1) % kStages);
       // Accumulator j: row r0 + 8 ((j / 2) % 2), column 8 (j / 4) + 2 (lane % 4) + j % 2.
 #pragma unroll
       for (int j = 0; j < 64; ++j) {
@@ -149,50 +236,22 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_fp8_kernel(MoeGroupedGemm
         acc[j] += (part[j] * sa) * sb;
       }
     }
-    cp_async_wait<0>();
+    if constexpr (kUp) {
+      up_epilogue_quantize(p, op, acc, s_amax);
+    } else {
 #pragma unroll
-    for (int j = 0; j < (kUp ? 32 : 64); j += 2) {
-      const int r = r0 + 8 * ((j >> 1) & 1);
-      if (r >= nrows) continue;
-      const int c = 8 * (j >> 2) + 2 * (lane & 3);
-      const int64_t pos = pos_begin + m0 + r;
-      if (kUp) {
-        const int col = n0 + 64 * wg + c;  // gate in acc[j], up in acc[j + 32]
-        if (col < I) {
-          const float h0 = silu(round_bf(acc[j])) * round_bf(acc[j + 32]);
-          const float h1 = silu(round_bf(acc[j + 1])) * round_bf(acc[j + 33]);
-          *reinterpret_cast<uint32_t*>(p.hidden + pos * p.hidden_ld + col) = pack_bf16(h0, h1);
+      for (int j = 0; j < 64; j += 2) {
+        const int r = r0 + 8 * ((j >> 1) & 1);
+        const int col = op.n0 + 128 * wg + 8 * (j >> 2) + 2 * (lane & 3);
+        if (r < op.it.nrows && col < p.w.hidden) {
+          const int64_t pos = op.it.pos_begin + op.it.m0 + r;
+          *reinterpret_cast<uint32_t*>(p.y + pos * p.w.hidden + col) = pack_bf16(acc[j], acc[j + 1]);
         }
-      } else {
-        const int col = n0 + 128 * wg + c;
-        if (col < H) *reinterpret_cast<uint32_t*>(p.y + pos * H + col) = pack_bf16(acc[j], acc[j + 1]);
       }
     }
   }
+  cp_async_wait<0>();
 #endif
-}
-
-// Block x = slot (routed experts, then the shared expert); its warps take
-// (row, 128-column group) items in turn and quantise them as the CPU
-// quantiser does (fp8_common.cuh).
-__global__ void quantize_hidden_kernel(MoeGroupedGemmParams p) {
-  const int s = blockIdx.x;
-  if (s >= *p.plan.num_slots) return;
-  const int width = p.plan.slot_expert[s] == p.w.experts ? p.w.shared_inter : p.w.inter;
-  const int groups = width / kFp8Group;
-  const int64_t begin = p.plan.slot_pos[s], items = static_cast<int64_t>(p.plan.slot_rows[s]) * groups;
-  Fp8Out o;
-  o.q = p.hidden_q;
-  o.scale = p.hidden_scale;
-  o.group_scales = true;
-  o.rows = static_cast<int>(p.hidden_scale_ld);
-  o.cols = p.hidden_ld;
-  const int warps = blockDim.x / 32;
-  for (int64_t item = static_cast<int64_t>(blockIdx.y) * warps + threadIdx.x / 32; item < items;
-       item += static_cast<int64_t>(gridDim.y) * warps) {
-    const int64_t row = begin + item / groups;
-    quantize_group_warp(p.hidden + row * p.hidden_ld, static_cast<int>(item % groups), static_cast<int>(row), o);
-  }
 }
 
 template <bool kUp>
@@ -207,11 +266,6 @@ void launch_grouped_fp8(const MoeGroupedGemmParams& p, int max_items, cudaStream
 
 void launch_moe_up_grouped_fp8(const MoeGroupedGemmParams& p, cudaStream_t stream) {
   launch_grouped_fp8<true>(p, p.max_up_items, stream);
-}
-
-void launch_moe_quantize_hidden(const MoeGroupedGemmParams& p, cudaStream_t stream) {
-  // Up to 16 blocks per slot: enough to cover a hot expert's rows in one wave.
-  quantize_hidden_kernel<<<dim3(p.w.experts + 1, 16), 256, 0, stream>>>(p);
 }
 
 void launch_moe_down_grouped_fp8(const MoeGroupedGemmParams& p, cudaStream_t stream) {

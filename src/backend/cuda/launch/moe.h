@@ -206,11 +206,11 @@ struct MoeGroupedGemmParams {
   const uint16_t* x = nullptr;  // [T, H]
   MoeExpertPtrs w;
   MoeGroupedPlan plan;
-  uint16_t* hidden = nullptr;  // [T * top_k + T, hidden_ld]
+  uint16_t* hidden = nullptr;  // [T * top_k + T, hidden_ld] (bf16 experts)
   int hidden_ld = 0;
   // Block-FP8 experts: x's codes [T, H] and group-major scales [H / 128,
   // x_scale_ld]; the hidden rows' codes [T * top_k + T, hidden_ld] and scales
-  // [hidden_ld / 128, hidden_scale_ld] (launch_moe_quantize_hidden).
+  // [hidden_ld / 128, hidden_scale_ld], written by the gate_up GEMM.
   const uint8_t* xq = nullptr;
   const float* x_scale = nullptr;
   int64_t x_scale_ld = 0;
@@ -237,13 +237,12 @@ void launch_moe_combine(const MoeGroupedGemmParams& p, cudaStream_t stream);
 
 // The grouped GEMMs for block-FP8 experts (w's _q and _scale pointers),
 // e4m3 operands in the MMAs (moe_grouped_fp8.cu): tile_rows must be 64, and
-// H, inter and shared_inter multiples of 128. Between them,
-// launch_moe_quantize_hidden quantises the SwiGLU rows as a producer would
-// (per row and 128 columns, the CPU quantiser's arithmetic) into hidden_q /
-// hidden_scale; routed rows have `inter` columns, the shared expert's rows
-// `shared_inter`.
+// H, inter and shared_inter multiples of 128. The gate_up GEMM writes the
+// SwiGLU rows as a producer would: quantised per row and 128 columns with the
+// CPU quantiser's arithmetic, into hidden_q / hidden_scale (routed rows have
+// `inter` columns, the shared expert's rows `shared_inter`); `hidden` is not
+// used.
 void launch_moe_up_grouped_fp8(const MoeGroupedGemmParams& p, cudaStream_t stream);
-void launch_moe_quantize_hidden(const MoeGroupedGemmParams& p, cudaStream_t stream);
 void launch_moe_down_grouped_fp8(const MoeGroupedGemmParams& p, cudaStream_t stream);
 
 }  // namespace hyllm::cuda

@@ -224,7 +224,16 @@ INSTANTIATE_TEST_SUITE_P(
         // its own causal key count), a second row tile that only the first
         // sequence fills, next to a decode row.
         AttnCase{"chunked prefill 27b split", 24, 4, 256, 16, {{12, 500}, {1, 30}}, true, true},
-        AttnCase{"fp8 chunked prefill 35b split", 16, 2, 256, 16, {{3, 50}, {1, 1000}, {9, 0}}, true, true, true}),
+        AttnCase{"fp8 chunked prefill 35b split", 16, 2, 256, 16, {{3, 50}, {1, 1000}, {9, 0}}, true, true, true},
+        // Long prefills at the model shapes: one 1024-token prompt (128 row
+        // tiles per KV head, split in two), prompts with context, and two
+        // prompts whose row tiles outnumber the resident blocks (no split).
+        AttnCase{"prefill 35b 1024", 16, 2, 256, 16, {{1024, 0}}, true, true},
+        AttnCase{"fp8 prefill 35b 300 ctx200", 16, 2, 256, 16, {{300, 200}}, true, true, true},
+        AttnCase{"prefill 27b 384", 24, 4, 256, 16, {{384, 0}}, true, true},
+        AttnCase{"fp8 prefill 27b 256 ctx700", 24, 4, 256, 16, {{256, 700}}, true, true, true},
+        AttnCase{"prefill 27b two prompts", 24, 4, 256, 16, {{520, 0}, {400, 64}}, true, true},
+        AttnCase{"prefill d128 g8 600 ctx100", 16, 2, 128, 16, {{600, 100}}, false, true}),
     [](const ::testing::TestParamInfo<AttnCase>& i) {
       std::string n = i.param.name;
       for (char& ch : n) {

@@ -4,9 +4,12 @@
 // One block owns 64 "rows" of one sequence and one KV head, where a row is a
 // (new token, query head of the group) pair: the group's query heads share
 // every K/V tile, so decode (one token, group heads) and prefill use the same
-// code. Each of the 4 warps owns 16 rows. Keys stream through shared memory in
-// tiles of 64 with an online softmax in fp32. When few blocks would cover the
-// GPU (decode), the key range is split over blocks: each writes its split's
+// code. Each of the 4 warps owns 16 rows; a warp with no valid row skips the
+// math. Keys stream through shared memory in tiles of 64 with an online
+// softmax in fp32: one K and one V buffer, V(n) loading while S = Q K(n)^T is
+// computed and K(n+1) while O += P V(n). Row tiles launch longest (most keys
+// under the causal mask) first. When few blocks would cover the GPU (decode,
+// short prefill), the key range is split over blocks: each writes its split's
 // partial result, and the last block of a (sequence, KV head, row tile) group
 // to finish, found with a counter, merges them, all in one launch.
 //
@@ -47,12 +50,20 @@ struct Smem {
 // The split merge reuses the tiles' shared memory for its weights.
 static_assert(kRows * (kMaxSplits + 1) * sizeof(float) <= Smem<32>::kBytes);
 
+// Per thread, the (row, 16-byte chunk) pieces of a [64][D] bf16 tile are
+// i = threadIdx.x + j * kThreads: a warp copies whole rows (contiguous global
+// reads), and the fixed trip count lets every load of a thread be in flight.
+template <int D>
+constexpr int kBf16Pieces = kRows * (D / 8) / kThreads;
+
 // Loads rows [0, 64) of a [64][D] tile with cp.async; row r comes from
 // src(r) or is zero when src(r) is null.
 template <int D, typename SrcFn>
 __device__ __forceinline__ void load_tile(uint16_t* tile, SrcFn src) {
   constexpr int kChunks = D / 8;
-  for (int i = threadIdx.x; i < kRows * kChunks; i += kThreads) {
+#pragma unroll
+  for (int j = 0; j < kBf16Pieces<D>; ++j) {
+    const int i = threadIdx.x + j * kThreads;
     const int r = i / kChunks, c = i % kChunks;
     const uint16_t* g = src(r);
     cp_async16(tile + r * Smem<D>::kStride + c * 8, g ? g + c * 8 : tile, g != nullptr);
@@ -65,7 +76,9 @@ __device__ __forceinline__ void load_tile(uint16_t* tile, SrcFn src) {
 template <int D, typename SrcFn>
 __device__ __forceinline__ void load_tile_e4m3(uint16_t* tile, SrcFn src) {
   constexpr int kChunks = D / 16;
-  for (int i = threadIdx.x; i < kRows * kChunks; i += kThreads) {
+#pragma unroll
+  for (int j = 0; j < kRows * kChunks / kThreads; ++j) {
+    const int i = threadIdx.x + j * kThreads;
     const int r = i / kChunks, c = i % kChunks;
     const uint8_t* g = src(r);
     const uint4 raw = g ? *reinterpret_cast<const uint4*>(g + c * 16) : make_uint4(0, 0, 0, 0);
@@ -145,6 +158,9 @@ template <int D, bool kFp8>
 __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentionParams p, int num_splits,
                                                                     float* partial) {
   extern __shared__ __align__(16) uint16_t smem[];
+  // Cache slot of each key of a tile (-1 past the key range; slots fit int32),
+  // double buffered: the next tile's slots are staged while these are in use.
+  __shared__ int32_t s_slot[2][kKeys];
   constexpr int S = Smem<D>::kStride;
   uint16_t* sq = smem;
   uint16_t* sk = smem + kRows * S;
@@ -153,12 +169,15 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
   const int group = p.num_q_heads / p.num_kv_heads;
   const int seq = blockIdx.z / num_splits, split = blockIdx.z % num_splits;
   const int kvh = blockIdx.y;
+  // Row tiles in reverse: under a causal mask the last tile sees the most
+  // keys, and launching the longest blocks first keeps the tail short.
+  const int m_tile = static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);
   const int q_start = p.query_start_loc[seq];
   const int q_len = p.query_start_loc[seq + 1] - q_start;
   const int seq_len = p.seq_lens[seq];
   const int ctx = seq_len - q_len;
   const int rows_total = q_len * group;
-  const int m0 = blockIdx.x * kRows;
+  const int m0 = m_tile * kRows;
   if (m0 >= rows_total) return;
   const int last_row = min(m0 + kRows, rows_total) - 1;
   const int kv_len = ctx + last_row / group + 1;  // keys the tile's last row sees
@@ -169,6 +188,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
   const int kv_end = min(kv_len, kv_begin + per_split);
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  // A warp whose 16 rows are all past the sequence's rows (decode: one token's
+  // group of heads fills part of the first warp) only helps load the tiles.
+  const bool warp_active = m0 + warp * 16 < rows_total;
   const int64_t hq = p.num_q_heads;
   const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
 
@@ -189,114 +211,131 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
 
   if (kv_begin < kv_end) {
+    // One thread per key resolves the block table for the whole block.
+    auto stage_slots = [&](int n0, int buf) {
+      if (threadIdx.x < kKeys) {
+        const int key = n0 + static_cast<int>(threadIdx.x);
+        s_slot[buf][threadIdx.x] = key < kv_end ? table[key / p.block_size] * p.block_size + key % p.block_size : -1;
+      }
+    };
+    // Loads the tile whose slots are in s_slot[buf] from `cache` into `tile`
+    // and commits a cp.async group (empty for e4m3, whose loads are synchronous).
+    auto load_kv = [&](uint16_t* tile, const void* cache, int buf) {
+      const int32_t* slots = s_slot[buf];
+      auto row = [&](auto* c, int r) -> decltype(c) {
+        const int slot = slots[r];
+        return slot < 0 ? nullptr : c + (static_cast<int64_t>(slot) * p.num_kv_heads + kvh) * D;
+      };
+      if constexpr (kFp8) {
+        load_tile_e4m3<D>(tile, [&](int r) { return row(static_cast<const uint8_t*>(cache), r); });
+      } else {
+        load_tile<D>(tile, [&](int r) { return row(static_cast<const uint16_t*>(cache), r); });
+      }
+      cp_async_commit();
+    };
+
+    // Pipeline, one K and one V buffer: V(n) loads while S = Q K(n)^T and the
+    // softmax run, K(n+1) while O += P V(n). Groups complete in commit order,
+    // so waiting for all but the newest group waits for K(n) (and Q).
+    stage_slots(kv_begin, 0);
     load_tile<D>(sq, [&](int r) -> const uint16_t* {
       const int rr = m0 + r;
       if (rr >= rows_total) return nullptr;
       return p.q + ((static_cast<int64_t>(q_start) + rr / group) * hq + kvh * group + rr % group) * D;
     });
+    __syncthreads();  // the slots of the first tile
+    load_kv(sk, p.k_cache, 0);
     float scale_log2 = (p.scale > 0.0f ? p.scale : rsqrtf(static_cast<float>(D))) * kLog2e;
     if constexpr (kFp8) scale_log2 *= p.k_scale;
-    for (int n0 = kv_begin; n0 < kv_end; n0 += kKeys) {
-      // Row r of the tile (a pointer into `cache`), or null past the key range.
-      auto key_src = [&](auto* cache, int r) -> decltype(cache) {
-        const int key = n0 + r;
-        if (key >= kv_end) return nullptr;
-        const int64_t slot = static_cast<int64_t>(table[key / p.block_size]) * p.block_size + key % p.block_size;
-        return cache + (slot * p.num_kv_heads + kvh) * D;
-      };
-      if constexpr (kFp8) {
-        const auto* kc = static_cast<const uint8_t*>(p.k_cache);
-        const auto* vc = static_cast<const uint8_t*>(p.v_cache);
-        load_tile_e4m3<D>(sk, [&](int r) { return key_src(kc, r); });
-        load_tile_e4m3<D>(sv, [&](int r) { return key_src(vc, r); });
-        cp_async_commit();  // the q tile's copies
-        cp_async_wait<0>();
-      } else {
-        const auto* kc = static_cast<const uint16_t*>(p.k_cache);
-        const auto* vc = static_cast<const uint16_t*>(p.v_cache);
-        load_tile<D>(sk, [&](int r) { return key_src(kc, r); });
-        cp_async_commit();
-        load_tile<D>(sv, [&](int r) { return key_src(vc, r); });
-        cp_async_commit();
-        cp_async_wait<1>();
-      }
+    for (int n0 = kv_begin, buf = 0; n0 < kv_end; n0 += kKeys, buf ^= 1) {
+      const bool has_next = n0 + kKeys < kv_end;
+      // sv is free (the previous iteration ended with a barrier), and every
+      // thread is past its last read of s_slot[buf ^ 1] (tile n - 1's loads).
+      load_kv(sv, p.v_cache, buf);
+      if (has_next) stage_slots(n0 + kKeys, buf ^ 1);
+      cp_async_wait<1>();
       __syncthreads();
 
-      // S = Q K^T for the warp's 16 rows and the tile's 64 keys.
       float s[kKeys / 8][4];
 #pragma unroll
       for (int i = 0; i < kKeys / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+      if (warp_active) {
+        // S = Q K^T for the warp's 16 rows and the tile's 64 keys.
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t a[4];
-        ldmatrix_x4(a, sq + (warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * S + kk * 16 + (lane / 16) * 8);
+        for (int kk = 0; kk < D / 16; ++kk) {
+          uint32_t a[4];
+          ldmatrix_x4(a, sq + (warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * S + kk * 16 + (lane / 16) * 8);
 #pragma unroll
-        for (int nt = 0; nt < kKeys / 8; nt += 2) {
-          uint32_t b[4];
-          ldmatrix_x4(b, sk + (nt * 8 + (lane % 8) + (lane / 16) * 8) * S + kk * 16 + ((lane / 8) % 2) * 8);
-          mma_bf16(s[nt], a, b[0], b[1]);
-          mma_bf16(s[nt + 1], a, b[2], b[3]);
+          for (int nt = 0; nt < kKeys / 8; nt += 2) {
+            uint32_t b[4];
+            ldmatrix_x4(b, sk + (nt * 8 + (lane % 8) + (lane / 16) * 8) * S + kk * 16 + ((lane / 8) % 2) * 8);
+            mma_bf16(s[nt], a, b[0], b[1]);
+            mma_bf16(s[nt + 1], a, b[2], b[3]);
+          }
         }
-      }
-      // Mask, scale (log2 domain) and the online softmax update.
-      float tile_max[2] = {-INFINITY, -INFINITY};
+        // Mask, scale (log2 domain) and the online softmax update.
+        float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-      for (int nt = 0; nt < kKeys / 8; ++nt) {
+        for (int nt = 0; nt < kKeys / 8; ++nt) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int i = e / 2;
-          const int key = n0 + nt * 8 + (lane % 4) * 2 + (e % 2);
-          const bool visible = row_valid[i] && key < kv_end && key <= ctx + row_token[i];
-          s[nt][e] = visible ? s[nt][e] * scale_log2 : -INFINITY;
-          tile_max[i] = fmaxf(tile_max[i], s[nt][e]);
+          for (int e = 0; e < 4; ++e) {
+            const int i = e / 2;
+            const int key = n0 + nt * 8 + (lane % 4) * 2 + (e % 2);
+            const bool visible = row_valid[i] && key < kv_end && key <= ctx + row_token[i];
+            s[nt][e] = visible ? s[nt][e] * scale_log2 : -INFINITY;
+            tile_max[i] = fmaxf(tile_max[i], s[nt][e]);
+          }
         }
-      }
-      float alpha[2], base[2];
+        float alpha[2], base[2];
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
-        tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
-        const float m_new = fmaxf(row_max[i], tile_max[i]);
-        base[i] = m_new == -INFINITY ? 0.0f : m_new;  // fully masked so far: keep zeros
-        alpha[i] = exp2f(row_max[i] - base[i]);
-        row_max[i] = m_new;
-        row_sum[i] *= alpha[i];
-      }
+        for (int i = 0; i < 2; ++i) {
+          tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
+          tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
+          const float m_new = fmaxf(row_max[i], tile_max[i]);
+          base[i] = m_new == -INFINITY ? 0.0f : m_new;  // fully masked so far: keep zeros
+          alpha[i] = exp2f(row_max[i] - base[i]);
+          row_max[i] = m_new;
+          row_sum[i] *= alpha[i];
+        }
 #pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        acc[dt][0] *= alpha[0];
-        acc[dt][1] *= alpha[0];
-        acc[dt][2] *= alpha[1];
-        acc[dt][3] *= alpha[1];
-      }
+        for (int dt = 0; dt < D / 8; ++dt) {
+          acc[dt][0] *= alpha[0];
+          acc[dt][1] *= alpha[0];
+          acc[dt][2] *= alpha[1];
+          acc[dt][3] *= alpha[1];
+        }
 #pragma unroll
-      for (int nt = 0; nt < kKeys / 8; ++nt) {
+        for (int nt = 0; nt < kKeys / 8; ++nt) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[nt][e] = exp2f(s[nt][e] - base[e / 2]);
-          row_sum[e / 2] += s[nt][e];
+          for (int e = 0; e < 4; ++e) {
+            s[nt][e] = exp2f(s[nt][e] - base[e / 2]);
+            row_sum[e / 2] += s[nt][e];
+          }
         }
       }
       cp_async_wait<0>();
-      __syncthreads();
-      // O += P V, P from the S accumulators (the C layout of two n-tiles is the
-      // A layout of one k16 step).
+      __syncthreads();  // V(n) landed; every warp is done with sk
+      if (has_next) load_kv(sk, p.k_cache, buf ^ 1);
+      if (warp_active) {
+        // O += P V, P from the S accumulators (the C layout of two n-tiles is
+        // the A layout of one k16 step).
 #pragma unroll
-      for (int kc = 0; kc < kKeys / 16; ++kc) {
-        uint32_t a[4];
-        a[0] = pack_bf16(s[2 * kc][0], s[2 * kc][1]);
-        a[1] = pack_bf16(s[2 * kc][2], s[2 * kc][3]);
-        a[2] = pack_bf16(s[2 * kc + 1][0], s[2 * kc + 1][1]);
-        a[3] = pack_bf16(s[2 * kc + 1][2], s[2 * kc + 1][3]);
+        for (int kc = 0; kc < kKeys / 16; ++kc) {
+          uint32_t a[4];
+          a[0] = pack_bf16(s[2 * kc][0], s[2 * kc][1]);
+          a[1] = pack_bf16(s[2 * kc][2], s[2 * kc][3]);
+          a[2] = pack_bf16(s[2 * kc + 1][0], s[2 * kc + 1][1]);
+          a[3] = pack_bf16(s[2 * kc + 1][2], s[2 * kc + 1][3]);
 #pragma unroll
-        for (int dt = 0; dt < D / 8; dt += 2) {
-          uint32_t b[4];
-          ldmatrix_x4_trans(b, sv + (kc * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * S + dt * 8 + (lane / 16) * 8);
-          mma_bf16(acc[dt], a, b[0], b[1]);
-          mma_bf16(acc[dt + 1], a, b[2], b[3]);
+          for (int dt = 0; dt < D / 8; dt += 2) {
+            uint32_t b[4];
+            ldmatrix_x4_trans(b, sv + (kc * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * S + dt * 8 + (lane / 16) * 8);
+            mma_bf16(acc[dt], a, b[0], b[1]);
+            mma_bf16(acc[dt + 1], a, b[2], b[3]);
+          }
         }
       }
-      __syncthreads();
+      __syncthreads();  // every warp is done with sv
     }
   }
 
@@ -346,7 +385,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
   // no other block of this launch touches it again, and the next launch (or
   // graph replay) finds it at zero.
   __shared__ bool s_last;
-  const int group_id = (seq * p.num_kv_heads + kvh) * static_cast<int>(gridDim.x) + static_cast<int>(blockIdx.x);
+  const int group_id = (seq * p.num_kv_heads + kvh) * static_cast<int>(gridDim.x) + m_tile;
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -359,6 +398,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
   merge_splits<D, kFp8>(p, num_splits, partial, q_start, m0, last_row - m0 + 1, kvh, smem);
 }
 
+// Splitting also serves causal prefill whose blocks fit in one wave: the
+// longest row tile walks every key alone, so two splits halve the launch's
+// critical path for one pass over the partials.
 // The split count depends only on the launch's bounds (max_seq_len, the
 // shape), never on the lengths in device memory: a graph recorded for a
 // max_seq_len bucket stays valid as contexts grow inside it, the kernel

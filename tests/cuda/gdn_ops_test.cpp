@@ -29,25 +29,41 @@ Batch make_batch(Rng& rng, const std::vector<int64_t>& lens, int64_t num_slots) 
   return b;
 }
 
+// Calls of more than 32 tokens run the prefill kernels on CUDA, whose output
+// kernel reads 8, 4, 2 or 1 channels at a time as the channel count, the row
+// stride of x and the column offset of its slice allow: the channel counts
+// and offsets below reach each width (the last with an odd row stride).
+// Sequences of odd lengths cross the kernel's 16-token runs, start inside
+// them and on their boundaries, next to empty sequences.
 TEST_F(CudaOpTest, GdnConv) {
   Rng rng(seed_);
-  for (const auto& lens : std::vector<std::vector<int64_t>>{{1}, {1, 1, 1, 1, 1}, {5, 0, 2, 300}, {1, 40, 1}}) {
-    const int64_t C = 8 * (1 + rng.integer(0, 40)), K = 4, slots = 8, extra = 24;
-    const Batch b = make_batch(rng, lens, slots);
-    HostTensor x = bf16_tensor({b.T, C + extra}), w = bf16_tensor({C, 1, K}), st = bf16_tensor({slots, K - 1, C});
-    HostTensor out = bf16_tensor({b.T, C});
-    x.fill_normal(rng, 2.0);
-    w.fill_normal(rng, 0.5);
-    st.fill_normal(rng, 2.0);
-    HostTensor qsl = i32_tensor(b.qsl), idx = i32_tensor(b.slots), init = i32_tensor(b.init);
-    Mirror dx(*gpu_, x), dw(*gpu_, w), dst(*gpu_, st), dout(*gpu_, out), dqsl(*gpu_, qsl), didx(*gpu_, idx),
-        dinit(*gpu_, init);
-    dout.poison();
-    gdn_conv(*cpu_, {ColSlice(x.view(), extra, C), w.view(), st.view(), qsl.view(), idx.view(), init.view(), out.view()});
-    gdn_conv(*gpu_, {ColSlice(dx.view(), extra, C), dw.view(), dst.view(), dqsl.view(), didx.view(), dinit.view(),
-                     dout.view()});
-    expect_close("gdn_conv out", dout, out, kTolElementwise);
-    expect_equal("gdn_conv state", dst, st);
+  struct Shape {
+    int64_t C, extra;
+  };
+  const std::vector<std::vector<int64_t>> all_lens{{1},        {1, 1, 1, 1, 1},           {5, 0, 2, 300},
+                                                   {1, 40, 1}, {17, 33, 1, 0, 15, 64, 3}, {16, 16, 0, 31, 17, 0}};
+  for (const auto& lens : all_lens) {
+    for (const Shape sh : {Shape{8 * (1 + rng.integer(0, 40)), 24}, Shape{4 * (2 * rng.integer(0, 20) + 1), 4},
+                           Shape{2 * (2 * rng.integer(0, 20) + 1), 2}, Shape{2 * rng.integer(0, 20) + 1, 3},
+                           Shape{8 * (1 + rng.integer(0, 40)), 1}}) {
+      const int64_t C = sh.C, K = 4, slots = 8, extra = sh.extra;
+      const Batch b = make_batch(rng, lens, slots);
+      HostTensor x = bf16_tensor({b.T, C + extra}), w = bf16_tensor({C, 1, K}), st = bf16_tensor({slots, K - 1, C});
+      HostTensor out = bf16_tensor({b.T, C});
+      x.fill_normal(rng, 2.0);
+      w.fill_normal(rng, 0.5);
+      st.fill_normal(rng, 2.0);
+      HostTensor qsl = i32_tensor(b.qsl), idx = i32_tensor(b.slots), init = i32_tensor(b.init);
+      Mirror dx(*gpu_, x), dw(*gpu_, w), dst(*gpu_, st), dout(*gpu_, out), dqsl(*gpu_, qsl), didx(*gpu_, idx),
+          dinit(*gpu_, init);
+      dout.poison();
+      gdn_conv(*cpu_,
+               {ColSlice(x.view(), extra, C), w.view(), st.view(), qsl.view(), idx.view(), init.view(), out.view()});
+      gdn_conv(*gpu_, {ColSlice(dx.view(), extra, C), dw.view(), dst.view(), dqsl.view(), didx.view(), dinit.view(),
+                       dout.view()});
+      expect_close("gdn_conv out", dout, out, kTolElementwise);
+      expect_equal("gdn_conv state", dst, st);
+    }
   }
 }
 
@@ -173,6 +189,10 @@ INSTANTIATE_TEST_SUITE_P(
                       DeltaCase{"prefill_27b_long_mixed", 16, 48, 128, 128, {1000, 1, 64, 0, 63, 129},
                                 DeltaRuleAlgorithm::kChunked, true},
                       DeltaCase{"prefill_35b_heads", 16, 32, 128, 128, {512, 3}, DeltaRuleAlgorithm::kChunked, true},
+                      // The profiled prefill: 16 chunks of one sequence.
+                      DeltaCase{"prefill_35b_1024", 16, 32, 128, 128, {1024}, DeltaRuleAlgorithm::kChunked, true},
+                      // Dv % 8 == 0 but v rows not 16-byte aligned (qkv row of 52 bf16).
+                      DeltaCase{"prefill_dk18_dv8", 1, 2, 18, 8, {100, 70}, DeltaRuleAlgorithm::kChunked},
                       DeltaCase{"prefill_dk24_dv17", 2, 4, 24, 17, {200, 65, 1}, DeltaRuleAlgorithm::kChunked},
                       DeltaCase{"prefill_dk64_dv40", 1, 2, 64, 40, {2100}, DeltaRuleAlgorithm::kChunked, true},
                       DeltaCase{"chunked_short_only", 2, 4, 64, 32, {63, 1, 2}, DeltaRuleAlgorithm::kChunked, true}),

@@ -15,7 +15,8 @@
 // tensor cores and solves for W and U~ in fp32 by forward substitution, one
 // column per thread (no barrier inside the solve). Kernel 2 walks the chunks
 // of a sequence in order with a block of 32 state columns in shared memory
-// and runs its products on tensor cores. Products take TF32 operands (10-bit
+// and runs its products on tensor cores; it stages each chunk's operands
+// while the previous chunk's products run. Products take TF32 operands (10-bit
 // mantissa, rounded to nearest) and accumulate in fp32; the state itself is
 // only ever accumulated in fp32 (the accumulator starts from gamma_last S).
 // BF16 operands, as other engines use, would carry 8 times the rounding.
@@ -151,6 +152,7 @@ struct PrepSmem {
   static constexpr int beta_gamma = beta + kDeltaChunk;
   static constexpr int v = beta_gamma + kDeltaChunk;  // bf16 [64][v_dim], after the floats
   static size_t bytes(int v_dim) { return sizeof(float) * v + sizeof(uint16_t) * kDeltaChunk * v_dim; }
+  static_assert(v % 4 == 0, "v rows start 16-byte aligned, for 16-byte copies");
 };
 
 template <int DKP>
@@ -176,18 +178,31 @@ __global__ void __launch_bounds__(kThreads) chunk_prepare_kernel(GatedDeltaRuleP
   uint16_t* Vs = reinterpret_cast<uint16_t*>(sm + Lay::v);
   stage_qk(Ks, Lay::kQK, s.kn, p, tb, kh, L, DKP);
   stage_qk(Qs, Lay::kQK, s.qn, p, tb, kh, L, DKP);
-  cp_async_commit();
   {
     // The chunk's v rows of this head, staged so that the solve below reads
-    // shared memory only (independent loads, all in flight at once).
+    // shared memory only: with 16-byte asynchronous copies alongside q and k
+    // when every row starts 16-byte aligned (Vs rows are Dv bf16 from a
+    // 16-byte aligned offset), else with independent loads.
     const int64_t qkv_stride = 2LL * Hk * Dk + static_cast<int64_t>(Hv) * Dv;
-    const uint16_t* v = p.qkv + tb * qkv_stride + 2LL * Hk * Dk + static_cast<int64_t>(vh) * Dv;
+    const int64_t v_col = 2LL * Hk * Dk + static_cast<int64_t>(vh) * Dv;
+    const uint16_t* v = p.qkv + tb * qkv_stride + v_col;
+    const bool aligned = Dv % 8 == 0 && qkv_stride % 8 == 0 && v_col % 8 == 0 &&
+                         reinterpret_cast<uintptr_t>(p.qkv) % 16 == 0;
+    if (aligned) {
+      const int row8 = Dv / 8;
+      for (int i = tid; i < kDeltaChunk * row8; i += blockDim.x) {
+        const int r = i / row8, c8 = i % row8;
+        cp_async16(Vs + r * Dv + 8 * c8, v + (r < L ? r * qkv_stride + 8 * c8 : 0), r < L);
+      }
+    } else {
 #pragma unroll 8
-    for (int i = tid; i < kDeltaChunk * Dv; i += blockDim.x) {
-      const int r = i / Dv, d = i % Dv;
-      Vs[i] = r < L ? v[r * qkv_stride + d] : uint16_t{0};
+      for (int i = tid; i < kDeltaChunk * Dv; i += blockDim.x) {
+        const int r = i / Dv, d = i % Dv;
+        Vs[i] = r < L ? v[r * qkv_stride + d] : uint16_t{0};
+      }
     }
   }
+  cp_async_commit();
   if (tid < 32) {
     // Inclusive prefix sum of g over the chunk (two tokens per lane).
     const int i = 2 * tid;
@@ -329,14 +344,7 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(GatedDeltaRulePar
   float* gamma = sm + Lay::gamma;
   float* to_last = sm + Lay::to_last;
 
-  // Ss[k][jj] = S[k][j0 + jj] = state row j0 + jj (v-major), element k.
   float* state = p.state + (slot * Hv + vh) * static_cast<int64_t>(Dv) * Dk;
-  const bool init = p.has_initial_state[seq] != 0;
-  for (int i = tid; i < DKP * kDeltaVBlock; i += blockDim.x) {
-    const int jj = i / DKP, k = i % DKP, j = j0 + jj;
-    Ss[k * Lay::kV + jj] = (init && k < Dk && j < Dv) ? state[static_cast<int64_t>(j) * Dk + k] : 0.0f;
-  }
-
   // This block's columns of S into a slot's state (v-major).
   auto write_state = [&](float* dst) {
     for (int i = tid; i < DKP * kDeltaVBlock; i += blockDim.x) {
@@ -352,25 +360,61 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(GatedDeltaRulePar
   const int m0 = 16 * (warp & 3), n0 = 16 * (warp >> 2);
   const ChunkSpans spans = chunk_spans(p, seq, n);
   const int chunks = spans.count();
-  for (int c = 0; c < chunks; ++c) {
+
+  // Chunk c's operands are staged in two cp.async groups, each into buffers
+  // that an earlier phase has finished with, so that the loads of chunk c + 1
+  // overlap the products of chunk c: group A (W, Q, U~, read by the first
+  // phase) once the first phase of chunk c is done, group B (K, P, read by
+  // the later phases) once chunk c is done. Groups are committed in the
+  // order A(0) B(0) A(1) B(1) ..., one of each per chunk by every thread.
+  auto stage_a = [&](int c) {
     const int64_t tb = t0 + spans.start(c);
     const int rows = spans.end(c) - spans.start(c);
     stage_rows16(Ws, Lay::kQW, s.w + (tb * Hv + vh) * DKP, static_cast<int64_t>(Hv) * DKP, rows, DKP / 4, DKP / 4);
     stage_rows16(Ut, Lay::kV, s.u + (tb * Hv + vh) * s.dv_pad + j0, static_cast<int64_t>(Hv) * s.dv_pad, rows,
                  kDeltaVBlock / 4, kDeltaVBlock / 4);
+    stage_qk(Qs, Lay::kQW, s.qn, p, tb, kh, rows, DKP);
+    cp_async_commit();
+  };
+  auto stage_b = [&](int c) {
+    const int64_t tb = t0 + spans.start(c);
+    const int rows = spans.end(c) - spans.start(c);
     stage_rows16(Ps, Lay::kP, s.p + (tb * Hv + vh) * kDeltaChunk, static_cast<int64_t>(Hv) * kDeltaChunk, rows,
                  kDeltaChunk / 4, kDeltaChunk / 4);
-    stage_qk(Qs, Lay::kQW, s.qn, p, tb, kh, rows, DKP);
     stage_qk(Ks, Lay::kK, s.kn, p, tb, kh, rows, DKP);
     cp_async_commit();
+  };
+  // G_i and G_last of chunk c, for thread i < kDeltaChunk: read into
+  // registers one chunk ahead, written to gamma / to_last at the chunk's top.
+  float g_i = 0.0f, g_last = 0.0f;
+  auto load_g = [&](int c) {
     if (tid < kDeltaChunk) {
-      const float* gc = s.gcum + tb * Hv + vh;
-      const float gi = tid < rows ? gc[static_cast<int64_t>(tid) * Hv] : 0.0f;
-      const float g_last = gc[static_cast<int64_t>(rows - 1) * Hv];
-      gamma[tid] = expf(gi);
-      to_last[tid] = tid < rows ? expf(g_last - gi) : 0.0f;
+      const int rows = spans.end(c) - spans.start(c);
+      const float* gc = s.gcum + (t0 + spans.start(c)) * Hv + vh;
+      g_i = tid < rows ? gc[static_cast<int64_t>(tid) * Hv] : 0.0f;
+      g_last = gc[static_cast<int64_t>(rows - 1) * Hv];
     }
-    cp_async_wait<0>();
+  };
+  stage_a(0);
+  stage_b(0);
+  load_g(0);
+  // Ss[k][jj] = S[k][j0 + jj] = state row j0 + jj (v-major), element k,
+  // while the first chunk's operands arrive.
+  const bool init = p.has_initial_state[seq] != 0;
+  for (int i = tid; i < DKP * kDeltaVBlock; i += blockDim.x) {
+    const int jj = i / DKP, k = i % DKP, j = j0 + jj;
+    Ss[k * Lay::kV + jj] = (init && k < Dk && j < Dv) ? state[static_cast<int64_t>(j) * Dk + k] : 0.0f;
+  }
+
+  for (int c = 0; c < chunks; ++c) {
+    const int64_t tb = t0 + spans.start(c);
+    const int rows = spans.end(c) - spans.start(c);
+    // gamma and to_last were last read before the barrier that ended chunk c - 1.
+    if (tid < kDeltaChunk) {
+      gamma[tid] = expf(g_i);
+      to_last[tid] = tid < rows ? expf(g_last - g_i) : 0.0f;
+    }
+    cp_async_wait<1>();  // group A(c); B(c) may still be in flight
     __syncthreads();
 
     // U = U~ - W S and Q S on this warp's tile.
@@ -396,7 +440,11 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(GatedDeltaRulePar
         Un[at] = round_tf32(Ut[at] - acc_u[nt][e]);  // only ever a tensor-core operand
       }
     }
+    if (c + 1 < chunks) load_g(c + 1);
+    cp_async_wait<0>();  // group B(c)
     __syncthreads();
+    // Nothing reads W, Q or U~ of chunk c after the barrier above.
+    if (c + 1 < chunks) stage_a(c + 1);
 
     // O = diag(gamma) Q S + P U.
 #pragma unroll
@@ -459,6 +507,8 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(GatedDeltaRulePar
       }
     }
     __syncthreads();
+    // Nothing reads K or P of chunk c after the barrier above.
+    if (c + 1 < chunks) stage_b(c + 1);
     // The next write of S follows two more barriers, so it can be read here.
     if (save != nullptr && spans.end(c) == save_len) write_state(save);
   }

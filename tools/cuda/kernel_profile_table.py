@@ -58,6 +58,7 @@ def main():
     ap.add_argument("--steps", type=int, required=True)
     ap.add_argument("--latency", help="bench latency --output-json of the same config")
     ap.add_argument("--title", default="")
+    ap.add_argument("--what", default="", help="what the runs' difference is (default: STEPS decode steps)")
     ap.add_argument("short_log")
     ap.add_argument("long_log")
     args = ap.parse_args()
@@ -71,7 +72,7 @@ def main():
     per_step.sort(reverse=True)
     total_us = sum(us for us, _, _ in per_step)
     total_launches = sum(n for _, n, _ in per_step)
-    print(f"== {args.title}: {args.steps} decode steps")
+    print(f"== {args.title}: {args.what or f'{args.steps} decode steps'}")
     if args.latency:
         try:
             step_ms = json.load(open(args.latency))["decode_step_ms_median"]

@@ -331,21 +331,58 @@ struct GroupedItem {
   }
 };
 
+// The plan's slot tables, which every work item's lookup reads: copied to
+// shared memory once per block (stage_slot_tables), so that resolving an
+// item is a handful of shared loads instead of a chain of dependent global
+// ones in the middle of a pipelined k loop.
+struct SlotTables {
+  int* item_begin;  // [num_slots + 1]
+  int* expert;      // [num_slots]
+  int* pos;
+  int* rows;
+  int num_slots;
+};
+
+// Shared-memory bytes of the slot tables for E experts.
+__host__ __device__ constexpr size_t slot_tables_bytes(int experts) {
+  return static_cast<size_t>(4) * (experts + 2) * sizeof(int);
+}
+
+// Copies the tables into `smem` (slot_tables_bytes(p.w.experts), 4-byte
+// aligned); every thread of the block calls it, and it ends with a barrier.
+template <bool kUp>
+__device__ __forceinline__ SlotTables stage_slot_tables(const MoeGroupedGemmParams& p, void* smem) {
+  const MoeGroupedPlan& pl = p.plan;
+  const int n = *pl.num_slots, stride = p.w.experts + 2;
+  int* base = static_cast<int*>(smem);
+  SlotTables t{base, base + stride, base + 2 * stride, base + 3 * stride, n};
+  const int32_t* begin = kUp ? pl.up_item_begin : pl.down_item_begin;
+  for (int i = threadIdx.x; i <= n; i += blockDim.x) {
+    t.item_begin[i] = begin[i];
+    if (i < n) {
+      t.expert[i] = pl.slot_expert[i];
+      t.pos[i] = pl.slot_pos[i];
+      t.rows[i] = pl.slot_rows[i];
+    }
+  }
+  __syncthreads();
+  return t;
+}
+
 template <int kRows>
-__device__ __forceinline__ GroupedItem grouped_item(const MoeGroupedGemmParams& p, const int32_t* item_begin,
-                                                    int num_slots, int item) {
-  int lo = 0, hi = num_slots - 1;  // the last slot whose items begin at or before `item`
+__device__ __forceinline__ GroupedItem grouped_item(const MoeGroupedGemmParams& p, const SlotTables& t, int item) {
+  int lo = 0, hi = t.num_slots - 1;  // the last slot whose items begin at or before `item`
   while (lo < hi) {
     const int mid = (lo + hi + 1) >> 1;
-    if (item_begin[mid] <= item) lo = mid;
+    if (t.item_begin[mid] <= item) lo = mid;
     else hi = mid - 1;
   }
   GroupedItem it;
-  it.expert = p.plan.slot_expert[lo];
+  it.expert = t.expert[lo];
   it.shared = it.expert == p.w.experts;
   it.inter = it.shared ? p.w.shared_inter : p.w.inter;
-  it.pos_begin = p.plan.slot_pos[lo];
-  const int rows = p.plan.slot_rows[lo], mtiles = (rows + kRows - 1) / kRows, local = item - item_begin[lo];
+  it.pos_begin = t.pos[lo];
+  const int rows = t.rows[lo], mtiles = (rows + kRows - 1) / kRows, local = item - t.item_begin[lo];
   it.m0 = (local % mtiles) * kRows;
   it.nrows = min(kRows, rows - it.m0);
   it.col_tile = local / mtiles;

@@ -28,12 +28,15 @@ struct Tiles {
   static constexpr int kAStage = kRows * kRowBytes;
   static constexpr int kBStage = kBRows * kRowBytes;
   static constexpr int kStageBytes = kAStage + kBStage;
-  static constexpr size_t kSmem = static_cast<size_t>(kStages) * kStageBytes + 1024;  // + alignment slack
+  static constexpr size_t kStagesBytes = static_cast<size_t>(kStages) * kStageBytes;
+  // The stages (1024-aligned, hence the slack), then the slot tables.
+  static size_t smem_bytes(int experts) { return kStagesBytes + 1024 + moe_detail::slot_tables_bytes(experts); }
 };
 
 
 // Block = a stream of work items, the copies running kStages - 2 k tiles
-// ahead of the MMAs across item boundaries (moe_grouped_fp8.cu says why).
+// ahead of the MMAs across item boundaries, each item resolved one item
+// before its first copy (moe_grouped_fp8.cu says why).
 // kUp: A = x rows by token, B = gate rows [n0, n0 + 128) then up rows
 // [I + n0, ...), output SwiGLU into hidden. Otherwise A = hidden rows, B =
 // down rows [n0, n0 + 256), output y.
@@ -44,15 +47,14 @@ __global__ void __launch_bounds__(NWG * 128, 1) grouped_gemm_kernel(MoeGroupedGe
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   const MoeGroupedPlan& pl = p.plan;
-  const int num_slots = *pl.num_slots;
-  const int32_t* item_begin = kUp ? pl.up_item_begin : pl.down_item_begin;
-  const int total = item_begin[num_slots];
+  const moe_detail::SlotTables tables = moe_detail::stage_slot_tables<kUp>(p, smem + L::kStagesBytes);
+  const int total = tables.item_begin[tables.num_slots];
   const int tid = threadIdx.x, wg = tid >> 7, wl = tid & 127, warp = wl >> 5, lane = tid & 31;
   const int H = p.w.hidden;
   const uint16_t* A = kUp ? p.x : p.hidden;
   const int64_t lda = kUp ? H : p.hidden_ld;
   auto item_at = [&](int item) {
-    return moe_detail::grouped_item<L::kRows>(p, item_begin, num_slots, item);
+    return moe_detail::grouped_item<L::kRows>(p, tables, item);
   };
   auto weights_of = [&](const moe_detail::GroupedItem& it) {
     return kUp ? (it.shared ? p.w.shared_gate_up : p.w.gate_up + it.expert * p.w.gate_up_stride)
@@ -60,16 +62,22 @@ __global__ void __launch_bounds__(NWG * 128, 1) grouped_gemm_kernel(MoeGroupedGe
   };
 
   // The loader: item `li`, k tile `lk`. This thread copies 16-byte chunk
-  // tid % 8 of A rows tid / 8 + j kARowStep, whose sources it keeps.
+  // tid % 8 of A rows tid / 8 + j kARowStep, whose sources it keeps; `next`
+  // and next_src are the same for the loader's next item.
   constexpr int kAChunks = L::kRows * 8 / L::kThreads, kARowStep = L::kThreads / 8;
-  int li = blockIdx.x, lk = 0;
-  moe_detail::GroupedItem lit = item_at(li < total ? li : 0);
-  int a_src[kAChunks];
-  auto stage_sources = [&] {
+  auto resolve = [&](int item, moe_detail::GroupedItem& it, int (&src)[kAChunks]) {
+    if (item >= total) return;
+    it = item_at(item);
 #pragma unroll
-    for (int j = 0; j < kAChunks; ++j) a_src[j] = li < total ? lit.row_source<kUp>(pl, (tid >> 3) + j * kARowStep) : -1;
+    for (int j = 0; j < kAChunks; ++j) src[j] = it.row_source<kUp>(pl, (tid >> 3) + j * kARowStep);
   };
-  stage_sources();
+  int li = blockIdx.x, lk = 0;
+  moe_detail::GroupedItem lit = item_at(0), next = lit;
+  int a_src[kAChunks], next_src[kAChunks];
+#pragma unroll
+  for (int j = 0; j < kAChunks; ++j) a_src[j] = next_src[j] = -1;
+  resolve(li, lit, a_src);
+  resolve(li + gridDim.x, next, next_src);
   // Copies the next k tile into `stage` (nothing past the last item), then
   // advances the loader; one commit group per call either way.
   auto load_next = [&](int stage) {
@@ -104,10 +112,10 @@ __global__ void __launch_bounds__(NWG * 128, 1) grouped_gemm_kernel(MoeGroupedGe
       if (++lk == (K + kBK - 1) / kBK) {
         lk = 0;
         li += gridDim.x;
-        if (li < total) {
-          lit = item_at(li);
-          stage_sources();
-        }
+        lit = next;
+#pragma unroll
+        for (int j = 0; j < kAChunks; ++j) a_src[j] = next_src[j];
+        resolve(li + gridDim.x, next, next_src);
       }
     }
     cp_async_commit();
@@ -221,10 +229,11 @@ __global__ void __launch_bounds__(256) combine_kernel(MoeGroupedGemmParams p) {
 
 template <int NWG, bool kUp>
 void launch_grouped(const MoeGroupedGemmParams& p, int max_items, cudaStream_t stream) {
-  allow_dynamic_smem(reinterpret_cast<const void*>(grouped_gemm_kernel<NWG, kUp>), Tiles<NWG>::kSmem);
+  const size_t smem = Tiles<NWG>::smem_bytes(p.w.experts);
+  allow_dynamic_smem(reinterpret_cast<const void*>(grouped_gemm_kernel<NWG, kUp>), smem);
   const int grid = p.grid < max_items ? p.grid : max_items;
   if (grid <= 0) return;
-  grouped_gemm_kernel<NWG, kUp><<<grid, Tiles<NWG>::kThreads, Tiles<NWG>::kSmem, stream>>>(p);
+  grouped_gemm_kernel<NWG, kUp><<<grid, Tiles<NWG>::kThreads, smem, stream>>>(p);
 }
 
 }  // namespace

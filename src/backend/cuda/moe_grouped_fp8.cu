@@ -39,7 +39,9 @@ constexpr int kStages = 5;
 constexpr int kAStage = kRows * kRowBytes;
 constexpr int kBStage = kBRows * kRowBytes;
 constexpr int kStageBytes = kAStage + kBStage;
-constexpr size_t kSmem = static_cast<size_t>(kStages) * kStageBytes + 1024;  // + alignment slack
+constexpr size_t kStagesBytes = static_cast<size_t>(kStages) * kStageBytes;
+// The stages (1024-aligned, hence the slack), then the slot tables.
+size_t smem_bytes(int experts) { return kStagesBytes + 1024 + moe_detail::slot_tables_bytes(experts); }
 static_assert(kMoeUpColTile == 128 && kMoeDownColTile == kBRows, "tile shapes");
 static_assert(kBK == kFp8Group, "a k tile is one scale block");
 
@@ -48,7 +50,9 @@ static_assert(kBK == kFp8Group, "a k tile is one scale block");
 // tile) steps; the copies run kStages - 1 steps ahead of the MMAs across item
 // boundaries, so an item's first tiles arrive while the previous item's last
 // ones are multiplied and its epilogue runs, and a short item (a down item is
-// I / 128 k tiles) never waits for a refilled pipeline.
+// I / 128 k tiles) never waits for a refilled pipeline. The loader resolves
+// each item one item ahead of its first copy, so that the row sources it
+// reads from global memory have arrived by then.
 template <bool kUp>
 struct ItemOperands {
   moe_detail::GroupedItem it;
@@ -57,9 +61,8 @@ struct ItemOperands {
   const uint8_t* W;  // the expert's codes, [rows][K]
   const float* ws;   // its block scales, [rows / 128][K / 128]
 
-  __device__ __forceinline__ ItemOperands(const MoeGroupedGemmParams& p, const int32_t* item_begin, int num_slots,
-                                          int item) {
-    it = moe_detail::grouped_item<kRows>(p, item_begin, num_slots, item);
+  __device__ __forceinline__ ItemOperands(const MoeGroupedGemmParams& p, const moe_detail::SlotTables& t, int item) {
+    it = moe_detail::grouped_item<kRows>(p, t, item);
     n0 = it.col_tile * (kUp ? kMoeUpColTile : kMoeDownColTile);
     kblocks = (kUp ? p.w.hidden : it.inter) / kBK;
     const int64_t e = it.expert;
@@ -130,9 +133,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_fp8_kernel(MoeGroupedGemm
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   __shared__ float s_amax[2][kRows];
   const MoeGroupedPlan& pl = p.plan;
-  const int num_slots = *pl.num_slots;
-  const int32_t* item_begin = kUp ? pl.up_item_begin : pl.down_item_begin;
-  const int total = item_begin[num_slots];
+  const moe_detail::SlotTables tables = moe_detail::stage_slot_tables<kUp>(p, smem + kStagesBytes);
+  const int total = tables.item_begin[tables.num_slots];
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
   const uint8_t* A = kUp ? p.xq : p.hidden_q;
   const int64_t lda = kUp ? p.w.hidden : p.hidden_ld;
@@ -141,15 +143,20 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_fp8_kernel(MoeGroupedGemm
 
   // The loader's position in the step stream: item `li`, k tile `lk`. This
   // thread copies 16-byte chunk tid % 8 of A rows tid / 8 and tid / 8 + 32,
-  // whose sources it keeps in registers.
+  // whose sources it keeps in registers; `next` and next_src are the same
+  // for the loader's next item.
   static_assert(kRows * 8 == 2 * kThreads, "two A chunks per thread");
+  auto resolve = [&](int item, ItemOperands<kUp>& op, int (&src)[2]) {
+    if (item >= total) return;
+    op = ItemOperands<kUp>(p, tables, item);
+    src[0] = op.row_source(pl, tid >> 3);
+    src[1] = op.row_source(pl, (tid >> 3) + 32);
+  };
   int li = blockIdx.x, lk = 0;
-  ItemOperands<kUp> lop(p, item_begin, num_slots, li < total ? li : 0);
-  int a_src[2] = {-1, -1};
-  if (li < total) {
-    a_src[0] = lop.row_source(pl, tid >> 3);
-    a_src[1] = lop.row_source(pl, (tid >> 3) + 32);
-  }
+  ItemOperands<kUp> lop(p, tables, 0), next = lop;
+  int a_src[2] = {-1, -1}, next_src[2] = {-1, -1};
+  resolve(li, lop, a_src);
+  resolve(li + gridDim.x, next, next_src);
   // Copies the next step's tiles into `stage` (nothing past the last item),
   // then advances the loader; one commit group per call either way.
   auto load_next = [&](int stage) {
@@ -181,11 +188,10 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_fp8_kernel(MoeGroupedGemm
       if (++lk == lop.kblocks) {
         lk = 0;
         li += gridDim.x;
-        if (li < total) {
-          lop = ItemOperands<kUp>(p, item_begin, num_slots, li);
-          a_src[0] = lop.row_source(pl, tid >> 3);
-          a_src[1] = lop.row_source(pl, (tid >> 3) + 32);
-        }
+        lop = next;
+        a_src[0] = next_src[0];
+        a_src[1] = next_src[1];
+        resolve(li + gridDim.x, next, next_src);
       }
     }
     cp_async_commit();
@@ -195,7 +201,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_fp8_kernel(MoeGroupedGemm
 
   int step = 0;  // this block's steps so far: step s's tiles are in stage s % kStages
   for (int item = blockIdx.x; item < total; item += gridDim.x) {
-    const ItemOperands<kUp> op(p, item_begin, num_slots, item);
+    const ItemOperands<kUp> op(p, tables, item);
     const int I = op.it.inter;
     // This thread's accumulator rows (j / 2 even, odd) and their sources.
     const int r0 = warp * 16 + (lane >> 2);
@@ -256,10 +262,11 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_fp8_kernel(MoeGroupedGemm
 
 template <bool kUp>
 void launch_grouped_fp8(const MoeGroupedGemmParams& p, int max_items, cudaStream_t stream) {
-  allow_dynamic_smem(reinterpret_cast<const void*>(grouped_fp8_kernel<kUp>), kSmem);
+  const size_t smem = smem_bytes(p.w.experts);
+  allow_dynamic_smem(reinterpret_cast<const void*>(grouped_fp8_kernel<kUp>), smem);
   const int grid = p.grid < max_items ? p.grid : max_items;
   if (grid <= 0) return;
-  grouped_fp8_kernel<kUp><<<grid, kThreads, kSmem, stream>>>(p);
+  grouped_fp8_kernel<kUp><<<grid, kThreads, smem, stream>>>(p);
 }
 
 }  // namespace

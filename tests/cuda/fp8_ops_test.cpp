@@ -121,8 +121,10 @@ struct Fp8Weights {
 
 // Decode rows on the small-M kernel (M <= 32, chunks of 32 beyond when
 // cuBLASLt declines), prefill rows on cuBLASLt; K not a multiple of 128
-// (a partial scale block), of 16 (the unaligned load path); N not a multiple
-// of 16; real 27B and 35B-A3B widths.
+// (a partial scale block), of 16 (the register-tile kernel); N not a multiple
+// of 16; real 27B and 35B-A3B widths (row blocks whose K blocks are split
+// across a cluster of the TMA kernel's blocks); 9..40 rows on the TMA kernel
+// where cuBLASLt's block-scaled kernels are not taken (N % 128 != 0).
 TEST_F(CudaOpTest, LinearFp8BothFormats) {
   Rng rng(seed_);
   struct Shape3 {
@@ -132,7 +134,9 @@ TEST_F(CudaOpTest, LinearFp8BothFormats) {
                          Shape3{8, 1024, 5120}, Shape3{16, 640, 512}, Shape3{31, 384, 256}, Shape3{32, 2048, 4096},
                          Shape3{3, 96, 200}, Shape3{40, 200, 200}, Shape3{33, 256, 384}, Shape3{300, 1024, 1024},
                          Shape3{1024, 768, 2048}, Shape3{131, 512, 128}, Shape3{263, 256, 128}, Shape3{300, 1280, 320},
-                         Shape3{131, 768, 320}, Shape3{64, 512, 128}}) {
+                         Shape3{131, 768, 320}, Shape3{64, 512, 128}, Shape3{1, 34816, 512},
+                         Shape3{3, 20480, 256}, Shape3{2, 3200, 1024}, Shape3{4, 1600, 2048},
+                         Shape3{20, 8200, 2048}, Shape3{40, 8200, 2048}}) {
     SCOPED_TRACE(testing::Message() << "M=" << s.M << " N=" << s.N << " K=" << s.K);
     HostTensor x = bf16_tensor({s.M, s.K});
     x.fill_normal(rng);

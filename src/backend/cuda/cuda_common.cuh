@@ -10,6 +10,14 @@
 
 namespace hyllm::cuda {
 
+// Programmatic dependent launch: allow_dependents lets a kernel launched
+// after this one with programmatic stream serialization start before this
+// one ends; wait_for_prerequisite (in such a kernel) returns once the
+// kernel before it has completed and its writes are visible. Both are no-ops
+// without such a launch.
+__device__ __forceinline__ void allow_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+__device__ __forceinline__ void wait_for_prerequisite() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+
 __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
 __device__ __forceinline__ uint16_t f2bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
 __device__ __forceinline__ float round_bf(float f) { return bf2f(f2bf(f)); }

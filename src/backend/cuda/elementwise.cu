@@ -60,6 +60,7 @@ inline int group_blocks(int rows, int cols) {
 // The FP8-output SwiGLU: the bf16 results (also written to out when given)
 // are quantised from registers.
 __global__ void swiglu_fp8_kernel(SwigluParams p) {
+  allow_dependents();  // the FP8 linears reading the codes start their weight stream
   const GroupSlot s = group_slot(p.inter);
   if (!s.live) return;
   const uint16_t* row = p.x + static_cast<int64_t>(s.row) * p.x_stride;
@@ -73,6 +74,7 @@ __global__ void swiglu_fp8_kernel(SwigluParams p) {
 }
 
 __global__ void quantize_fp8_kernel(QuantizeFp8Params p) {
+  allow_dependents();
   const GroupSlot s = group_slot(p.out.cols);
   if (!s.live) return;
   float v[4];

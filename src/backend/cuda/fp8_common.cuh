@@ -12,6 +12,24 @@ namespace hyllm::cuda {
 
 inline constexpr int kFp8Group = 128;
 
+// D[16 x 8] += A[16 x 32] B[32 x 8], e4m3 operands, fp32 accumulators.
+__device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// One 64-wide k window: lane (g, q) holds codes [16q, 16q + 16) of A rows g
+// (lo) and g + 8 (hi) and of B column g; A and B see the same permutation
+// (a dot product does not depend on the order of its k terms).
+__device__ __forceinline__ void mma_k64(float (&d)[4], const uint4& lo, const uint4& hi, const uint4& b) {
+  mma_e4m3(d, lo.x, hi.x, lo.y, hi.y, b.x, b.y);
+  mma_e4m3(d, lo.z, hi.z, lo.w, hi.w, b.z, b.w);
+}
+
 // e4m3 code of clamp(v, -448, 448), round to nearest even.
 __device__ __forceinline__ uint8_t e4m3_code(float v) {
   v = fminf(fmaxf(v, -448.0f), 448.0f);

@@ -1,4 +1,5 @@
-// The FP8 linear for few rows (decode): y[m, n] = sum_k x[m, k] W[n, k] with
+// The FP8 linear for few rows (decode) on small or unaligned weights (large
+// aligned ones stream through fp8_gemv_tma.cu): y[m, n] = sum_k x[m, k] W[n, k] with
 // e4m3 operands on the tensor cores (mma.sync m16n8k32) and the scales of
 // ops.h's linear, the weights streamed from memory once. A GEMM library tiles
 // M in 64 or 128 rows, so at M = 1..32 it reads the weights through tiles that
@@ -20,7 +21,8 @@
 // acc += (P * sx) * sw.
 #include <algorithm>
 
-#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/fp8_common.cuh"
+#include "backend/cuda/fp8_gemv_tma.h"
 #include "backend/cuda/launch/fp8.h"
 
 namespace hyllm::cuda {
@@ -60,15 +62,6 @@ __device__ __forceinline__ uint4 load16(const uint8_t* base, int row, int rows, 
   return r;
 }
 
-__device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                    uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 // A thread's weights of one K block: rows g and g + 8, in two 64-byte halves.
 struct WeightBlock {
   uint4 lo[2], hi[2];
@@ -103,8 +96,7 @@ __device__ __forceinline__ void multiply_block(const Fp8GemvParams& p, const Wei
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       const uint4 x = load16<kAligned, false>(p.x, m0 + nt * 8 + g, p.M, b, p.K);
-      mma(part[nt], o.lo[c].x, o.hi[c].x, o.lo[c].y, o.hi[c].y, x.x, x.y);
-      mma(part[nt], o.lo[c].z, o.hi[c].z, o.lo[c].w, o.hi[c].w, x.z, x.w);
+      mma_k64(part[nt], o.lo[c], o.hi[c], x);
     }
   }
   if (p.block_scales) {
@@ -211,6 +203,8 @@ void launch_aligned(const Fp8GemvParams& p, int num_sms, cudaStream_t stream) {
 
 void launch_fp8_gemv(const Fp8GemvParams& p, int num_sms, cudaStream_t stream) {
   if (p.M == 0 || p.N == 0) return;
+  if (p.use_tma && static_cast<int64_t>(p.N) * p.K >= kFp8GemvTmaMinWeightBytes && launch_fp8_gemv_tma(p, stream))
+    return;
   switch (ceil_div(std::min(p.M, kTokensPerGridRow), 8)) {
     case 1: return launch_aligned<1>(p, num_sms, stream);
     case 2: return launch_aligned<2>(p, num_sms, stream);

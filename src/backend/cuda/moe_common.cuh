@@ -143,11 +143,6 @@ __device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes));
 }
 
-// Programmatic dependent launch (launch/moe.h kMoeLeanMaxTokens); both are
-// no-ops in a kernel launched without it or with no such dependent.
-__device__ __forceinline__ void allow_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
-__device__ __forceinline__ void wait_for_prerequisite() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
-
 // launch/moe.h: prefetches and programmatic launches only for the fewest tokens.
 inline bool lean(const MoeSmallParams& p) { return p.tokens <= kMoeLeanMaxTokens; }
 

@@ -8,7 +8,6 @@
 namespace hyllm::cuda {
 namespace {
 
-using moe_detail::allow_dependents;
 using moe_detail::down_split_smem;
 using moe_detail::kSplit;
 using moe_detail::kSplitCols;
@@ -24,7 +23,6 @@ using moe_detail::ld_vec;
 using moe_detail::lean;
 using moe_detail::mma_k32;
 using moe_detail::prefetch_l2;
-using moe_detail::wait_for_prerequisite;
 
 constexpr int kUpCols = 16;   // intermediate columns per up block
 // Warps per up block (the K split): 16 for few work items, else 4 (few_items).

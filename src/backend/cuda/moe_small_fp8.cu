@@ -6,12 +6,12 @@
 // quantised once by quantize_fp8 between the two (launch/moe.h hidden_q):
 // quantising them inside the down kernels would repeat the work in every one
 // of their H / 8 blocks.
+#include "backend/cuda/fp8_common.cuh"
 #include "backend/cuda/moe_common.cuh"
 
 namespace hyllm::cuda {
 namespace {
 
-using moe_detail::allow_dependents;
 using moe_detail::down_split_smem;
 using moe_detail::few_items;
 using moe_detail::kSplit;
@@ -26,29 +26,11 @@ using moe_detail::prefetch_l2;
 using moe_detail::split_combine;
 using moe_detail::up_store;
 using moe_detail::SplitTables;
-using moe_detail::wait_for_prerequisite;
 
 constexpr int kUpCols = 16;  // warps per up block: 16 for few work items, else 4
 constexpr int kDownRows = 16;
 constexpr int kDownWarps = 8;
 constexpr int kBlock = 128;  // FP8 scale block (columns)
-
-// D[16 x 8] += A[16 x 32] B[32 x 8], e4m3 operands, fp32 accumulators.
-__device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-// One 64-wide k window: lane (g, q) holds codes [16q, 16q + 16) of A rows g
-// (lo) and g + 8 (hi) and of B column g; A and B see the same permutation.
-__device__ __forceinline__ void mma_k64(float (&d)[4], const uint4& lo, const uint4& hi, const uint4& b) {
-  mma_e4m3(d, lo.x, hi.x, lo.y, hi.y, b.x, b.y);
-  mma_e4m3(d, lo.z, hi.z, lo.w, hi.w, b.z, b.w);
-}
 
 // Block (item, 16 intermediate columns), warps splitting the 128-column
 // blocks of K: gate rows [n0, n0 + 16) and up rows [I + n0, ...) of the

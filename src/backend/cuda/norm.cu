@@ -19,6 +19,7 @@ template <int VEC>
 __global__ void rms_norm_kernel(RmsNormParams p) {
   extern __shared__ uint16_t s_row[];
   __shared__ float red[32];
+  if (p.fp8.q) allow_dependents();  // the FP8 linears reading q start their weight stream
   const int64_t base = static_cast<int64_t>(blockIdx.x) * p.width;
   float sum_sq = 0.0f;
   for (int i = threadIdx.x * VEC; i < p.width; i += blockDim.x * VEC) {
@@ -123,6 +124,7 @@ __device__ __forceinline__ uint4 pack8(const float (&v)[8]) {
 template <int CH>
 __global__ void __launch_bounds__(1024) rms_norm_regs_kernel(RmsNormParams p) {
   __shared__ float red[32];
+  if (p.fp8.q) allow_dependents();
   const int64_t base = static_cast<int64_t>(blockIdx.x) * p.width;
   const int chunks = p.width / 8;
   float v[CH][8];
@@ -170,6 +172,7 @@ __global__ void __launch_bounds__(1024) rms_norm_regs_kernel(RmsNormParams p) {
 // uniform over the warp) each warp quantises its head's groups from registers.
 template <bool FP8>
 __global__ void gated_rms_norm_kernel(GatedRmsNormParams p) {
+  if constexpr (FP8) allow_dependents();
   const int warps = blockDim.x / 32;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * warps + threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
@@ -208,6 +211,7 @@ __global__ void gated_rms_norm_kernel(GatedRmsNormParams p) {
 // shared memory (and to out when given), then the block quantises them.
 __global__ void gated_rms_norm_fp8_kernel(GatedRmsNormParams p) {
   extern __shared__ uint16_t s_row[];
+  allow_dependents();
   const int t = blockIdx.x, lane = threadIdx.x & 31;
   const int64_t W = static_cast<int64_t>(p.num_heads) * p.head_dim;
   for (int h = threadIdx.x / 32; h < p.num_heads; h += blockDim.x / 32) {

@@ -1,15 +1,17 @@
 // bench_cuda_gemm: times the linear's GEMM kernels on the projection shapes of
 // Qwen3.5-27B and 35B-A3B, each kernel replayed back to back from a CUDA graph
 // over rotating weight copies larger than L2 (so weights come from HBM):
-// FP8 (block and per-tensor scales) on fp8_gemv (the decode kernel) and on
+// FP8 (block and per-tensor scales) on fp8_gemv (the decode kernel: TMA-fed,
+// and the register-tile kernel it falls back to) and on
 // cuBLASLt, and BF16 on cuBLASLt, at decode rows
 // (M = 1..64) and prefill rows. Prints weight bandwidth against the measured
 // copy rate (4.28 TB/s) and, for prefill, TFLOP/s. Used to choose the M at
 // which the linear switches kernels.
-//   bench_cuda_gemm [--iters 50]
+//   bench_cuda_gemm [--iters 50] [--max-m 4096]
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -82,9 +84,11 @@ double time_graph(cudaStream_t s, int copies, int iters, F&& launch_copy) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int iters = 50;
-  for (int i = 1; i + 1 < argc; i += 2)
+  int iters = 50, max_m = 4096;
+  for (int i = 1; i + 1 < argc; i += 2) {
     if (std::string(argv[i]) == "--iters") iters = std::stoi(argv[i + 1]);
+    if (std::string(argv[i]) == "--max-m") max_m = std::stoi(argv[i + 1]);
+  }
   int dev_count = 0;
   if (cudaGetDeviceCount(&dev_count) != cudaSuccess || dev_count == 0) {
     std::printf("no CUDA device\n");
@@ -100,8 +104,8 @@ int main(int argc, char** argv) {
       {"27B mlp down", 5120, 17408},  {"27B out_proj", 5120, 6144},    {"35B gdn qkv|z", 12288, 2048},
       {"35B attn q|k|v", 9216, 2048}, {"35B out_proj", 2048, 4096},   {"35B shared gate|up", 1024, 2048}};
   const std::vector<int> ms = {1, 3, 8, 16, 32, 64, 1024, 4096};
-  std::printf("| shape | N x K | M | fp8_gemv block | fp8_gemv tensor | cuBLASLt fp8 block | cuBLASLt fp8 tensor | "
-              "cuBLASLt bf16 |\n|---|---|---|---|---|---|---|---|\n");
+  std::printf("| shape | N x K | M | TMA vs tiles | fp8_gemv block (TMA) | fp8_gemv block (register tiles) | fp8_gemv tensor (TMA) | "
+              "cuBLASLt fp8 block | cuBLASLt fp8 tensor | cuBLASLt bf16 |\n|---|---|---|---|---|---|---|---|---|---|\n");
   for (const ShapeCase& sc : shapes) {
     const size_t wbytes = static_cast<size_t>(sc.N) * sc.K;
     const int copies = std::max<int>(2, static_cast<int>(200e6 / wbytes) + 1);  // > 4x the 50 MB L2
@@ -131,6 +135,7 @@ int main(int argc, char** argv) {
     fill_codes<<<1024, 256, 0, s>>>(reinterpret_cast<uint8_t*>(x16), static_cast<size_t>(4096) * sc.K * 2, 98);
     CHECK(cudaStreamSynchronize(s));
     for (int M : ms) {
+      if (M > max_m) break;
       const int it = M >= 1024 ? std::max(5, iters / 5) : iters;
       auto cell = [&](double t, bool bf16) {
         if (t <= 0) return std::string("-");
@@ -142,23 +147,42 @@ int main(int argc, char** argv) {
                         100.0 * wbytes * (bf16 ? 2 : 1) / t / kCopyBandwidth);
         return std::string(buf);
       };
-      double gemv_b = -1, gemv_t = -1, lt_b = -1, lt_t = -1, lt_bf16 = -1;
+      double gemv_b = -1, gemv_b_regs = -1, gemv_t = -1, lt_b = -1, lt_t = -1, lt_bf16 = -1;
+      double tma_vs_tiles = -1;  // max |TMA - tiles| / max |tiles|, block scales, f32 outputs
+      // fp8_gemv on weight copy c, block or per-tensor scales, TMA or register tiles.
+      auto gemv = [&](int c, bool block, bool tma, bool out_f32, cudaStream_t st) {
+        hyllm::cuda::Fp8GemvParams p;
+        p.w = w8[c];
+        p.w_scale = block ? wsb : wst;
+        p.x = x8;
+        p.x_scale = block ? xs : wst;
+        p.block_scales = block;
+        p.out = out;
+        p.out_f32 = out_f32;
+        p.M = M;
+        p.N = sc.N;
+        p.K = sc.K;
+        p.use_tma = tma;
+        hyllm::cuda::launch_fp8_gemv(p, sms, st);
+      };
       if (M <= 64) {
-        for (bool block : {true, false}) {
-          double t = time_graph(s, copies, it, [&](int c, cudaStream_t st) {
-            hyllm::cuda::Fp8GemvParams p;
-            p.w = w8[c];
-            p.w_scale = block ? wsb : wst;
-            p.x = x8;
-            p.x_scale = block ? xs : wst;
-            p.block_scales = block;
-            p.out = out;
-            p.M = M;
-            p.N = sc.N;
-            p.K = sc.K;
-            hyllm::cuda::launch_fp8_gemv(p, sms, st);
-          });
-          (block ? gemv_b : gemv_t) = t;
+        std::vector<float> res[2];
+        for (int variant = 0; variant < 2; ++variant) {
+          gemv(0, true, variant == 0, true, s);
+          res[variant].resize(static_cast<size_t>(M) * sc.N);
+          CHECK(cudaMemcpyAsync(res[variant].data(), out, res[variant].size() * 4, cudaMemcpyDeviceToHost, s));
+          CHECK(cudaStreamSynchronize(s));
+        }
+        double diff = 0, ref = 0;
+        for (size_t i = 0; i < res[0].size(); ++i) {
+          diff = std::max(diff, std::abs(static_cast<double>(res[0][i]) - res[1][i]));
+          ref = std::max(ref, std::abs(static_cast<double>(res[1][i])));
+        }
+        tma_vs_tiles = ref > 0 ? diff / ref : diff;
+        for (int variant = 0; variant < 3; ++variant) {
+          const bool block = variant < 2, tma = variant != 1;
+          double t = time_graph(s, copies, it, [&](int c, cudaStream_t st) { gemv(c, block, tma, false, st); });
+          (variant == 0 ? gemv_b : variant == 1 ? gemv_b_regs : gemv_t) = t;
         }
       }
       for (bool block : {true, false}) {
@@ -178,8 +202,8 @@ int main(int argc, char** argv) {
       lt_bf16 = time_graph(s, copies, it, [&](int c, cudaStream_t st) { gemm.run(x16, w16[c], out, false, M, sc.N, sc.K, st); });
       CHECK(cudaStreamSynchronize(s));
       CHECK(cudaGetLastError());
-      std::printf("| %s | %d x %d | %d | %s | %s | %s | %s | %s |\n", sc.name, sc.N, sc.K, M,
-                  cell(gemv_b, false).c_str(), cell(gemv_t, false).c_str(), cell(lt_b, false).c_str(),
+      std::printf("| %s | %d x %d | %d | %.1e | %s | %s | %s | %s | %s | %s |\n", sc.name, sc.N, sc.K, M, tma_vs_tiles,
+                  cell(gemv_b, false).c_str(), cell(gemv_b_regs, false).c_str(), cell(gemv_t, false).c_str(), cell(lt_b, false).c_str(),
                   cell(lt_t, false).c_str(), cell(lt_bf16, true).c_str());
       std::fflush(stdout);
     }

@@ -30,8 +30,8 @@ void launch_quantize_fp8(const QuantizeFp8Params& p, cudaStream_t stream);
 
 // out[m, n] = sum_k x[m, k] W[n, k] for few rows (decode): e4m3 operands with
 // the scales of ops.h's linear (block or per-tensor), the weights streamed
-// once (fp8_gemv.cu). Any shape; rows beyond 32 in chunks of 32, each chunk
-// reading the weights again.
+// once (fp8_gemv_tma.cu; fp8_gemv.cu for matrices TMA cannot address). Any
+// shape; rows beyond 32 in chunks of 32, each chunk reading the weights again.
 struct Fp8GemvParams {
   const uint8_t* w = nullptr;       // [N, K] e4m3
   const float* w_scale = nullptr;   // block: [ceil(N/128), ceil(K/128)]; tensor: [1]
@@ -43,8 +43,14 @@ struct Fp8GemvParams {
   int M = 0;
   int N = 0;
   int K = 0;
+  // False sends every shape to the register-tile kernel (bench_cuda_gemm
+  // times both kernels to place kFp8GemvTmaMinWeightBytes).
+  bool use_tma = true;
 };
 void launch_fp8_gemv(const Fp8GemvParams& p, int num_sms, cudaStream_t stream);
+// Weights from which the TMA-fed kernel streams faster than the register-tile
+// kernel (below it, its fixed cost per block outweighs its deeper pipeline).
+inline constexpr int64_t kFp8GemvTmaMinWeightBytes = int64_t{16} << 20;
 // The most rows for which the linear prefers fp8_gemv to cuBLASLt, per scale
 // format (cuBLASLt has no block-scaled algorithm below 4 rows; with
 // per-tensor scales it streams the weights well from one row on).

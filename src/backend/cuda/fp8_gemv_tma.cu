@@ -1,0 +1,392 @@
+// The FP8 linear for few rows (decode), weights streamed by the tensor memory
+// accelerator: y[m, n] = sum_k x[m, k] W[n, k], e4m3 operands on the tensor
+// cores (mma.sync m16n8k32), the scales of ops.h's linear.
+//
+// Why TMA: at one to eight tokens the linear is a read of the weights, and a
+// warp that loads its own weight fragments keeps only a few kilobytes in
+// flight and spends its issue slots on addresses. Here one thread per block
+// asks for whole 128-row x 128-byte boxes (one weight scale block, 16 KiB)
+// and the token rows' box at the same k into a ring of shared-memory stages,
+// and eight consumer warps multiply, 16 rows each; a consumer loads the next
+// box's scales before it waits for this box, so that no global load sits
+// between two boxes.
+//
+// Work: a block owns a row block of 128 and a contiguous share of its K
+// blocks; the C blocks sharing a row block form a cluster and add their
+// partial sums through distributed shared memory at the end (no global
+// atomics, fences or scratch). C is chosen per shape so that the grid is one
+// wave of resident blocks and as many as fit stream at once.
+//
+// Fragments: the boxes land with the 128-byte swizzle (16-byte chunk c of box
+// row r at chunk c ^ (r % 8)), so the 32 lanes reading rows g and g + 8 (or
+// token rows g of each 8) hit every bank group four times, the fewest
+// wavefronts for 512 bytes. Lane (g, t) takes chunks t and t + 4 of its
+// weight rows and of token row g, and one K block's products are summed by
+// the tensor cores, then promoted into fp32 with the block's scales:
+// acc += (P * sx) * sw.
+#include <algorithm>
+#include <array>
+#include <mutex>
+#include <tuple>
+#include <unordered_map>
+
+#include "backend/cuda/fp8_common.cuh"
+#include "backend/cuda/fp8_gemv_tma.h"
+#include "backend/cuda/tensor_map.h"
+
+namespace hyllm::cuda {
+namespace {
+
+constexpr int kRows = 128;      // a row block: one weight scale block of rows
+constexpr int kBoxBytes = 128;  // one scale block of K
+constexpr int kConsumerWarps = kRows / 16;
+constexpr int kThreads = (kConsumerWarps + 1) * 32;  // + the producer warp
+constexpr int kWeightBoxBytes = kRows * kBoxBytes;
+constexpr int kStages = 2;
+// A stage: the weight box, then the tokens' box of NT * 8 rows (1024-byte
+// multiples, so both boxes start on the swizzle's period).
+constexpr int stage_bytes(int nt) { return kWeightBoxBytes + nt * 8 * kBoxBytes; }
+constexpr int kTokensPerGridRow = 32;  // 4 mma n-tiles
+constexpr int kMaxCluster = 8;         // the portable cluster size
+// Partial sums sent to a cluster's first block: (C - 1) * NT <= this, so that
+// three blocks fit an SM.
+constexpr int kMaxReceivedTiles = 7;
+
+// Ring (1024-aligned: the swizzle's period), barriers, then the partial sums
+// the other blocks of a cluster send to its first block.
+constexpr size_t smem_bytes(int cluster, int nt) {
+  return size_t{kStages} * stage_bytes(nt) + 1024 + 2 * kStages * sizeof(uint64_t) +
+         size_t(cluster - 1) * kConsumerWarps * nt * 4 * 32 * sizeof(float);
+}
+
+struct Schedule {
+  int num_kb = 0;   // K blocks of 128
+  int cluster = 1;  // blocks sharing one row block (split K)
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_u32(bar)), "r"(parity)
+        : "memory");
+  }
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_bytes(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+// Box at (column x, row y) of the map into dst; completes bytes on bar.
+__device__ __forceinline__ void tma_load_box(void* dst, const CUtensorMap* map, uint64_t* bar, int x, int y) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::
+          "r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_u32(bar)), "r"(x), "r"(y)
+      : "memory");
+}
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+// Every thread of every block of the cluster; orders the shared-memory
+// writes before it (local or remote) before the reads after it.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// Stores v at the same shared-memory offset as `local` in block `rank` of the cluster.
+__device__ __forceinline__ void store_remote(float* local, uint32_t rank, float v) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_u32(local)), "r"(rank));
+  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(remote), "f"(v) : "memory");
+}
+
+// The scales of one K block a consumer lane needs (block scales): the weight
+// block's and, per n-tile, tokens 2t and 2t + 1's.
+template <int NT>
+struct BoxScales {
+  float sx[NT][2];
+  float sw;
+};
+
+template <int NT>
+__device__ __forceinline__ void load_scales(const Fp8GemvParams& p, int kb, int64_t w_scale_row, BoxScales<NT>& o) {
+  const int t = threadIdx.x & 3;
+  const int m0 = blockIdx.y * kTokensPerGridRow;
+  o.sw = p.w_scale[w_scale_row + kb];
+  const float* xs = p.x_scale + static_cast<int64_t>(kb) * p.M;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int m = m0 + nt * 8 + 2 * t;
+    o.sx[nt][0] = m < p.M ? xs[m] : 0.0f;
+    o.sx[nt][1] = m + 1 < p.M ? xs[m + 1] : 0.0f;
+  }
+}
+
+template <int NT>
+__global__ void __launch_bounds__(kThreads, NT == 1 ? 3 : 2)
+    fp8_gemv_tma_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap,
+                        const Fp8GemvParams p, const Schedule s) {
+  constexpr int kStageBytes = stage_bytes(NT);
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* ring = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  uint64_t* full = reinterpret_cast<uint64_t*>(ring + kStages * kStageBytes);
+  uint64_t* empty = full + kStages;
+  float* received = reinterpret_cast<float*>(empty + kStages);  // [cluster - 1][warps][NT * 4][32]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kStages; ++i) {
+      mbar_init(&full[i], 1);
+      mbar_init(&empty[i], kConsumerWarps);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  allow_dependents();
+  const int row_block = blockIdx.x / s.cluster;
+  const int part = s.cluster > 1 ? static_cast<int>(cluster_rank()) : 0;
+  const int kb_begin = static_cast<int>(static_cast<int64_t>(part) * s.num_kb / s.cluster);
+  const int kb_end = static_cast<int>(static_cast<int64_t>(part + 1) * s.num_kb / s.cluster);
+  const int n0 = row_block * kRows;
+
+  float acc[NT][4];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+
+  if (warp == kConsumerWarps) {
+    if (lane == 0) {
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&wmap)) : "memory");
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&xmap)) : "memory");
+      // Launched programmatically, the block may run before the kernel
+      // that writes x ends: the first stages' weights, which nothing writes,
+      // are asked for before the wait, their tokens after it.
+      const int early = kb_end - kb_begin < kStages ? kb_end - kb_begin : kStages;
+      for (int k = 0; k < early; ++k) {
+        mbar_expect_bytes(&full[k], kStageBytes);
+        tma_load_box(ring + k * kStageBytes, &wmap, &full[k], (kb_begin + k) * kBoxBytes, n0);
+      }
+      wait_for_prerequisite();
+      for (int kb = kb_begin; kb < kb_end; ++kb) {
+        const int k = kb - kb_begin, st = k % kStages;
+        uint8_t* stage = ring + st * kStageBytes;
+        if (k >= early) {
+          // A fresh barrier counts the phase before its first as complete.
+          mbar_wait(&empty[st], static_cast<uint32_t>(((k / kStages) & 1) ^ 1));
+          mbar_expect_bytes(&full[st], kStageBytes);
+          tma_load_box(stage, &wmap, &full[st], kb * kBoxBytes, n0);
+        }
+        tma_load_box(stage + kWeightBoxBytes, &xmap, &full[st], kb * kBoxBytes, blockIdx.y * kTokensPerGridRow);
+      }
+    }
+    __syncwarp();
+  } else {
+    const int g = lane >> 2, t = lane & 3;
+    const int64_t w_scale_row = static_cast<int64_t>(row_block) * s.num_kb;
+    wait_for_prerequisite();  // x's scales and the output
+    BoxScales<NT> next{};
+    if (p.block_scales && kb_begin < kb_end) load_scales<NT>(p, kb_begin, w_scale_row, next);
+    for (int kb = kb_begin; kb < kb_end; ++kb) {
+      const int k = kb - kb_begin, st = k % kStages;
+      const BoxScales<NT> cur = next;
+      if (p.block_scales && kb + 1 < kb_end) load_scales<NT>(p, kb + 1, w_scale_row, next);
+      mbar_wait(&full[st], static_cast<uint32_t>((k / kStages) & 1));
+      const uint8_t* rows = ring + st * kStageBytes + (warp * 16 + g) * kBoxBytes;
+      const uint8_t* tokens = ring + st * kStageBytes + kWeightBoxBytes + g * kBoxBytes;
+      uint4 lo[2], hi[2], xv[NT][2];
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int chunk = ((4 * c + t) ^ g) * 16;
+        lo[c] = *reinterpret_cast<const uint4*>(rows + chunk);
+        hi[c] = *reinterpret_cast<const uint4*>(rows + 8 * kBoxBytes + chunk);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) xv[nt][c] = *reinterpret_cast<const uint4*>(tokens + nt * 8 * kBoxBytes + chunk);
+      }
+      // The stage is handed back to the TMA (async proxy) after these
+      // generic-proxy reads: the memory model asks for a proxy fence.
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[st]);
+
+      float prod[NT][4];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) prod[nt][j] = 0.0f;
+#pragma unroll
+        for (int c = 0; c < 2; ++c) mma_k64(prod[nt], lo[c], hi[c], xv[nt][c]);
+      }
+      if (p.block_scales) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          acc[nt][0] += (prod[nt][0] * cur.sx[nt][0]) * cur.sw;
+          acc[nt][1] += (prod[nt][1] * cur.sx[nt][1]) * cur.sw;
+          acc[nt][2] += (prod[nt][2] * cur.sx[nt][0]) * cur.sw;
+          acc[nt][3] += (prod[nt][3] * cur.sx[nt][1]) * cur.sw;
+        }
+      } else {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[nt][j] += prod[nt][j];
+      }
+    }
+  }
+
+  if (s.cluster > 1) {
+    // The other blocks' sums go to the first block's `received`, slot part - 1.
+    if (part > 0 && warp < kConsumerWarps) {
+      float* slot = received + ((static_cast<size_t>(part - 1) * kConsumerWarps + warp) * NT * 4) * 32 + lane;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) store_remote(slot + (nt * 4 + i) * 32, 0, acc[nt][i]);
+    }
+    cluster_sync();
+    if (part > 0 || warp == kConsumerWarps) return;
+    for (int q = 0; q < s.cluster - 1; ++q) {
+      const float* slot = received + ((static_cast<size_t>(q) * kConsumerWarps + warp) * NT * 4) * 32 + lane;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[nt][i] += slot[(nt * 4 + i) * 32];
+    }
+  } else if (warp == kConsumerWarps) {
+    return;
+  }
+
+  const int g = lane >> 2, t = lane & 3;
+  const float tensor_scale = p.block_scales ? 1.0f : p.x_scale[0] * p.w_scale[0];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int n = n0 + warp * 16 + g + (i >= 2 ? 8 : 0);
+      const int m = blockIdx.y * kTokensPerGridRow + nt * 8 + 2 * t + (i & 1);
+      if (n >= p.N || m >= p.M) continue;
+      const float v = acc[nt][i] * tensor_scale;
+      const int64_t o = static_cast<int64_t>(m) * p.N + n;
+      if (p.out_f32)
+        static_cast<float*>(p.out)[o] = v;
+      else
+        static_cast<uint16_t*>(p.out)[o] = f2bf(v);
+    }
+}
+
+// Descriptors are made once per matrix and box height: the key is all they
+// encode (activation buffers are reused, so their maps are found again too).
+bool byte_map(const void* base, int rows, int cols, int box_rows, CUtensorMap* map) {
+  using Key = std::tuple<const void*, int, int, int>;
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return std::hash<const void*>()(std::get<0>(k)) ^ (static_cast<size_t>(std::get<1>(k)) << 20) ^
+             static_cast<size_t>(std::get<3>(k));
+    }
+  };
+  static std::mutex mu;
+  static std::unordered_map<Key, CUtensorMap, KeyHash> cache;
+  const Key key{base, rows, cols, box_rows};
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find(key); it != cache.end()) {
+    *map = it->second;
+    return true;
+  }
+  if (!encode_swizzled_byte_map(map, base, rows, cols, box_rows, kBoxBytes)) return false;
+  if (cache.size() >= 4096) cache.clear();
+  cache.emplace(key, *map);
+  return true;
+}
+
+template <int NT>
+constexpr int max_cluster() {
+  return std::min(kMaxCluster, kMaxReceivedTiles / NT + 1);
+}
+
+// A cluster launch that may begin before the stream's previous kernel ends
+// (the kernel waits for it before reading x).
+cudaLaunchConfig_t launch_config(int cluster, int nt, cudaLaunchAttribute (&attr)[2]) {
+  cudaLaunchConfig_t cfg{};
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem_bytes(cluster, nt);
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = cluster;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 2;
+  return cfg;
+}
+
+// Clusters of each size that the GPU holds at once (clusters live inside
+// one GPC, so this is not the per-SM occupancy times SMs divided by size).
+template <int NT>
+const std::array<int, kMaxCluster + 1>& cluster_capacity() {
+  static const std::array<int, kMaxCluster + 1> cap = [] {
+    cudaFuncSetAttribute(fp8_gemv_tma_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(smem_bytes(max_cluster<NT>(), NT)));
+    std::array<int, kMaxCluster + 1> c{};
+    for (int size = 1; size <= max_cluster<NT>(); ++size) {
+      cudaLaunchAttribute attr[2];
+      cudaLaunchConfig_t cfg = launch_config(size, NT, attr);
+      cfg.gridDim = dim3(size);
+      int n = 0;
+      if (cudaOccupancyMaxActiveClusters(&n, fp8_gemv_tma_kernel<NT>, &cfg) != cudaSuccess) {
+        cudaGetLastError();
+        n = 0;
+      }
+      c[size] = n;
+    }
+    return c;
+  }();
+  return cap;
+}
+
+template <int NT>
+bool launch_nt(const Fp8GemvParams& p, cudaStream_t stream) {
+  CUtensorMap wmap, xmap;
+  if (!byte_map(p.w, p.N, p.K, kRows, &wmap) || !byte_map(p.x, p.M, p.K, NT * 8, &xmap)) return false;
+  Schedule s;
+  s.num_kb = ceil_div(p.K, kBoxBytes);
+  const int row_blocks = ceil_div(p.N, kRows);
+  // The widest K split whose grid is one wave, each block keeping two boxes.
+  const auto& capacity = cluster_capacity<NT>();
+  for (int c = std::min(max_cluster<NT>(), std::max(1, s.num_kb / 2)); c > 1; --c) {
+    if (row_blocks <= capacity[c]) {
+      s.cluster = c;
+      break;
+    }
+  }
+  cudaLaunchAttribute attr[2];
+  cudaLaunchConfig_t cfg = launch_config(s.cluster, NT, attr);
+  cfg.gridDim = dim3(row_blocks * s.cluster, ceil_div(p.M, kTokensPerGridRow));
+  cfg.stream = stream;
+  if (cudaLaunchKernelEx(&cfg, fp8_gemv_tma_kernel<NT>, wmap, xmap, p, s) == cudaSuccess) return true;
+  cudaGetLastError();  // answered by the caller's fallback kernel
+  return false;
+}
+
+}  // namespace
+
+bool launch_fp8_gemv_tma(const Fp8GemvParams& p, cudaStream_t stream) {
+  switch (ceil_div(std::min(p.M, kTokensPerGridRow), 8)) {
+    case 1: return launch_nt<1>(p, stream);
+    case 2: return launch_nt<2>(p, stream);
+    case 3: return launch_nt<3>(p, stream);
+    default: return launch_nt<4>(p, stream);
+  }
+}
+
+}  // namespace hyllm::cuda

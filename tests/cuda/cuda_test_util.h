@@ -132,6 +132,11 @@ inline constexpr double kTolAttention = 2e-2;
 // chunked-vs-sequential gap of BF16-operand kernels (QWEN35.md 4.2).
 inline constexpr double kTolDeltaOut = 2e-2;
 inline constexpr double kTolDeltaState = 1e-5;
+// States after a verify chunk of up to five tokens whose inputs come from the
+// conv of wide random activations: the values (v - S k) are differences of
+// terms far larger than themselves, so the summation order alone moves the
+// states past kTolDeltaState for some seeds (docs/BENCHMARKS.md).
+inline constexpr double kTolDeltaStateVerify = 1e-4;
 inline constexpr double kTolDeltaStateChunked = 2e-3;
 // Two GEMMs with bf16 roundings between them.
 inline constexpr double kTolMoe = 3e-2;

@@ -9,8 +9,8 @@
 namespace hyllm::cuda {
 
 // Enqueues the linear and returns true, or returns false (enqueuing nothing)
-// when TMA cannot address the weights (row pitch not a multiple of 16 bytes,
-// misaligned base) or the activations are misaligned for 16-byte loads.
+// when TMA cannot address the weights or the activations (row pitch not a
+// multiple of 16 bytes, base not 16-byte aligned).
 bool launch_fp8_gemv_tma(const Fp8GemvParams& p, cudaStream_t stream);
 
 }  // namespace hyllm::cuda

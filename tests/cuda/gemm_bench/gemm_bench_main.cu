@@ -1,8 +1,8 @@
 // bench_cuda_gemm: times the linear's GEMM kernels on the projection shapes of
 // Qwen3.5-27B and 35B-A3B, each kernel replayed back to back from a CUDA graph
 // over rotating weight copies larger than L2 (so weights come from HBM):
-// FP8 (block and per-tensor scales) on fp8_gemv (the decode kernel: TMA-fed,
-// and the register-tile kernel it falls back to) and on
+// FP8 (block and per-tensor scales) on fp8_gemv (the decode kernels: as
+// launch_fp8_gemv picks, TMA-fed for large weights, and on the register tiles) and on
 // cuBLASLt, and BF16 on cuBLASLt, at decode rows
 // (M = 1..64) and prefill rows. Prints weight bandwidth against the measured
 // copy rate (4.28 TB/s) and, for prefill, TFLOP/s. Used to choose the M at
@@ -104,7 +104,8 @@ int main(int argc, char** argv) {
       {"27B mlp down", 5120, 17408},  {"27B out_proj", 5120, 6144},    {"35B gdn qkv|z", 12288, 2048},
       {"35B attn q|k|v", 9216, 2048}, {"35B out_proj", 2048, 4096},   {"35B shared gate|up", 1024, 2048}};
   const std::vector<int> ms = {1, 3, 8, 16, 32, 64, 1024, 4096};
-  std::printf("| shape | N x K | M | TMA vs tiles | fp8_gemv block (TMA) | fp8_gemv block (register tiles) | fp8_gemv tensor (TMA) | "
+  std::printf("| shape | N x K | M | picked vs tiles | fp8_gemv block (as picked) | fp8_gemv block (register tiles) | "
+              "fp8_gemv tensor (as picked) | "
               "cuBLASLt fp8 block | cuBLASLt fp8 tensor | cuBLASLt bf16 |\n|---|---|---|---|---|---|---|---|---|---|\n");
   for (const ShapeCase& sc : shapes) {
     const size_t wbytes = static_cast<size_t>(sc.N) * sc.K;
@@ -148,8 +149,10 @@ int main(int argc, char** argv) {
         return std::string(buf);
       };
       double gemv_b = -1, gemv_b_regs = -1, gemv_t = -1, lt_b = -1, lt_t = -1, lt_bf16 = -1;
-      double tma_vs_tiles = -1;  // max |TMA - tiles| / max |tiles|, block scales, f32 outputs
-      // fp8_gemv on weight copy c, block or per-tensor scales, TMA or register tiles.
+      // max |picked - tiles| / max |tiles|, block scales, f32 outputs
+      double tma_vs_tiles = -1;
+      // fp8_gemv on weight copy c, block or per-tensor scales, as launch_fp8_gemv
+      // picks (TMA from kFp8GemvTmaMinWeightBytes) or on the register tiles.
       auto gemv = [&](int c, bool block, bool tma, bool out_f32, cudaStream_t st) {
         hyllm::cuda::Fp8GemvParams p;
         p.w = w8[c];

@@ -25,21 +25,37 @@ GemmRunner::GemmRunner() {
 }
 
 GemmRunner::~GemmRunner() {
-  for (auto& [key, p] : plans_) {
-    if (p.desc == nullptr) continue;
-    cublasLtMatrixLayoutDestroy(p.a);
-    cublasLtMatrixLayoutDestroy(p.b);
-    cublasLtMatrixLayoutDestroy(p.c);
-    cublasLtMatmulDescDestroy(p.desc);
-  }
+  plans_.for_each([](const auto&, Plan& p) { destroy(p); });
   cudaFree(workspace_);
   cublasLtDestroy(handle_);
 }
 
+// Destroying the descriptors of a plan whose matmuls are still queued, or
+// recorded in a device graph, is safe: cublasLtMatmul reads the descriptors
+// and the algorithm on the host when it enqueues the kernels and bakes what
+// they say into the launches, so neither a queued kernel nor a graph node
+// points back at them. The cuBLASLt reference does not spell this out;
+// PyTorch relies on it (its cuBLASLt GEMMs create the descriptors per call
+// and destroy them on return, also while a CUDA graph captures), and so does
+// run_fp8 here, which rewrites a cached descriptor's scale pointers after
+// earlier graphs recorded matmuls through it.
+void GemmRunner::destroy(Plan& p) {
+  if (p.desc == nullptr) return;
+  cublasLtMatrixLayoutDestroy(p.a);
+  cublasLtMatrixLayoutDestroy(p.b);
+  cublasLtMatrixLayoutDestroy(p.c);
+  cublasLtMatmulDescDestroy(p.desc);
+  p = Plan{};
+}
+
 const GemmRunner::Plan* GemmRunner::plan(Kind kind, int64_t M, int64_t N, int64_t K, bool out_f32) {
   const auto key = std::make_tuple(kind, M, N, K, out_f32);
-  auto it = plans_.find(key);
-  if (it != plans_.end()) return it->second.desc ? &it->second : nullptr;
+  if (const Plan* cached = plans_.find(key)) return cached->desc ? cached : nullptr;
+  // Past capacity the least recently used plan goes (see destroy()).
+  auto remember = [&](const Plan& p) -> Plan& {
+    if (auto evicted = plans_.insert(key, p)) destroy(evicted->second);
+    return plans_.front();
+  };
   Plan p;
   HYLLM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t trans = CUBLAS_OP_T, no_trans = CUBLAS_OP_N;
@@ -80,11 +96,11 @@ const GemmRunner::Plan* GemmRunner::plan(Kind kind, int64_t M, int64_t N, int64_
     cublasLtMatrixLayoutDestroy(p.b);
     cublasLtMatrixLayoutDestroy(p.c);
     cublasLtMatmulDescDestroy(p.desc);
-    plans_.emplace(key, Plan{});  // remembered: the heuristic is not asked again
+    remember(Plan{});  // remembered: the heuristic is not asked again
     return nullptr;
   }
   p.algo = result.algo;
-  return &plans_.emplace(key, p).first->second;
+  return &remember(p);
 }
 
 void GemmRunner::run(const uint16_t* x, const uint16_t* w, void* out, bool out_f32, int64_t M, int64_t N, int64_t K,

@@ -6,14 +6,17 @@
 // scales or Qwen's block scales (128x128 on the weights as the checkpoint
 // stores them, one per token per 128 columns on the activations, group-major).
 // The matmul descriptors and the heuristic's algorithm are cached per shape,
-// so a decode step after the first one does no planning.
+// so a decode step after the first one does no planning. The cache holds the
+// kMaxPlans most recently used shapes: prefill steps bring a new token count
+// M almost every step, and a server must not keep a plan for each forever.
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <map>
 #include <tuple>
+
+#include "util/lru_map.h"
 
 namespace hyllm::cuda {
 
@@ -36,6 +39,12 @@ class GemmRunner {
   bool run_fp8(const uint8_t* x, const float* x_scale, const uint8_t* w, const float* w_scale, Fp8Scales scales,
                void* out, bool out_f32, int64_t M, int64_t N, int64_t K, cudaStream_t stream);
 
+  // Plans kept: every shape of a decode step at every capture size fits (a
+  // few GEMM shapes per layer kind x 51 sizes), so the steady state of
+  // replayed decode steps and recurring prefill sizes plans nothing.
+  static constexpr size_t kMaxPlans = 1024;
+  size_t cached_plans() const { return plans_.size(); }
+
  private:
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
@@ -46,11 +55,13 @@ class GemmRunner {
   enum class Kind { kBf16, kFp8Tensor, kFp8Block };
   // The cached plan, or nullptr when cuBLASLt has no algorithm for it.
   const Plan* plan(Kind kind, int64_t M, int64_t N, int64_t K, bool out_f32);
+  static void destroy(Plan& p);
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
-  std::map<std::tuple<Kind, int64_t, int64_t, int64_t, bool>, Plan> plans_;
+  // A plan without a descriptor: cuBLASLt has no algorithm for the shape.
+  LruMap<std::tuple<Kind, int64_t, int64_t, int64_t, bool>, Plan> plans_{kMaxPlans};
 };
 
 }  // namespace hyllm::cuda

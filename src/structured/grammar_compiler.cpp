@@ -32,6 +32,10 @@ const std::string kAnyObject = R"({"type": "object"})";
 // Free whitespace between JSON tokens is bounded per gap: deep indentation
 // fits, and a model cannot spend its whole budget on blanks.
 constexpr int kMaxJsonWhitespace = 12;
+// The compiled-grammar cache's bound (xgrammar evicts the least recently used
+// grammars past it; unbounded by default). Every distinct schema a client
+// sends is a new entry, so a long-running server needs one; vLLM's default.
+constexpr int64_t kGrammarCacheBytes = int64_t{512} << 20;
 
 }  // namespace
 
@@ -39,7 +43,7 @@ struct GrammarCompiler::Impl {
   Impl(const std::vector<std::string>& vocab, int vocab_size, std::vector<int32_t> stop_ids)
       : info(vocab, xgrammar::VocabType::RAW, vocab_size, std::move(stop_ids)),
         compiler(info, std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8),
-                 /*cache_enabled=*/true) {}
+                 /*cache_enabled=*/true, kGrammarCacheBytes) {}
   xgrammar::TokenizerInfo info;
   xgrammar::GrammarCompiler compiler;
 };

@@ -23,28 +23,69 @@ int64_t DecodeGraphs::capture_size(int64_t seqs, int64_t limit) {
   return std::min(size, limit);
 }
 
+std::vector<int64_t> DecodeGraphs::capture_sizes(int64_t limit) {
+  std::vector<int64_t> sizes;
+  for (int64_t seqs = 1; seqs <= std::min(limit, kMaxBatch); ++seqs) {
+    const int64_t size = capture_size(seqs, limit);
+    if (sizes.empty() || sizes.back() != size) sizes.push_back(size);
+  }
+  return sizes;
+}
+
+std::vector<int64_t> DecodeGraphs::seq_len_buckets(int64_t max_model_len) {
+  const int64_t shortest = seq_len_bucket(1, max_model_len), longest = seq_len_bucket(max_model_len, max_model_len);
+  if (shortest == longest) return {longest};
+  return {shortest, longest};
+}
+
 int64_t DecodeGraphs::recorded() const {
   int64_t n = 0;
   for (const auto& [key, entry] : graphs_) n += entry.graph != nullptr ? 1 : 0;
   return n;
 }
 
-TensorView DecodeGraphs::run(StepContext& ctx, const std::function<TensorView(const StepContext&)>& forward) {
+DecodeGraphs::Key DecodeGraphs::key(const StepContext& ctx) const {
+  return Key{ctx.num_seqs, ctx.sample_rows.numel(), seq_len_bucket(ctx.max_seq_len, max_model_len_), ctx.max_query_len};
+}
+
+bool DecodeGraphs::recordable(const StepContext& ctx) const {
   const bool uniform = ctx.decode_only || ctx.uniform_query_len > 0;
-  if (!recorder_ || !uniform || ctx.num_seqs > kMaxBatch) return forward(ctx);
+  return recorder_ && uniform && ctx.num_seqs <= kMaxBatch;
+}
+
+bool DecodeGraphs::ready(const StepContext& ctx) const {
+  if (!recordable(ctx)) return false;
+  auto it = graphs_.find(key(ctx));
+  return it != graphs_.end() && it->second.graph && it->second.graph->valid();
+}
+
+TensorView DecodeGraphs::run(StepContext& ctx, const std::function<TensorView(const StepContext&)>& forward) {
+  if (!recordable(ctx)) return forward(ctx);
   ctx.max_seq_len = seq_len_bucket(ctx.max_seq_len, max_model_len_);
-  const Key key{ctx.num_seqs, ctx.sample_rows.numel(), ctx.max_seq_len, ctx.max_query_len};
-  auto it = graphs_.find(key);
+  const Key k = key(ctx);
+  auto it = graphs_.find(k);
   if (it == graphs_.end()) {
-    if (graphs_.size() < kMaxGraphs) graphs_.emplace(key, Entry{});
+    if (graphs_.size() < kMaxGraphs) graphs_.emplace(k, Entry{});
     return forward(ctx);
   }
   Entry& e = it->second;
-  if (e.graph && e.graph->valid()) {
-    e.graph->replay();
-    ++replays_;
-    return e.logits;
-  }
+  if (!(e.graph && e.graph->valid()) && !record(e, ctx, forward)) return forward(ctx);
+  e.graph->replay();
+  ++replays_;
+  return *e.logits;
+}
+
+void DecodeGraphs::capture(StepContext& ctx, const std::function<TensorView(const StepContext&)>& forward) {
+  if (!recordable(ctx) || ready(ctx)) return;
+  ctx.max_seq_len = seq_len_bucket(ctx.max_seq_len, max_model_len_);
+  const Key k = key(ctx);
+  if (!graphs_.count(k) && graphs_.size() >= kMaxGraphs) return;
+  forward(ctx);
+  record(graphs_[k], ctx, forward);
+}
+
+bool DecodeGraphs::record(Entry& e, const StepContext& ctx,
+                          const std::function<TensorView(const StepContext&)>& forward) {
   e.graph.reset();
   // The body owns copies of what it uses: a recorder may keep it (the CPU
   // tests' stand-in replays by calling it again).
@@ -52,17 +93,15 @@ TensorView DecodeGraphs::run(StepContext& ctx, const std::function<TensorView(co
   auto logits = std::make_shared<TensorView>();
   try {
     e.graph = recorder_([recorded, logits, forward] { *logits = forward(*recorded); });
+    e.logits = logits;
   } catch (const std::exception& err) {
-    // Nothing ran: the recording only recorded. Run the step op by op.
+    // Nothing ran: the recording only recorded. The caller runs the step op by op.
     log::warn("decode steps run op by op from now on: recording a device graph failed ({})", err.what());
     recorder_ = nullptr;
     graphs_.clear();
-    return forward(ctx);
+    return false;
   }
-  e.graph->replay();
-  ++replays_;
-  e.logits = *logits;
-  return e.logits;
+  return true;
 }
 
 }  // namespace hyllm

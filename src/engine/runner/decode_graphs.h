@@ -16,15 +16,24 @@
 // and context lengths a server sees, so their memory stops growing after
 // warm-up.
 //
-// The first step of a shape runs op by op (sizing scratch, planning GEMMs),
-// the second is recorded and replayed, later ones replay. A recording that
-// fails turns graphs off for good with a warning; one that went stale (the
-// backend's scratch moved) is recorded again.
+// The runner records every decode shape at startup (capture(), what vLLM
+// logs as "Capturing CUDA graphs"): for each capture size and bucket, largest
+// first, a padding-only step runs op by op (sizing scratch, planning GEMMs)
+// and is then recorded, so serving replays and records nothing new for plain
+// decode steps.
+//
+// Shapes startup cannot know are recorded lazily by run(): speculative
+// decoding's verify steps and MTP passes, which are not padded and so come in
+// every batch size (the first step of a shape runs op by op, the second is
+// recorded and replayed, later ones replay). A recording that fails turns
+// graphs off for good with a warning; one that went stale (the backend's
+// scratch moved) is recorded again at its next step.
 
 #include <compare>
 #include <functional>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "backend/device_graph.h"
 #include "model/step_context.h"
@@ -46,6 +55,13 @@ class DecodeGraphs {
   // first rounds ctx.max_seq_len up to its bucket (a larger bound is always
   // correct), then replays, records or runs op by op as above.
   TensorView run(StepContext& ctx, const std::function<TensorView(const StepContext&)>& forward);
+  // Startup: runs the step op by op once, then records it (not replayed:
+  // nothing reads its logits). A shape with a valid recording is left alone,
+  // as are all once a recording failed (enabled() then turns false).
+  void capture(StepContext& ctx, const std::function<TensorView(const StepContext&)>& forward);
+  // Whether the step's shape (its max_seq_len taken to its bucket) has a
+  // recording that is still valid.
+  bool ready(const StepContext& ctx) const;
   // Forgets every recording (the cache it points into was reallocated).
   void clear() { graphs_.clear(); }
   size_t size() const { return graphs_.size(); }
@@ -64,6 +80,12 @@ class DecodeGraphs {
   // most `limit` (the runner's capacity, itself a capture size then); seqs
   // itself above kMaxBatch or limit (such a step is not padded).
   static int64_t capture_size(int64_t seqs, int64_t limit);
+  // Every batch capture_size() pads to in a runner of capacity `limit`,
+  // ascending: the batches startup records.
+  static std::vector<int64_t> capture_sizes(int64_t limit);
+  // Every bound seq_len_bucket() gives under max_model_len, ascending (one
+  // when max_model_len is short, else two).
+  static std::vector<int64_t> seq_len_buckets(int64_t max_model_len);
 
  private:
   struct Key {
@@ -72,8 +94,14 @@ class DecodeGraphs {
   };
   struct Entry {
     std::unique_ptr<DeviceGraph> graph;
-    TensorView logits;
+    // Where the recorded forward puts its logits: set while recording on a
+    // device, at each replay by the CPU tests' stand-in.
+    std::shared_ptr<TensorView> logits;
   };
+  Key key(const StepContext& ctx) const;
+  bool recordable(const StepContext& ctx) const;
+  // Records the step into e; false (graphs turned off, warned) when recording failed.
+  bool record(Entry& e, const StepContext& ctx, const std::function<TensorView(const StepContext&)>& forward);
 
   GraphRecorder recorder_;
   int64_t max_model_len_;

@@ -215,6 +215,7 @@ void ModelRunner::allocate_cache(const CacheAllocation& a) {
   if ((layout.reserved_blocks > 0 && usable_blocks_ < 1) || (layout.reserved_state_slots > 0 && usable_slots_ < 1))
     fail(ErrorCode::kInvalidArgument, "{} blocks and {} state slots leave none beside the {} and {} the runner reserves",
          num_blocks_, num_slots_, layout.reserved_blocks, layout.reserved_state_slots);
+  capture_decode_graphs();
 }
 
 StepContext ModelRunner::plan(const StepInput& input) {
@@ -297,6 +298,11 @@ StepContext ModelRunner::plan(const StepInput& input) {
   // passes read the step's rows).
   if (decode_only && !verify && !saves && !profiling_ && num_spec_ == 0 && pads_decode_steps())
     S = pad_decode_step(S, T, R);
+  return upload_step(S, T, R, max_q, max_len, decode_only, verify, uniform, saves);
+}
+
+StepContext ModelRunner::upload_step(int64_t S, int64_t T, int64_t R, int64_t max_q, int64_t max_len, bool decode_only,
+                                     bool verify, bool uniform, bool saves) {
   Backend& be = model_->backend();
   upload(be, dev_.token_ids, token_ids_, T);
   upload(be, dev_.positions, positions_, T);
@@ -337,42 +343,6 @@ StepContext ModelRunner::plan(const StepInput& input) {
   // steps with saves run op by op, since recorded graphs read no saves.
   ctx.uniform_query_len = verify && uniform && !saves ? max_q : 0;
   return ctx;
-}
-
-int64_t ModelRunner::pad_decode_step(int64_t S, int64_t& T, int64_t& R) {
-  const int64_t padded = DecodeGraphs::capture_size(S, std::min(opts_.max_num_seqs, opts_.max_num_tokens));
-  if (padded == S && R == S) return S;
-  // Padding sequences: token 0 at position 0, a context of that one token in
-  // the reserved block, a fresh state in the reserved slot. Their KV writes
-  // all go to the same cache slot and their states to the same state slot
-  // (identical values, read by padding sequences only).
-  const bool attn = model_->num_attention_layers() > 0, gdn = model_->num_gdn_layers() > 0;
-  const int32_t null_block = attn ? num_blocks_ - 1 : 0;
-  const int32_t scratch_slot = gdn ? num_slots_ - 1 : 0;
-  if (padded > S) {
-    HYLLM_CHECK(!attn || null_block >= usable_blocks_, "padding a step without a reserved KV block");
-    HYLLM_CHECK(!gdn || scratch_slot >= usable_slots_, "padding a step without a reserved state slot");
-  }
-  for (int64_t s = S; s < padded; ++s) {
-    int32_t* table = &block_tables_[s * max_blocks_per_seq_];
-    std::fill(table, table + max_blocks_per_seq_, 0);
-    table[0] = null_block;
-    token_ids_[T] = 0;
-    positions_[T] = 0;
-    slot_mapping_[T] = attn ? static_cast<int32_t>(null_block * block_size_) : -1;
-    sample_rows_[R++] = static_cast<int32_t>(T);
-    ++T;
-    query_start_loc_[s + 1] = static_cast<int32_t>(T);
-    seq_lens_[s] = 1;
-    state_indices_[s] = scratch_slot;
-    has_initial_state_[s] = 0;
-  }
-  // Real sequences that sample nothing (a prompt's non-final one-token
-  // chunk) leave the rows short of one per sequence: the extra rows read
-  // any token, so every step of this size samples the same number of rows.
-  while (R < padded) sample_rows_[R++] = static_cast<int32_t>(T - 1);
-  padding_seqs_ += padded - S;
-  return padded;
 }
 
 bool ModelRunner::can_sample_on_device(const StepInput& input) const {

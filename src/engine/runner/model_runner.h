@@ -19,7 +19,8 @@
 // reserved KV block and GDN state slot (CacheLayout::reserved_*; the engine
 // never hands them out), attends to that one token, and samples a row the
 // runner drops before sampling, so no request, count or cache sees it.
-// Steps run op by op are not padded.
+// Steps run op by op are not padded. allocate_cache() records every padded
+// decode shape (capture_decode_graphs), so serving records none.
 //
 // Speculative decoding (the model's options().num_speculative_tokens > 0)
 // follows executor.h: the verify rows are sampled like the rows of separate
@@ -95,6 +96,9 @@ class ModelRunner final : public ModelExecutor {
   // forward and sampler on a temporary cache, freed again; grows every
   // activation buffer and scratch arena to its peak. Call before allocate_cache.
   void profile_run();
+  // Records every padded decode shape as a device graph (decode_graphs.h):
+  // allocate_cache() calls it when the runner records graphs.
+  void capture_decode_graphs();
 
   Model& model() { return *model_; }
   const RunnerOptions& options() const { return opts_; }
@@ -134,6 +138,12 @@ class ModelRunner final : public ModelExecutor {
   // Appends padding sequences to plan()'s arrays up to the capture size of a
   // decode step of S sequences, T tokens and R sampled rows; returns the padded S.
   int64_t pad_decode_step(int64_t S, int64_t& T, int64_t& R);
+  // Writes padding sequences S..padded-1 (model_runner_graphs.cpp) into plan()'s arrays.
+  void append_padding(int64_t S, int64_t padded, int64_t& T, int64_t& R);
+  // Uploads plan()'s arrays for a step of S sequences, T tokens and R sampled
+  // rows and returns its context.
+  StepContext upload_step(int64_t S, int64_t T, int64_t R, int64_t max_q, int64_t max_len, bool decode_only,
+                          bool verify, bool uniform, bool saves);
   // The rows to sample: one per sampled SeqWork, 1 + num_drafts for a verify chunk (rows_).
   void expand_rows(const StepInput& input);
   void sample_on_device(const TensorView& logits, std::vector<SampledToken>& out);

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "backend/cpu/cpu_backend.h"
@@ -233,6 +234,59 @@ TEST(DecodeGraphs, NoRecorderMeansOpByOp) {
     EXPECT_EQ(c.max_seq_len, 10);
   }
   EXPECT_EQ(f.calls, 3);
+  EXPECT_EQ(g.size(), 0u);
+}
+
+TEST(DecodeGraphs, StartupSizesAndBuckets) {
+  EXPECT_EQ(DecodeGraphs::capture_sizes(1), (std::vector<int64_t>{1}));
+  EXPECT_EQ(DecodeGraphs::capture_sizes(3), (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(DecodeGraphs::capture_sizes(8), (std::vector<int64_t>{1, 2, 4, 8}));
+  EXPECT_EQ(DecodeGraphs::capture_sizes(20), (std::vector<int64_t>{1, 2, 4, 8, 16, 20}));
+  const std::vector<int64_t> all = DecodeGraphs::capture_sizes(DecodeGraphs::kMaxBatch);
+  EXPECT_EQ(all.size(), 51u);
+  EXPECT_EQ(all.back(), DecodeGraphs::kMaxBatch);
+  EXPECT_EQ(DecodeGraphs::capture_sizes(4096), all);  // batches above kMaxBatch are not recorded
+  // Every batch pads to one of them.
+  for (int64_t limit : {1, 3, 8, 100, 256, 300, 512}) {
+    const std::vector<int64_t> sizes = DecodeGraphs::capture_sizes(limit);
+    for (int64_t seqs = 1; seqs <= limit; ++seqs)
+      EXPECT_TRUE(std::binary_search(sizes.begin(), sizes.end(), DecodeGraphs::capture_size(seqs, limit))) << seqs;
+  }
+  EXPECT_EQ(DecodeGraphs::seq_len_buckets(4096), (std::vector<int64_t>{256, 4096}));
+  EXPECT_EQ(DecodeGraphs::seq_len_buckets(257), (std::vector<int64_t>{256, 257}));
+  EXPECT_EQ(DecodeGraphs::seq_len_buckets(256), (std::vector<int64_t>{256}));
+  EXPECT_EQ(DecodeGraphs::seq_len_buckets(128), (std::vector<int64_t>{128}));
+}
+
+// capture() runs the step op by op once and records it; later steps of the
+// shape replay without recording again.
+TEST(DecodeGraphs, CapturedShapesReplayFromTheirFirstStep) {
+  StandInRecorder rec;
+  DecodeGraphs g(rec.get(), 4096);
+  CountingForward f;
+  StepContext c = decode_ctx(4, 1);
+  g.capture(c, f.fn());
+  EXPECT_EQ(c.max_seq_len, 256);
+  EXPECT_EQ(f.calls, 1);
+  EXPECT_EQ(rec.recordings, 1);
+  EXPECT_TRUE(g.ready(decode_ctx(4, 200)));
+  EXPECT_FALSE(g.ready(decode_ctx(4, 300)));
+  StepContext again = decode_ctx(4, 1);
+  g.capture(again, f.fn());  // recorded already
+  EXPECT_EQ(rec.recordings, 1);
+  for (int i = 0; i < 3; ++i) {
+    StepContext step = decode_ctx(4, 100 + i);
+    g.run(step, f.fn());
+  }
+  EXPECT_EQ(rec.recordings, 1);
+  EXPECT_EQ(g.replays(), 3);
+  EXPECT_EQ(f.calls, 4);
+  *rec.valid = false;
+  EXPECT_FALSE(g.ready(decode_ctx(4, 1)));
+  rec.fail = true;
+  StepContext failing = decode_ctx(4, 1);
+  g.capture(failing, f.fn());
+  EXPECT_FALSE(g.enabled());
   EXPECT_EQ(g.size(), 0u);
 }
 

@@ -13,8 +13,7 @@
 // sizes, as vLLM pads to its cudagraph_capture_sizes: 1, 2, 4, multiples
 // of 8 up to 256, then of 16 up to kMaxBatch. With the two sequence-length
 // buckets that bounds the recordings by 2 x 51 whatever mix of batch sizes
-// and context lengths a server sees, so their memory stops growing after
-// warm-up.
+// and context lengths a server sees.
 //
 // The runner records every decode shape at startup (capture(), what vLLM
 // logs as "Capturing CUDA graphs"): for each capture size and bucket, largest

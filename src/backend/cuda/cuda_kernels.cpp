@@ -112,7 +112,9 @@ void CudaKernels::linear(const LinearArgs& a) {
   xq.mode = act_quant_mode_for(a.w.format);
   const size_t q_bytes = (static_cast<size_t>(M * K) + 255) / 256 * 256;
   const size_t s_count = xq.mode == ActQuantMode::kGroup128 ? static_cast<size_t>((K + 127) / 128 * M) : 0;
-  char* base = static_cast<char*>(scratch(q_bytes + s_count * sizeof(float)));
+  // Twice the scales: linear_fp8 may repack them behind these (see there),
+  // and the arena must not move under the codes while it does.
+  char* base = static_cast<char*>(scratch(q_bytes + 2 * s_count * sizeof(float)));
   xq.q = TensorView(base, DType::kF8E4M3, Shape{M, K}, a.x.device());
   xq.scale = xq.mode == ActQuantMode::kGroup128
                  ? TensorView(base + q_bytes, DType::kF32, Shape{(K + 127) / 128, M}, a.x.device())
@@ -133,12 +135,34 @@ void CudaKernels::linear_fp8(const Fp8Activation& xq, const LinearWeight& w, con
   const float* xs = xq.scale.data_as<const float>();
   const uint8_t* wq = w.weight.data_as<const uint8_t>();
   const float* ws = w.weight_scale.data_as<const float>();
+  const auto scales = block ? cuda::GemmRunner::Fp8Scales::kBlock : cuda::GemmRunner::Fp8Scales::kTensor;
+  const int64_t gemv_rows = block ? cuda::kFp8GemvMaxRowsBlock : cuda::kFp8GemvMaxRowsTensor;
   // Decode rows stream the weights through fp8_gemv; more rows go to
   // cuBLASLt, unless it has no algorithm for the shape.
-  if (M > (block ? cuda::kFp8GemvMaxRowsBlock : cuda::kFp8GemvMaxRowsTensor) &&
-      gemm_.run_fp8(x, xs, wq, ws, block ? cuda::GemmRunner::Fp8Scales::kBlock : cuda::GemmRunner::Fp8Scales::kTensor,
-                    out.data(), is_f32(out), M, N, K, stream_)) {
-    return;
+  if (M > gemv_rows && gemm_.run_fp8(x, xs, wq, ws, scales, out.data(), is_f32(out), M, N, K, stream_)) return;
+  int64_t first_gemv_row = 0;
+  if (block && M > gemv_rows + cuda::kFp8BlockRowMultiple) {
+    // cuBLASLt's block-scaled kernels take row counts that are multiples of
+    // kFp8BlockRowMultiple only; the rest of a prefill chunk would otherwise
+    // stream the weights once per 32 rows. The leading multiple goes to
+    // cuBLASLt with its scales repacked to that pitch, the last rows to
+    // fp8_gemv (one more read of the weights).
+    const int64_t lead = M / cuda::kFp8BlockRowMultiple * cuda::kFp8BlockRowMultiple;
+    const int64_t kb = (K + 127) / 128;
+    const size_t packed_bytes = static_cast<size_t>(kb * lead) * sizeof(float);
+    // linear() quantises into scratch and leaves room for this behind the
+    // scales; an activation elsewhere leaves the arena free.
+    const char* arena = static_cast<const char*>(scratch_);
+    const char* scale_end = reinterpret_cast<const char*>(xs + kb * M);
+    const bool in_arena = arena != nullptr && scale_end > arena && scale_end <= arena + scratch_bytes_;
+    const size_t offset = in_arena ? (static_cast<size_t>(scale_end - arena) + 255) / 256 * 256 : 0;
+    char* base = static_cast<char*>(scratch(offset + packed_bytes));
+    HYLLM_CHECK(!in_arena || base == arena, "linear_fp8: the scratch arena moved under its input");
+    float* packed = reinterpret_cast<float*>(base + offset);
+    HYLLM_CUDA_CHECK(cudaMemcpy2DAsync(packed, static_cast<size_t>(lead) * sizeof(float), xs,
+                                       static_cast<size_t>(M) * sizeof(float), static_cast<size_t>(lead) * sizeof(float),
+                                       static_cast<size_t>(kb), cudaMemcpyDeviceToDevice, stream_));
+    if (gemm_.run_fp8(x, packed, wq, ws, scales, out.data(), is_f32(out), lead, N, K, stream_)) first_gemv_row = lead;
   }
   cuda::Fp8GemvParams p;
   p.w = wq;
@@ -151,6 +175,13 @@ void CudaKernels::linear_fp8(const Fp8Activation& xq, const LinearWeight& w, con
   p.M = to_int(M, "rows");
   p.N = to_int(N, "out features");
   p.K = to_int(K, "in features");
+  if (first_gemv_row > 0) {
+    p.x += first_gemv_row * K;
+    p.x_scale += first_gemv_row;
+    p.x_scale_ld = p.M;
+    p.M -= static_cast<int>(first_gemv_row);
+    p.out = static_cast<char*>(p.out) + first_gemv_row * N * (p.out_f32 ? 4 : 2);
+  }
   cuda::launch_fp8_gemv(p, num_sms_, stream_);
   check_launch("linear (fp8, few rows)");
 }

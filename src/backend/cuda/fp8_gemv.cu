@@ -104,8 +104,8 @@ __device__ __forceinline__ void multiply_block(const Fp8GemvParams& p, const Wei
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       const int m = m0 + nt * 8 + 2 * t;
-      const float sx0 = m < p.M ? p.x_scale[static_cast<int64_t>(j) * p.M + m] : 0.0f;
-      const float sx1 = m + 1 < p.M ? p.x_scale[static_cast<int64_t>(j) * p.M + m + 1] : 0.0f;
+      const float sx0 = m < p.M ? p.x_scale[static_cast<int64_t>(j) * p.x_scale_pitch() + m] : 0.0f;
+      const float sx1 = m + 1 < p.M ? p.x_scale[static_cast<int64_t>(j) * p.x_scale_pitch() + m + 1] : 0.0f;
       acc[nt][0] += (part[nt][0] * sx0) * sw;
       acc[nt][1] += (part[nt][1] * sx1) * sw;
       acc[nt][2] += (part[nt][2] * sx0) * sw;

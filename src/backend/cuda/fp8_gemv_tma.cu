@@ -101,6 +101,15 @@ __device__ __forceinline__ uint32_t cluster_rank() {
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
+// A split cluster barrier: a block may store into another's shared memory
+// only once that block has started, which the arrive at the start and the
+// wait before the first remote store guarantee without stalling the stream.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+}
 // Stores v at the same shared-memory offset as `local` in block `rank` of the cluster.
 __device__ __forceinline__ void store_remote(float* local, uint32_t rank, float v) {
   uint32_t remote;
@@ -121,7 +130,7 @@ __device__ __forceinline__ void load_scales(const Fp8GemvParams& p, int kb, int6
   const int t = threadIdx.x & 3;
   const int m0 = blockIdx.y * kTokensPerGridRow;
   o.sw = p.w_scale[w_scale_row + kb];
-  const float* xs = p.x_scale + static_cast<int64_t>(kb) * p.M;
+  const float* xs = p.x_scale + static_cast<int64_t>(kb) * p.x_scale_pitch();
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
     const int m = m0 + nt * 8 + 2 * t;
@@ -149,6 +158,7 @@ __global__ void __launch_bounds__(kThreads, NT == 1 ? 3 : 2)
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
+  if (s.cluster > 1) cluster_arrive_relaxed();
   allow_dependents();
   const int row_block = blockIdx.x / s.cluster;
   const int part = s.cluster > 1 ? static_cast<int>(cluster_rank()) : 0;
@@ -242,6 +252,7 @@ __global__ void __launch_bounds__(kThreads, NT == 1 ? 3 : 2)
   }
 
   if (s.cluster > 1) {
+    cluster_wait();
     // The other blocks' sums go to the first block's `received`, slot part - 1.
     if (part > 0 && warp < kConsumerWarps) {
       float* slot = received + ((static_cast<size_t>(part - 1) * kConsumerWarps + warp) * NT * 4) * 32 + lane;

@@ -81,13 +81,49 @@ double time_graph(cudaStream_t s, int copies, int iters, F&& launch_copy) {
   return t[t.size() / 2];
 }
 
+// Which row counts cuBLASLt's FP8 algorithms take (hyllm::cuda::kFp8BlockRowMultiple):
+// one line per scale format listing the refused M of 1..64 and of a few prefill sizes.
+int probe_row_counts(hyllm::cuda::GemmRunner& gemm, cudaStream_t s) {
+  const int N = 4096, K = 4096, max_rows = 4100;
+  uint8_t *w, *x;
+  float* scales;
+  void* out;
+  CHECK(cudaMalloc(&w, static_cast<size_t>(N) * K));
+  CHECK(cudaMalloc(&x, static_cast<size_t>(max_rows) * K));
+  CHECK(cudaMalloc(&scales, sizeof(float) * (K / 128) * std::max(N / 128, max_rows)));
+  CHECK(cudaMalloc(&out, static_cast<size_t>(max_rows) * N * 2));
+  std::vector<int> rows;
+  for (int m = 1; m <= 64; ++m) rows.push_back(m);
+  for (int m : {1281, 1282, 1283, 1284, 1288, 4093, 4094, 4095, 4096}) rows.push_back(m);
+  for (bool block : {true, false}) {
+    std::string refused;
+    for (int m : rows) {
+      const bool ok = gemm.run_fp8(x, scales, w, scales,
+                                   block ? hyllm::cuda::GemmRunner::Fp8Scales::kBlock : hyllm::cuda::GemmRunner::Fp8Scales::kTensor,
+                                   out, false, m, N, K, s);
+      if (!ok) refused += " " + std::to_string(m);
+    }
+    std::printf("cuBLASLt fp8 %s scales, N = K = %d: refused M:%s\n", block ? "block" : "per-tensor", N,
+                refused.empty() ? " none" : refused.c_str());
+  }
+  CHECK(cudaStreamSynchronize(s));
+  cudaFree(w);
+  cudaFree(x);
+  cudaFree(scales);
+  cudaFree(out);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int iters = 50, max_m = 4096;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::string(argv[i]) == "--iters") iters = std::stoi(argv[i + 1]);
-    if (std::string(argv[i]) == "--max-m") max_m = std::stoi(argv[i + 1]);
+  bool probe_rows = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--probe-rows") probe_rows = true;
+    if (i + 1 < argc && a == "--iters") iters = std::stoi(argv[i + 1]);
+    if (i + 1 < argc && a == "--max-m") max_m = std::stoi(argv[i + 1]);
   }
   int dev_count = 0;
   if (cudaGetDeviceCount(&dev_count) != cudaSuccess || dev_count == 0) {
@@ -99,6 +135,7 @@ int main(int argc, char** argv) {
   cudaStream_t s;
   CHECK(cudaStreamCreate(&s));
   hyllm::cuda::GemmRunner gemm;
+  if (probe_rows) return probe_row_counts(gemm, s);
   const std::vector<ShapeCase> shapes = {
       {"27B gdn qkv|z", 16384, 5120}, {"27B attn q|k|v", 14336, 5120}, {"27B mlp gate|up", 34816, 5120},
       {"27B mlp down", 5120, 17408},  {"27B out_proj", 5120, 6144},    {"35B gdn qkv|z", 12288, 2048},

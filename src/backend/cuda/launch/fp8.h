@@ -37,7 +37,7 @@ struct Fp8GemvParams {
   const uint8_t* w = nullptr;       // [N, K] e4m3
   const float* w_scale = nullptr;   // block: [ceil(N/128), ceil(K/128)]; tensor: [1]
   const uint8_t* x = nullptr;       // [M, K] e4m3
-  const float* x_scale = nullptr;   // block: [ceil(K/128), M]; tensor: [1]
+  const float* x_scale = nullptr;   // block: [ceil(K/128), x_scale_ld]; tensor: [1]
   bool block_scales = true;
   void* out = nullptr;              // [M, N] bf16 or f32
   bool out_f32 = false;
@@ -47,6 +47,10 @@ struct Fp8GemvParams {
   // False sends every shape to the register-tile kernel (bench_cuda_gemm
   // times both kernels to place kFp8GemvTmaMinWeightBytes).
   bool use_tma = true;
+  // Block scales' row pitch when x is a slice of rows of a larger
+  // activation (0: M).
+  int x_scale_ld = 0;
+  __host__ __device__ int x_scale_pitch() const { return x_scale_ld != 0 ? x_scale_ld : M; }
 };
 void launch_fp8_gemv(const Fp8GemvParams& p, int num_sms, cudaStream_t stream);
 // Weights from which the TMA-fed kernel streams faster than the register-tile
@@ -57,5 +61,8 @@ inline constexpr int64_t kFp8GemvTmaMinWeightBytes = int64_t{16} << 20;
 // per-tensor scales it streams the weights well from one row on).
 inline constexpr int kFp8GemvMaxRowsBlock = 8;
 inline constexpr int kFp8GemvMaxRowsTensor = 0;
+// cuBLASLt's block-scaled FP8 algorithms on sm_90a take only row counts that
+// are multiples of this (bench_cuda_gemm --probe-rows lists them).
+inline constexpr int kFp8BlockRowMultiple = 4;
 
 }  // namespace hyllm::cuda

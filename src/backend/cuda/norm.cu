@@ -6,8 +6,6 @@
 namespace hyllm::cuda {
 namespace {
 
-// Rows up to which rms_norm takes the register form.
-constexpr int kRegisterFormMaxRows = 256;
 // Warps (heads) per block of the warp-per-head gated RMSNorm.
 constexpr int kHeadWarps = 4;
 
@@ -245,11 +243,11 @@ void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
                    reinterpret_cast<uintptr_t>(p.out) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(p.residual_in) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(p.residual_out) % 16 == 0;
-  // The register form up to kRegisterFormMaxRows rows (decode and small
-  // batches, where one block per row must be as short as possible); beyond,
-  // the shared-memory form with fewer threads per row.
+  // The register form wherever a row fits 1,024 threads' registers: one pass
+  // over global memory (decode rows need the shortest block, prefill rows the
+  // fewest bytes moved); the shared-memory form for wider or unaligned rows.
   const int chunks = p.width / 8, chunks_per_thread = (chunks + 1023) / 1024;
-  if (vec && p.rows <= kRegisterFormMaxRows && chunks_per_thread <= 3) {
+  if (vec && chunks_per_thread <= 3) {
     const int threads = ceil_div(ceil_div(chunks, chunks_per_thread), 32) * 32;
     if (chunks_per_thread == 1) {
       rms_norm_regs_kernel<1><<<p.rows, threads, 0, stream>>>(p);

@@ -19,6 +19,11 @@ constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 }  // namespace
 
 GemmRunner::GemmRunner() {
+  // cuBLASLt keeps its own process-wide cache of heuristic answers (8,192
+  // shapes by default), which a server's ever-new prefill row counts fill
+  // over hours; the plan LRU here is the cache, so cuBLASLt's is turned off
+  // (a setting only: a library that refuses it still computes correctly).
+  static_cast<void>(cublasLtHeuristicsCacheSetCapacity(0));
   HYLLM_CUBLAS_CHECK(cublasLtCreate(&handle_));
   HYLLM_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
   workspace_bytes_ = kWorkspaceBytes;

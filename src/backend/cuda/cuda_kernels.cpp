@@ -141,12 +141,13 @@ void CudaKernels::linear_fp8(const Fp8Activation& xq, const LinearWeight& w, con
   // cuBLASLt, unless it has no algorithm for the shape.
   if (M > gemv_rows && gemm_.run_fp8(x, xs, wq, ws, scales, out.data(), is_f32(out), M, N, K, stream_)) return;
   int64_t first_gemv_row = 0;
-  if (block && M > gemv_rows + cuda::kFp8BlockRowMultiple) {
+  if (block && M > cuda::kFp8GemvRowsPerPass) {
     // cuBLASLt's block-scaled kernels take row counts that are multiples of
-    // kFp8BlockRowMultiple only; the rest of a prefill chunk would otherwise
-    // stream the weights once per 32 rows. The leading multiple goes to
-    // cuBLASLt with its scales repacked to that pitch, the last rows to
-    // fp8_gemv (one more read of the weights).
+    // kFp8BlockRowMultiple only; beyond one fp8_gemv pass the rows would
+    // otherwise stream the weights once per pass. The leading multiple goes
+    // to cuBLASLt with its scales repacked to that pitch, the last rows to
+    // fp8_gemv (one more read of the weights). Up to one pass, fp8_gemv alone
+    // reads the weights once.
     const int64_t lead = M / cuda::kFp8BlockRowMultiple * cuda::kFp8BlockRowMultiple;
     const int64_t kb = (K + 127) / 128;
     const size_t packed_bytes = static_cast<size_t>(kb * lead) * sizeof(float);

@@ -29,7 +29,7 @@ namespace hyllm::cuda {
 namespace {
 
 constexpr int kRowsPerBlock = 16;
-constexpr int kTokensPerGridRow = 32;  // 4 mma n-tiles
+constexpr int kTokensPerGridRow = kFp8GemvRowsPerPass;  // 4 mma n-tiles
 // Warps per block at most: more for few tokens, whose registers allow it.
 template <int NT>
 constexpr int kMaxWarps = NT <= 2 ? 16 : 8;

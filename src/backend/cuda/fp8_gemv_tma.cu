@@ -46,7 +46,7 @@ constexpr int kStages = 2;
 // A stage: the weight box, then the tokens' box of NT * 8 rows (1024-byte
 // multiples, so both boxes start on the swizzle's period).
 constexpr int stage_bytes(int nt) { return kWeightBoxBytes + nt * 8 * kBoxBytes; }
-constexpr int kTokensPerGridRow = 32;  // 4 mma n-tiles
+constexpr int kTokensPerGridRow = kFp8GemvRowsPerPass;  // 4 mma n-tiles
 constexpr int kMaxCluster = 8;         // the portable cluster size
 // Partial sums sent to a cluster's first block: (C - 1) * NT <= this, so that
 // three blocks fit an SM.

@@ -32,7 +32,9 @@ void launch_quantize_fp8(const QuantizeFp8Params& p, cudaStream_t stream);
 // the scales of ops.h's linear (block or per-tensor), the weights streamed
 // once (fp8_gemv_tma.cu; fp8_gemv.cu for weights below
 // kFp8GemvTmaMinWeightBytes or that TMA cannot address). Any shape; rows
-// beyond 32 in chunks of 32, each chunk reading the weights again.
+// beyond kFp8GemvRowsPerPass in chunks of that many, each chunk reading the
+// weights again.
+inline constexpr int kFp8GemvRowsPerPass = 32;
 struct Fp8GemvParams {
   const uint8_t* w = nullptr;       // [N, K] e4m3
   const float* w_scale = nullptr;   // block: [ceil(N/128), ceil(K/128)]; tensor: [1]

@@ -66,6 +66,15 @@ void linear(Backend& be, const LinearArgs& a) {
   const int64_t M = quantised ? a.xq.rows() : a.x.dim(0), K = quantised ? a.xq.cols() : a.x.dim(1);
   c.weight("w", a.w, kAny, K);
   c.tensor("out", a.out, {DType::kBF16, DType::kF32}, {M, a.w.out_features()});
+  if (a.out_rows_padded) {
+    // The rows past M that the kernel may write must not be an input's.
+    const size_t row = static_cast<size_t>(a.w.out_features()) * dtype_size(a.out.dtype());
+    const size_t out_bytes = static_cast<size_t>(padded_rows(M)) * row;
+    const int64_t q_rows = a.xq.rows_padded ? padded_rows(M) : M;
+    c.disjoint("out's padded rows", a.out.data(), out_bytes, "xq.q", a.xq.q.data(),
+               quantised ? static_cast<size_t>(q_rows * K) : 0);
+    c.disjoint("out's padded rows", a.out.data(), out_bytes, "x", a.x.data(), a.x.nbytes());
+  }
   be.kernels().linear(a);
 }
 

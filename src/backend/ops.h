@@ -93,6 +93,22 @@ struct LinearWeight {
 };
 
 // ---------------------------------------------------------------------------
+// Row room of activations. cuBLASLt's block-scaled FP8 GEMM takes only row
+// counts that are multiples of 4, and a linear whose rows are not would
+// otherwise split its rows over two kernels that each read every weight.
+// Invariant: the activation buffers the model takes from its arena
+// (model/layers: Scratch::take, take_input, ActivationBuffers) are backed for
+// padded_rows(rows) rows, and the views say so (Fp8Activation::rows_padded,
+// LinearArgs::out_rows_padded). An op may read those extra rows (their
+// contents are unspecified) and write them (nobody reads what it leaves
+// there). A view without the flag (a slice, a test's tensor) is backed for
+// its rows only.
+inline constexpr int64_t kActivationRowPad = 4;
+constexpr int64_t padded_rows(int64_t rows) {
+  return (rows + kActivationRowPad - 1) / kActivationRowPad * kActivationRowPad;
+}
+
+// ---------------------------------------------------------------------------
 // FP8 activations. An FP8 linear reads its input as e4m3 codes with scales.
 // The op that produces an activation (rms_norm, gated_rms_norm, swiglu, or
 // quantize_fp8 after an op that cannot) quantises it once, and every FP8
@@ -120,6 +136,9 @@ struct Fp8Activation {
   // kGroup128: f32 [ceil(K/128), T], group-major (T fastest: cuBLASLt's
   // VEC128 layout), written by the producer; kStatic: f32 [1], read.
   TensorView scale;
+  // q is backed for padded_rows(rows()) rows (see kActivationRowPad); the
+  // scales keep their pitch of rows() either way.
+  bool rows_padded = false;
 
   bool empty() const { return mode == ActQuantMode::kNone; }
   int64_t rows() const { return q.rank() == 2 ? q.dim(0) : 0; }
@@ -159,6 +178,9 @@ struct LinearArgs {
   LinearWeight w;
   TensorView out;    // [M, N] bf16 or f32
   Fp8Activation xq;  // optional, fp8 weights only: mode act_quant_mode_for(w.format)
+  // out is backed for padded_rows(M) rows (see kActivationRowPad), none of
+  // them inside x's or xq.q's.
+  bool out_rows_padded = false;
 };
 void linear(Backend& be, const LinearArgs& a);
 

@@ -1,5 +1,7 @@
 #include "backend/ops_check.h"
 
+#include <cstdint>
+
 namespace hyllm::ops_detail {
 
 std::string dims_str(std::initializer_list<int64_t> dims) {
@@ -100,6 +102,12 @@ void OpCheck::fp8_activation(const char* field, const Fp8Activation& a, ActQuant
   } else {
     tensor((f + ".scale").c_str(), a.scale, {DType::kF32}, {1});
   }
+}
+
+void OpCheck::disjoint(const char* a, const void* pa, size_t na, const char* b, const void* pb, size_t nb) const {
+  if (pa == nullptr || pb == nullptr || na == 0 || nb == 0) return;
+  const auto ua = reinterpret_cast<uintptr_t>(pa), ub = reinterpret_cast<uintptr_t>(pb);
+  require(ua + na <= ub || ub + nb <= ua, "{} and {} overlap", a, b);
 }
 
 int64_t OpCheck::sequences(const TensorView& query_start_loc) const {

@@ -40,6 +40,9 @@ class OpCheck {
   // An FP8 activation of rows x cols (kAny allowed) in the given mode.
   void fp8_activation(const char* field, const Fp8Activation& a, ActQuantMode mode, int64_t rows,
                       int64_t cols) const;
+  // Byte ranges [pa, pa + na) and [pb, pb + nb) share no byte (an empty
+  // range shares none).
+  void disjoint(const char* a, const void* pa, size_t na, const char* b, const void* pb, size_t nb) const;
   // Per-sequence metadata: query_start_loc [S+1] and the [S] tensors that go with it.
   int64_t sequences(const TensorView& query_start_loc) const;
 

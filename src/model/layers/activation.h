@@ -43,13 +43,14 @@ struct InputNeeds {
 };
 
 // Buffers for an activation of T rows and K columns in the forms `needs` asks
-// for, taken from the scratch arena.
+// for, taken from the scratch arena (with its row room, see Scratch).
 inline LayerInput take_input(Scratch& s, const InputNeeds& needs, int64_t T, int64_t K) {
   LayerInput in;
   if (needs.bf16 || needs.mode == ActQuantMode::kNone) in.x = s.take(DType::kBF16, Shape{T, K});
   if (needs.mode == ActQuantMode::kNone) return in;
   in.xq.mode = needs.mode;
   in.xq.q = s.take(DType::kF8E4M3, Shape{T, K});
+  in.xq.rows_padded = true;
   in.xq.scale = needs.mode == ActQuantMode::kGroup128
                     ? s.take(DType::kF32, Shape{(K + kFp8BlockSize - 1) / kFp8BlockSize, T})
                     : needs.static_scale;
@@ -67,24 +68,27 @@ inline size_t input_bytes(const InputNeeds& needs, int64_t T, int64_t K) {
 
 // Fixed buffers for an activation of up to `capacity` rows in every form (the
 // model's normalised layer inputs, which outlive the scratch scopes of the
-// layers that write them).
+// layers that write them). The rows are backed up to padded_rows(capacity),
+// so every view has the row room of ops.h's kActivationRowPad.
 class ActivationBuffers {
  public:
   ActivationBuffers() = default;
   ActivationBuffers(Backend& be, int64_t capacity, int64_t cols, bool fp8)
-      : x_(be, DType::kBF16, Shape{capacity, cols}), cols_(cols) {
+      : x_(be, DType::kBF16, Shape{padded_rows(capacity), cols}), capacity_(capacity), cols_(cols) {
     if (!fp8) return;
-    q_ = DeviceBuffer(be, DType::kF8E4M3, Shape{capacity, cols});
+    q_ = DeviceBuffer(be, DType::kF8E4M3, Shape{padded_rows(capacity), cols});
     scale_ = DeviceBuffer(be, DType::kF32, Shape{(cols + kFp8BlockSize - 1) / kFp8BlockSize, capacity});
   }
   // The first T rows in the forms `needs` asks for.
   LayerInput view(const InputNeeds& needs, int64_t T) const {
+    HYLLM_CHECK(T <= capacity_, "{} rows of an activation buffer of {}", T, capacity_);
     LayerInput in;
     if (needs.bf16 || needs.mode == ActQuantMode::kNone) in.x = x_.view().slice_rows(0, T);
     if (needs.mode == ActQuantMode::kNone) return in;
     HYLLM_CHECK(q_.data() != nullptr, "no FP8 buffers for an FP8 input");
     in.xq.mode = needs.mode;
     in.xq.q = q_.view().slice_rows(0, T);
+    in.xq.rows_padded = true;
     // The group-major scales of T rows are the first groups * T floats.
     const int64_t groups = (cols_ + kFp8BlockSize - 1) / kFp8BlockSize;
     in.xq.scale = needs.mode == ActQuantMode::kGroup128
@@ -96,7 +100,7 @@ class ActivationBuffers {
 
  private:
   DeviceBuffer x_, q_, scale_;
-  int64_t cols_ = 0;
+  int64_t capacity_ = 0, cols_ = 0;
 };
 
 }  // namespace hyllm

@@ -227,13 +227,14 @@ std::vector<ColSlice> Linear::forward(Backend& be, Scratch& s, const LayerInput&
     for (const auto& p : parts_) observer()(p.module, in.x);
   std::vector<TensorView> outs;
   for (const auto& g : groups_) {
+    // From the arena: backed for padded_rows(M) rows (see Scratch).
     TensorView out = s.take(out_dtype, Shape{in.rows(), g.w.out_features()});
     if (reads(g.w, in.xq)) {
-      linear(be, {in.x, g.w, out, in.xq});
+      linear(be, {in.x, g.w, out, in.xq, true});
     } else {
       HYLLM_CHECK(!in.x.empty(), "{}: its {} input is only given quantised {}", parts_[0].module,
                   weight_format_name(g.w.format), act_quant_mode_name(in.xq.mode));
-      linear(be, {in.x, g.w, out});
+      linear(be, {in.x, g.w, out, {}, true});
     }
     outs.push_back(out);
   }

@@ -3,10 +3,15 @@
 // buffer whose size is fixed when the model is built (from the largest step it
 // will run), so that the same addresses serve every step of that shape. A
 // layer marks the arena on entry and releases to the mark on exit.
+//
+// Every tensor is backed for padded_rows(dim 0) rows (ops.h's
+// kActivationRowPad), so that the views made here may carry the flags that
+// let ops run whole groups of rows.
 
 #include <cstddef>
 
 #include "backend/backend.h"
+#include "backend/ops.h"
 #include "util/status.h"
 
 namespace hyllm {
@@ -17,8 +22,8 @@ class Scratch {
   Scratch(Backend& backend, size_t capacity) : buffer_(backend, capacity), device_(backend.device()) {}
 
   TensorView take(DType dtype, Shape shape) {
-    size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
-    size_t aligned = (bytes + kAlign - 1) / kAlign * kAlign;
+    const int64_t rows = shape.rank() > 0 ? shape[0] : 1;
+    const size_t aligned = bytes_for(dtype, rows, rows > 0 ? shape.numel() / rows : 0);
     HYLLM_CHECK(used_ + aligned <= buffer_.size(), "scratch exhausted: {} + {} > {} bytes", used_, aligned,
                 buffer_.size());
     void* p = static_cast<char*>(buffer_.data()) + used_;
@@ -31,9 +36,10 @@ class Scratch {
   size_t capacity() const { return buffer_.size(); }
   size_t high_water() const { return high_water_; }
 
-  // Bytes take() uses for a tensor, alignment included (for sizing).
+  // Bytes take() uses for a tensor of `rows` rows (its first dimension) of
+  // `cols` elements, row room and alignment included (for sizing).
   static size_t bytes_for(DType dtype, int64_t rows, int64_t cols) {
-    size_t b = static_cast<size_t>(rows * cols) * dtype_size(dtype);
+    size_t b = static_cast<size_t>(padded_rows(rows) * cols) * dtype_size(dtype);
     return (b + kAlign - 1) / kAlign * kAlign;
   }
 

@@ -52,7 +52,7 @@ void VocabLmHead::forward(Backend& be, Scratch& s, const TensorView& x, const Te
     return;
   }
   TensorView part = s.take(DType::kF32, Shape{x.dim(0), weight_.out_features()});
-  linear(be, {x, weight_, part});
+  linear(be, {x, weight_, part, {}, true});
   all_gather_columns(be, {part, logits});
 }
 

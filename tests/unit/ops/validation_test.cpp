@@ -45,6 +45,29 @@ TEST(OpValidation, Fp8BlockNeedsScalesOfTheRightShape) {
   EXPECT_NE(msg.find("weight_scale"), std::string::npos);
 }
 
+// An op may write the rows of out up to padded_rows(M) when out_rows_padded
+// says they exist; they must not be any input's.
+TEST(OpValidation, LinearPaddedOutputRowsMustNotOverlapTheInput) {
+  auto be = make_cpu_backend();
+  HostBuffer w(DType::kF8E4M3, {128, 128}), s(DType::kF32, {1, 1}), arena(DType::kU8, {1 << 16});
+  auto* base = static_cast<char*>(arena.data());
+  // out [5, 128] bf16 with room for 8 rows (2 KiB), the codes right after its 5 rows.
+  TensorView out(base, DType::kBF16, Shape{5, 128}, Device::cpu());
+  TensorView q(base + 5 * 256, DType::kF8E4M3, Shape{5, 128}, Device::cpu());
+  TensorView scale(base + 8192, DType::kF32, Shape{1, 5}, Device::cpu());
+  LinearArgs a{{}, LinearWeight::fp8_block(w.view(), s.view()), out, {ActQuantMode::kGroup128, q, scale}};
+  linear(*be, a);  // without the flag only out's 5 rows are written
+  a.out_rows_padded = true;
+  auto msg = invalid_message([&] { linear(*be, a); });
+  EXPECT_NE(msg.find("out's padded rows and xq.q overlap"), std::string::npos) << msg;
+  a.xq.q = TensorView(base + 8 * 256, DType::kF8E4M3, Shape{5, 128}, Device::cpu());
+  linear(*be, a);
+  // A bf16 input is an input too.
+  a.x = TensorView(base + 6 * 256, DType::kBF16, Shape{5, 128}, Device::cpu());
+  msg = invalid_message([&] { linear(*be, a); });
+  EXPECT_NE(msg.find("and x overlap"), std::string::npos) << msg;
+}
+
 TEST(OpValidation, ColumnSliceOutOfRange) {
   auto be = make_cpu_backend();
   HostBuffer x(DType::kBF16, {2, 10}), out(DType::kBF16, {2, 4});

@@ -69,7 +69,11 @@ class CudaOpTest : public ::testing::Test {
 
   // Checks the device output against the CPU output and records the error.
   void expect_close(const std::string& name, const Mirror& gpu_out, const HostTensor& cpu_out, double threshold) {
-    const double err = normalized_error(gpu_out.values(), cpu_out.values());
+    expect_close(name, gpu_out.values(), cpu_out, threshold);
+  }
+  void expect_close(const std::string& name, const std::vector<double>& gpu_values, const HostTensor& cpu_out,
+                    double threshold) {
+    const double err = normalized_error(gpu_values, cpu_out.values());
     auto& e = error_table()[name];
     e.first = std::max(e.first, err);
     e.second = threshold;

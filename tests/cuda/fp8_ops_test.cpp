@@ -2,6 +2,8 @@
 // and the FP8 linear in both weight formats, on the small-M kernel and on
 // cuBLASLt, against the CPU reference on the same quantised bytes.
 #include <algorithm>
+#include <cstring>
+#include <tuple>
 
 #include "cuda_test_util.h"
 
@@ -126,7 +128,8 @@ struct Fp8Weights {
 // across a cluster of the TMA kernel's blocks); 9..40 rows on the TMA kernel
 // where cuBLASLt's block-scaled kernels are not taken (N % 128 != 0); row
 // counts that cuBLASLt's block-scaled kernels refuse (not a multiple of
-// kFp8BlockRowMultiple: the leading rows on cuBLASLt, the rest on fp8_gemv).
+// kFp8BlockRowMultiple), in views without row room: the leading rows on
+// cuBLASLt, the rest on fp8_gemv.
 TEST_F(CudaOpTest, LinearFp8BothFormats) {
   Rng rng(seed_);
   struct Shape3 {
@@ -168,6 +171,83 @@ TEST_F(CudaOpTest, LinearFp8BothFormats) {
           expect_close(name + " (self-quantised)", dself, out, kTolFp8Bf16);
         }
       }
+    }
+  }
+}
+
+// Block-FP8 row counts that cuBLASLt's block-scaled kernels refuse, with the
+// row room of ops.h's kActivationRowPad (codes and output backed for
+// padded_rows(M) rows, flagged): one GEMM over the rows rounded up, which
+// writes the output's room and nothing past it, and leaves the activation's
+// scales as they were. Without both flags the same rows take the split (or
+// fp8_gemv alone), which writes no row past M. The room's codes are zero (the
+// GEMM's extra rows then come out zero, which shows that it ran) or NaN (they
+// must not reach rows below M).
+TEST_F(CudaOpTest, LinearFp8BlockRowRoom) {
+  Rng rng(seed_);
+  struct Shape3 {
+    int64_t M, N, K;
+  };
+  enum class Room { kBoth, kCodesOnly, kNone };
+  for (const Shape3 s : {Shape3{1283, 1024, 2048}, Shape3{45, 2048, 1024}, Shape3{1021, 512, 4096},
+                         Shape3{13, 1024, 512}}) {
+    SCOPED_TRACE(testing::Message() << "M=" << s.M << " N=" << s.N << " K=" << s.K);
+    const int64_t M = s.M, N = s.N, K = s.K, Mp = padded_rows(M);
+    ASSERT_NE(M, Mp);
+    HostTensor x = bf16_tensor({M, K});
+    x.fill_normal(rng);
+    for (int64_t i = 0; i < x.numel(); i += 29) x.set(i, rng.normal(20.0));
+    Mirror dx(*gpu_, x);
+    Fp8Weights w(*gpu_, rng, N, K);
+    const LinearWeight dw = w.dev(WeightFormat::kFp8Block);
+    for (DType od : {DType::kBF16, DType::kF32}) {
+      HostTensor want(od, {M, N});
+      linear(*cpu_, {x.view(), w.host(WeightFormat::kFp8Block), want.view()});
+      const std::string name = std::string("linear fp8-block row room") + (od == DType::kF32 ? " f32" : " bf16");
+      const double tol = od == DType::kF32 ? kTolFp8F32 : kTolFp8Bf16;
+      // The output's room, and one row past it: the canary.
+      HostTensor out_room(od, {Mp + 1, N});
+      Mirror dout(*gpu_, out_room);
+      const TensorView out = dout.view().slice_rows(0, M);
+      // Rows below M against the CPU; every byte from row `end` on still poison.
+      auto check = [&](const std::string& what, int64_t end) {
+        HostTensor got = dout.download();
+        std::vector<double> rows_below_m(static_cast<size_t>(M * N));
+        for (int64_t i = 0; i < M * N; ++i) rows_below_m[i] = got.get(i);
+        expect_close(what, rows_below_m, want, tol);
+        const auto* bytes = got.buf.data_as<const uint8_t>();
+        size_t changed = static_cast<size_t>(end * N) * dtype_size(od);
+        while (changed < got.buf.size() && bytes[changed] == 0xff) ++changed;
+        EXPECT_EQ(changed, got.buf.size()) << what << ": a byte past the rows the run may write changed";
+        return got;
+      };
+      for (const uint8_t room_code : {uint8_t{0x00}, uint8_t{0xff}}) {
+        HostTensor q_room(DType::kF8E4M3, {Mp, K}), scale(DType::kF32, {(K + 127) / 128, M});
+        std::memset(q_room.buf.data(), room_code, q_room.buf.size());
+        Mirror dq(*gpu_, q_room), dscale(*gpu_, scale);
+        Fp8Activation xq{ActQuantMode::kGroup128, dq.view().slice_rows(0, M), dscale.view()};
+        quantize_fp8(*gpu_, {dx.view(), xq});
+        const HostTensor scales_before = dscale.download();
+        for (Room room : {Room::kBoth, Room::kCodesOnly, Room::kNone}) {
+          SCOPED_TRACE(testing::Message() << "room " << static_cast<int>(room) << ", room codes "
+                                          << static_cast<int>(room_code));
+          xq.rows_padded = room != Room::kNone;
+          const LinearArgs a{{}, dw, out, xq, room == Room::kBoth};
+          run_gpu_poisoned([&] { linear(*gpu_, a); }, {&dout});
+          const HostTensor got = check(name, room == Room::kBoth ? Mp : M);
+          if (room == Room::kBoth && room_code == 0x00) {
+            int64_t zero = M * N;
+            while (zero < Mp * N && got.get(zero) == 0.0) ++zero;
+            EXPECT_EQ(zero, Mp * N) << "the room's rows did not run in the GEMM";
+          }
+          const HostTensor scales_after = dscale.download();
+          ASSERT_EQ(std::memcmp(scales_before.buf.data(), scales_after.buf.data(), scales_before.buf.size()), 0)
+              << "the activation's scales changed";
+        }
+      }
+      // A bf16 input: the linear quantises it into codes with room of its own.
+      run_gpu_poisoned([&] { linear(*gpu_, {dx.view(), dw, out, {}, true}); }, {&dout});
+      check(name + " (self-quantised)", Mp);
     }
   }
 }

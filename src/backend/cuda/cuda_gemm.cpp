@@ -129,10 +129,8 @@ bool GemmRunner::run_fp8(const uint8_t* x, const float* x_scale, const uint8_t* 
                          Fp8Scales scales, void* out, bool out_f32, int64_t M, int64_t N, int64_t K,
                          cudaStream_t stream) {
   if (M == 0 || N == 0) return true;
-  // cuBLASLt's block-scaled kernels are taken only for the shapes the op
-  // harness showed them right on: N and K multiples of 128, K at least 512
-  // (every real checkpoint's); the rest go to the caller's kernel.
-  if (scales == Fp8Scales::kBlock && (N % 128 != 0 || K % 128 != 0 || K < 512)) return false;
+  // The other block-scaled shapes go to the caller's kernel.
+  if (scales == Fp8Scales::kBlock && !block_shape_trusted(N, K)) return false;
   const Plan* p = plan(scales == Fp8Scales::kBlock ? Kind::kFp8Block : Kind::kFp8Tensor, M, N, K, out_f32);
   if (p == nullptr) return false;
   // The scale pointers belong to this call; setting them on the cached

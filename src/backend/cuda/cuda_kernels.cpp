@@ -104,31 +104,40 @@ void CudaKernels::linear(const LinearArgs& a) {
               stream_);
     return;
   }
-  if (!a.xq.empty()) return linear_fp8(a.xq, a.w, a.out);
+  if (!a.xq.empty()) return linear_fp8(a.xq, a.w, a.out, a.out_rows_padded);
   // A bf16 input to an FP8 weight: quantised here into scratch (the slow path
   // that producers writing FP8 themselves avoid).
   const int64_t M = a.x.dim(0), K = a.x.dim(1);
   Fp8Activation xq;
   xq.mode = act_quant_mode_for(a.w.format);
-  const size_t q_bytes = (static_cast<size_t>(M * K) + 255) / 256 * 256;
-  const size_t s_count = xq.mode == ActQuantMode::kGroup128 ? static_cast<size_t>((K + 127) / 128 * M) : 0;
-  // Twice the scales: linear_fp8 may repack them behind these (see there),
-  // and the arena must not move under the codes while it does.
-  char* base = static_cast<char*>(scratch(q_bytes + 2 * s_count * sizeof(float)));
+  const bool group = xq.mode == ActQuantMode::kGroup128;
+  const int64_t groups = (K + 127) / 128;
+  auto aligned = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  // The codes get the row room of the model's activations, and the scales
+  // room behind them for linear_fp8's copy at a padded pitch (see there):
+  // the arena must not move under the codes while it makes that copy.
+  const size_t q_bytes = aligned(static_cast<size_t>(padded_rows(M) * K));
+  const size_t s_bytes = group ? aligned(static_cast<size_t>(groups * M) * sizeof(float)) : 0;
+  const size_t packed_bytes = group ? static_cast<size_t>(groups * padded_rows(M)) * sizeof(float) : 0;
+  char* base = static_cast<char*>(scratch(q_bytes + s_bytes + packed_bytes));
   xq.q = TensorView(base, DType::kF8E4M3, Shape{M, K}, a.x.device());
-  xq.scale = xq.mode == ActQuantMode::kGroup128
-                 ? TensorView(base + q_bytes, DType::kF32, Shape{(K + 127) / 128, M}, a.x.device())
-                 : a.w.input_scale;
+  xq.rows_padded = true;
+  xq.scale = group ? TensorView(base + q_bytes, DType::kF32, Shape{groups, M}, a.x.device()) : a.w.input_scale;
   cuda::QuantizeFp8Params qp;
   qp.x = bf(a.x);
   qp.x_stride = K;
   qp.out = fp8_out(xq);
   cuda::launch_quantize_fp8(qp, stream_);
   check_launch("linear (input quantisation)");
-  linear_fp8(xq, a.w, a.out);
+  linear_fp8(xq, a.w, a.out, a.out_rows_padded);
 }
 
-void CudaKernels::linear_fp8(const Fp8Activation& xq, const LinearWeight& w, const TensorView& out) {
+// cuBLASLt's block-scaled kernels take row counts that are multiples of
+// kFp8BlockRowMultiple only; the row room of ops.h covers the next multiple.
+static_assert(kActivationRowPad % cuda::kFp8BlockRowMultiple == 0);
+
+void CudaKernels::linear_fp8(const Fp8Activation& xq, const LinearWeight& w, const TensorView& out,
+                             bool out_rows_padded) {
   const int64_t M = xq.rows(), N = w.out_features(), K = xq.cols();
   const bool block = w.format == WeightFormat::kFp8Block;
   const uint8_t* x = xq.q.data_as<const uint8_t>();
@@ -137,33 +146,43 @@ void CudaKernels::linear_fp8(const Fp8Activation& xq, const LinearWeight& w, con
   const float* ws = w.weight_scale.data_as<const float>();
   const auto scales = block ? cuda::GemmRunner::Fp8Scales::kBlock : cuda::GemmRunner::Fp8Scales::kTensor;
   const int64_t gemv_rows = block ? cuda::kFp8GemvMaxRowsBlock : cuda::kFp8GemvMaxRowsTensor;
+  constexpr int64_t kMultiple = cuda::kFp8BlockRowMultiple;
   // Decode rows stream the weights through fp8_gemv; more rows go to
-  // cuBLASLt, unless it has no algorithm for the shape.
-  if (M > gemv_rows && gemm_.run_fp8(x, xs, wq, ws, scales, out.data(), is_f32(out), M, N, K, stream_)) return;
+  // cuBLASLt, unless it has no algorithm for the shape. Its block-scaled
+  // kernels take row counts that are multiples of kMultiple only (it is not
+  // asked for others). With row room in both the codes and the output, such
+  // rows run rounded up to the multiple as one GEMM: the extra rows read zero
+  // scales and write the output's room, and the weights are read once.
+  // Without the room, beyond one fp8_gemv pass (which would stream the
+  // weights once per pass) the leading multiple goes to cuBLASLt and the
+  // last rows to fp8_gemv, one more read of the weights; up to one pass,
+  // fp8_gemv alone reads them once. The GEMM of either reads its scales
+  // copied to its row pitch.
+  const bool odd_rows = block && M % kMultiple != 0;
+  if (M > gemv_rows && !odd_rows && gemm_.run_fp8(x, xs, wq, ws, scales, out.data(), is_f32(out), M, N, K, stream_))
+    return;
+  const bool whole = odd_rows && M > gemv_rows && xq.rows_padded && out_rows_padded;
   int64_t first_gemv_row = 0;
-  if (block && M > cuda::kFp8GemvRowsPerPass) {
-    // cuBLASLt's block-scaled kernels take row counts that are multiples of
-    // kFp8BlockRowMultiple only; beyond one fp8_gemv pass the rows would
-    // otherwise stream the weights once per pass. The leading multiple goes
-    // to cuBLASLt with its scales repacked to that pitch, the last rows to
-    // fp8_gemv (one more read of the weights). Up to one pass, fp8_gemv alone
-    // reads the weights once.
-    const int64_t lead = M / cuda::kFp8BlockRowMultiple * cuda::kFp8BlockRowMultiple;
-    const int64_t kb = (K + 127) / 128;
-    const size_t packed_bytes = static_cast<size_t>(kb * lead) * sizeof(float);
+  if ((whole || (odd_rows && M > cuda::kFp8GemvRowsPerPass)) && cuda::GemmRunner::block_shape_trusted(N, K)) {
+    const int64_t gemm_rows = whole ? (M + kMultiple - 1) / kMultiple * kMultiple : M / kMultiple * kMultiple;
+    const int64_t groups = (K + 127) / 128;
+    const size_t packed_bytes = static_cast<size_t>(groups * gemm_rows) * sizeof(float);
     // linear() quantises into scratch and leaves room for this behind the
     // scales; an activation elsewhere leaves the arena free.
     const char* arena = static_cast<const char*>(scratch_);
-    const char* scale_end = reinterpret_cast<const char*>(xs + kb * M);
+    const char* scale_end = reinterpret_cast<const char*>(xs + groups * M);
     const bool in_arena = arena != nullptr && scale_end > arena && scale_end <= arena + scratch_bytes_;
     const size_t offset = in_arena ? (static_cast<size_t>(scale_end - arena) + 255) / 256 * 256 : 0;
     char* base = static_cast<char*>(scratch(offset + packed_bytes));
     HYLLM_CHECK(!in_arena || base == arena, "linear_fp8: the scratch arena moved under its input");
     float* packed = reinterpret_cast<float*>(base + offset);
-    HYLLM_CUDA_CHECK(cudaMemcpy2DAsync(packed, static_cast<size_t>(lead) * sizeof(float), xs,
-                                       static_cast<size_t>(M) * sizeof(float), static_cast<size_t>(lead) * sizeof(float),
-                                       static_cast<size_t>(kb), cudaMemcpyDeviceToDevice, stream_));
-    if (gemm_.run_fp8(x, packed, wq, ws, scales, out.data(), is_f32(out), lead, N, K, stream_)) first_gemv_row = lead;
+    cuda::launch_pack_group_scales(xs, to_int(M, "rows"), to_int(groups, "column groups"), packed,
+                                   to_int(gemm_rows, "rows"), stream_);
+    check_launch("linear (scales at the GEMM's row pitch)");
+    if (gemm_.run_fp8(x, packed, wq, ws, scales, out.data(), is_f32(out), gemm_rows, N, K, stream_)) {
+      if (whole) return;
+      first_gemv_row = gemm_rows;
+    }
   }
   cuda::Fp8GemvParams p;
   p.w = wq;

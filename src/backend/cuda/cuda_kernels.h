@@ -60,8 +60,9 @@ class CudaKernels final : public Kernels {
   // Rows [t0, t0 + T) of the op's tokens (a holds them as rows [0, T)).
   void moe_small(const MoeArgs& a, const cuda::MoeExpertPtrs& w, int64_t t0);
   void moe_grouped(const MoeArgs& a, const cuda::MoeExpertPtrs& w);
-  // The FP8 linear on quantised input (the CUDA half of linear()).
-  void linear_fp8(const Fp8Activation& xq, const LinearWeight& w, const TensorView& out);
+  // The FP8 linear on quantised input (the CUDA half of linear());
+  // out_rows_padded as LinearArgs has it.
+  void linear_fp8(const Fp8Activation& xq, const LinearWeight& w, const TensorView& out, bool out_rows_padded);
 
   cudaStream_t stream_;
   int num_sms_ = 132;

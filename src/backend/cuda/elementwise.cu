@@ -1,4 +1,5 @@
-// SwiGLU, embedding lookup and row gathers: bandwidth-bound row kernels.
+// SwiGLU, embedding lookup, row gathers and FP8 activation quantisation:
+// bandwidth-bound row kernels.
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/fp8_common.cuh"
 #include "backend/cuda/launch/dense.h"
@@ -119,6 +120,15 @@ __global__ void gather_rows_kernel(GatherRowsParams p) {
   copy_row(dst, static_cast<const char*>(p.src) + static_cast<int64_t>(idx) * p.row_bytes, p.row_bytes);
 }
 
+__global__ void pack_group_scales_kernel(const float* src, int rows, float* dst, int ld, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t g = i / ld;
+    const int t = static_cast<int>(i % ld);
+    dst[i] = t < rows ? src[g * rows + t] : 0.0f;
+  }
+}
+
 }  // namespace
 
 void launch_swiglu(const SwigluParams& p, cudaStream_t stream) {
@@ -141,6 +151,13 @@ void launch_swiglu(const SwigluParams& p, cudaStream_t stream) {
 void launch_quantize_fp8(const QuantizeFp8Params& p, cudaStream_t stream) {
   if (p.out.rows == 0 || p.out.cols == 0) return;
   quantize_fp8_kernel<<<group_blocks(p.out.rows, p.out.cols), kGroupWarps * 32, 0, stream>>>(p);
+}
+
+void launch_pack_group_scales(const float* src, int rows, int groups, float* dst, int ld, cudaStream_t stream) {
+  const int64_t n = static_cast<int64_t>(groups) * ld;
+  if (n == 0) return;
+  const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 132 * 8));
+  pack_group_scales_kernel<<<blocks, 256, 0, stream>>>(src, rows, dst, ld, n);
 }
 
 void launch_embedding(const EmbeddingParams& p, cudaStream_t stream) {

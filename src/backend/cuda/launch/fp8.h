@@ -28,6 +28,12 @@ struct QuantizeFp8Params {
 };
 void launch_quantize_fp8(const QuantizeFp8Params& p, cudaStream_t stream);
 
+// Group scales src [groups, rows] (pitch rows, Fp8Out's layout) to dst
+// [groups, ld] (pitch ld): each group's first min(rows, ld) scales copied and
+// the rest zero, so that rows past `rows` (an FP8 GEMM's padding) scale their
+// codes to zero.
+void launch_pack_group_scales(const float* src, int rows, int groups, float* dst, int ld, cudaStream_t stream);
+
 // out[m, n] = sum_k x[m, k] W[n, k] for few rows (decode): e4m3 operands with
 // the scales of ops.h's linear (block or per-tensor), the weights streamed
 // once (fp8_gemv_tma.cu; fp8_gemv.cu for weights below

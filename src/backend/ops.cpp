@@ -66,14 +66,18 @@ void linear(Backend& be, const LinearArgs& a) {
   const int64_t M = quantised ? a.xq.rows() : a.x.dim(0), K = quantised ? a.xq.cols() : a.x.dim(1);
   c.weight("w", a.w, kAny, K);
   c.tensor("out", a.out, {DType::kBF16, DType::kF32}, {M, a.w.out_features()});
-  if (a.out_rows_padded) {
-    // The rows past M that the kernel may write must not be an input's.
-    const size_t row = static_cast<size_t>(a.w.out_features()) * dtype_size(a.out.dtype());
-    const size_t out_bytes = static_cast<size_t>(padded_rows(M)) * row;
-    const int64_t q_rows = a.xq.rows_padded ? padded_rows(M) : M;
-    c.disjoint("out's padded rows", a.out.data(), out_bytes, "xq.q", a.xq.q.data(),
-               quantised ? static_cast<size_t>(q_rows * K) : 0);
-    c.disjoint("out's padded rows", a.out.data(), out_bytes, "x", a.x.data(), a.x.nbytes());
+  if (a.out_rows_padded || a.xq.rows_padded) {
+    // The rows past M that the kernel may write (see kActivationRowPad) must
+    // not be another tensor's.
+    const size_t out_bytes = static_cast<size_t>(a.out_rows_padded ? padded_rows(M) : M) * a.w.out_features() *
+                             dtype_size(a.out.dtype());
+    const size_t q_bytes = quantised ? static_cast<size_t>(a.xq.rows_padded ? padded_rows(M) : M) * K : 0;
+    const char* out = a.out_rows_padded ? "out (with its row room)" : "out";
+    const char* q = a.xq.rows_padded ? "xq.q (with its row room)" : "xq.q";
+    c.disjoint(out, a.out.data(), out_bytes, q, a.xq.q.data(), q_bytes);
+    c.disjoint(out, a.out.data(), out_bytes, "x", a.x.data(), a.x.nbytes());
+    c.disjoint(q, a.xq.q.data(), q_bytes, "x", a.x.data(), a.x.nbytes());
+    c.disjoint(q, a.xq.q.data(), q_bytes, "xq.scale", a.xq.scale.data(), quantised ? a.xq.scale.nbytes() : 0);
   }
   be.kernels().linear(a);
 }

@@ -136,8 +136,9 @@ struct Fp8Activation {
   // kGroup128: f32 [ceil(K/128), T], group-major (T fastest: cuBLASLt's
   // VEC128 layout), written by the producer; kStatic: f32 [1], read.
   TensorView scale;
-  // q is backed for padded_rows(rows()) rows (see kActivationRowPad); the
-  // scales keep their pitch of rows() either way.
+  // q is backed for padded_rows(rows()) rows (see kActivationRowPad), none
+  // of them another tensor's; the scales keep their pitch of rows() either
+  // way.
   bool rows_padded = false;
 
   bool empty() const { return mode == ActQuantMode::kNone; }
@@ -179,7 +180,7 @@ struct LinearArgs {
   TensorView out;    // [M, N] bf16 or f32
   Fp8Activation xq;  // optional, fp8 weights only: mode act_quant_mode_for(w.format)
   // out is backed for padded_rows(M) rows (see kActivationRowPad), none of
-  // them inside x's or xq.q's.
+  // them another tensor's.
   bool out_rows_padded = false;
 };
 void linear(Backend& be, const LinearArgs& a);

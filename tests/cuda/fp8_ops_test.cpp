@@ -178,11 +178,11 @@ TEST_F(CudaOpTest, LinearFp8BothFormats) {
 // Block-FP8 row counts that cuBLASLt's block-scaled kernels refuse, with the
 // row room of ops.h's kActivationRowPad (codes and output backed for
 // padded_rows(M) rows, flagged): one GEMM over the rows rounded up, which
-// writes the output's room and nothing past it, and leaves the activation's
-// scales as they were. Without both flags the same rows take the split (or
-// fp8_gemv alone), which writes no row past M. The room's codes are zero (the
-// GEMM's extra rows then come out zero, which shows that it ran) or NaN (they
-// must not reach rows below M).
+// zeroes the room's codes first (they hold zeros or NaNs before each run) and
+// so writes zeros into the output's room (which shows that the GEMM ran over
+// it) and nothing past it, and leaves the activation's scales as they were.
+// Without both flags the same rows take the split (or fp8_gemv alone), which
+// writes no row past M.
 TEST_F(CudaOpTest, LinearFp8BlockRowRoom) {
   Rng rng(seed_);
   struct Shape3 {
@@ -209,45 +209,50 @@ TEST_F(CudaOpTest, LinearFp8BlockRowRoom) {
       HostTensor out_room(od, {Mp + 1, N});
       Mirror dout(*gpu_, out_room);
       const TensorView out = dout.view().slice_rows(0, M);
-      // Rows below M against the CPU; every byte from row `end` on still poison.
-      auto check = [&](const std::string& what, int64_t end) {
-        HostTensor got = dout.download();
+      // Rows below M against the CPU; with `room`, rows [M, Mp) zero; every
+      // byte from the first row the run may not write on still poison.
+      auto check = [&](const std::string& what, bool room) {
+        const HostTensor got = dout.download();
         std::vector<double> rows_below_m(static_cast<size_t>(M * N));
         for (int64_t i = 0; i < M * N; ++i) rows_below_m[i] = got.get(i);
         expect_close(what, rows_below_m, want, tol);
+        if (room) {
+          int64_t zero = M * N;
+          while (zero < Mp * N && got.get(zero) == 0.0) ++zero;
+          EXPECT_EQ(zero, Mp * N) << what << ": the room's rows did not come out zero from the GEMM";
+        }
         const auto* bytes = got.buf.data_as<const uint8_t>();
-        size_t changed = static_cast<size_t>(end * N) * dtype_size(od);
+        size_t changed = static_cast<size_t>((room ? Mp : M) * N) * dtype_size(od);
         while (changed < got.buf.size() && bytes[changed] == 0xff) ++changed;
         EXPECT_EQ(changed, got.buf.size()) << what << ": a byte past the rows the run may write changed";
-        return got;
       };
       for (const uint8_t room_code : {uint8_t{0x00}, uint8_t{0xff}}) {
+        SCOPED_TRACE(testing::Message() << "room codes " << static_cast<int>(room_code));
         HostTensor q_room(DType::kF8E4M3, {Mp, K}), scale(DType::kF32, {(K + 127) / 128, M});
         std::memset(q_room.buf.data(), room_code, q_room.buf.size());
         Mirror dq(*gpu_, q_room), dscale(*gpu_, scale);
         Fp8Activation xq{ActQuantMode::kGroup128, dq.view().slice_rows(0, M), dscale.view()};
-        quantize_fp8(*gpu_, {dx.view(), xq});
-        const HostTensor scales_before = dscale.download();
         for (Room room : {Room::kBoth, Room::kCodesOnly, Room::kNone}) {
-          SCOPED_TRACE(testing::Message() << "room " << static_cast<int>(room) << ", room codes "
-                                          << static_cast<int>(room_code));
+          SCOPED_TRACE(testing::Message() << "room " << static_cast<int>(room));
           xq.rows_padded = room != Room::kNone;
           const LinearArgs a{{}, dw, out, xq, room == Room::kBoth};
-          run_gpu_poisoned([&] { linear(*gpu_, a); }, {&dout});
-          const HostTensor got = check(name, room == Room::kBoth ? Mp : M);
-          if (room == Room::kBoth && room_code == 0x00) {
-            int64_t zero = M * N;
-            while (zero < Mp * N && got.get(zero) == 0.0) ++zero;
-            EXPECT_EQ(zero, Mp * N) << "the room's rows did not run in the GEMM";
-          }
+          linear(*gpu_, a);  // sizes the scratch
+          cuda_poison_scratch(*gpu_, 0x7f);
+          dout.poison();
+          dq.upload();  // the room's codes as they were
+          quantize_fp8(*gpu_, {dx.view(), xq});
+          const HostTensor scales_before = dscale.download();
+          linear(*gpu_, a);
+          check(name, room == Room::kBoth);
           const HostTensor scales_after = dscale.download();
-          ASSERT_EQ(std::memcmp(scales_before.buf.data(), scales_after.buf.data(), scales_before.buf.size()), 0)
+          EXPECT_EQ(std::memcmp(scales_before.buf.data(), scales_after.buf.data(), scales_before.buf.size()), 0)
               << "the activation's scales changed";
         }
       }
-      // A bf16 input: the linear quantises it into codes with room of its own.
+      // A bf16 input: the linear quantises it into codes with room of its own
+      // (poisoned scratch: NaN codes in the room until the op zeroes them).
       run_gpu_poisoned([&] { linear(*gpu_, {dx.view(), dw, out, {}, true}); }, {&dout});
-      check(name + " (self-quantised)", Mp);
+      check(name + " (self-quantised)", true);
     }
   }
 }

@@ -152,7 +152,8 @@ void CudaKernels::linear_fp8(const Fp8Activation& xq, const LinearWeight& w, con
   // kernels take row counts that are multiples of kMultiple only (it is not
   // asked for others). With row room in both the codes and the output, such
   // rows run rounded up to the multiple as one GEMM: the extra rows read zero
-  // scales and write the output's room, and the weights are read once.
+  // codes and scales (written here into the room) and write zeros into the
+  // output's room, and the weights are read once.
   // Without the room, beyond one fp8_gemv pass (which would stream the
   // weights once per pass) the leading multiple goes to cuBLASLt and the
   // last rows to fp8_gemv, one more read of the weights; up to one pass,
@@ -176,8 +177,17 @@ void CudaKernels::linear_fp8(const Fp8Activation& xq, const LinearWeight& w, con
     char* base = static_cast<char*>(scratch(offset + packed_bytes));
     HYLLM_CHECK(!in_arena || base == arena, "linear_fp8: the scratch arena moved under its input");
     float* packed = reinterpret_cast<float*>(base + offset);
-    cuda::launch_pack_group_scales(xs, to_int(M, "rows"), to_int(groups, "column groups"), packed,
-                                   to_int(gemm_rows, "rows"), stream_);
+    cuda::PackGroupScalesParams pack;
+    pack.src = xs;
+    pack.dst = packed;
+    pack.rows = to_int(M, "rows");
+    pack.groups = to_int(groups, "column groups");
+    pack.ld = to_int(gemm_rows, "rows");
+    if (whole) {
+      pack.room_codes = xq.q.data_as<uint8_t>() + M * K;
+      pack.room_bytes = (gemm_rows - M) * K;
+    }
+    cuda::launch_pack_group_scales(pack, stream_);
     check_launch("linear (scales at the GEMM's row pitch)");
     if (gemm_.run_fp8(x, packed, wq, ws, scales, out.data(), is_f32(out), gemm_rows, N, K, stream_)) {
       if (whole) return;

@@ -120,12 +120,17 @@ __global__ void gather_rows_kernel(GatherRowsParams p) {
   copy_row(dst, static_cast<const char*>(p.src) + static_cast<int64_t>(idx) * p.row_bytes, p.row_bytes);
 }
 
-__global__ void pack_group_scales_kernel(const float* src, int rows, float* dst, int ld, int64_t n) {
+__global__ void pack_group_scales_kernel(PackGroupScalesParams p) {
+  const int64_t scales = static_cast<int64_t>(p.groups) * p.ld, n = scales + p.room_bytes;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t g = i / ld;
-    const int t = static_cast<int>(i % ld);
-    dst[i] = t < rows ? src[g * rows + t] : 0.0f;
+    if (i >= scales) {
+      p.room_codes[i - scales] = 0;
+      continue;
+    }
+    const int64_t g = i / p.ld;
+    const int t = static_cast<int>(i % p.ld);
+    p.dst[i] = t < p.rows ? p.src[g * p.rows + t] : 0.0f;
   }
 }
 
@@ -153,11 +158,13 @@ void launch_quantize_fp8(const QuantizeFp8Params& p, cudaStream_t stream) {
   quantize_fp8_kernel<<<group_blocks(p.out.rows, p.out.cols), kGroupWarps * 32, 0, stream>>>(p);
 }
 
-void launch_pack_group_scales(const float* src, int rows, int groups, float* dst, int ld, cudaStream_t stream) {
-  const int64_t n = static_cast<int64_t>(groups) * ld;
+void launch_pack_group_scales(const PackGroupScalesParams& p, cudaStream_t stream) {
+  const int64_t n = static_cast<int64_t>(p.groups) * p.ld + (p.room_codes != nullptr ? p.room_bytes : 0);
   if (n == 0) return;
+  PackGroupScalesParams q = p;
+  if (q.room_codes == nullptr) q.room_bytes = 0;
   const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 132 * 8));
-  pack_group_scales_kernel<<<blocks, 256, 0, stream>>>(src, rows, dst, ld, n);
+  pack_group_scales_kernel<<<blocks, 256, 0, stream>>>(q);
 }
 
 void launch_embedding(const EmbeddingParams& p, cudaStream_t stream) {

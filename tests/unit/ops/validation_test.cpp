@@ -45,27 +45,34 @@ TEST(OpValidation, Fp8BlockNeedsScalesOfTheRightShape) {
   EXPECT_NE(msg.find("weight_scale"), std::string::npos);
 }
 
-// An op may write the rows of out up to padded_rows(M) when out_rows_padded
-// says they exist; they must not be any input's.
-TEST(OpValidation, LinearPaddedOutputRowsMustNotOverlapTheInput) {
+// An op may write the rows of out and xq.q up to padded_rows(M) when the
+// flags say they exist; they must not be another tensor's.
+TEST(OpValidation, LinearRowRoomMustNotOverlapAnotherTensor) {
   auto be = make_cpu_backend();
   HostBuffer w(DType::kF8E4M3, {128, 128}), s(DType::kF32, {1, 1}), arena(DType::kU8, {1 << 16});
   auto* base = static_cast<char*>(arena.data());
+  auto at = [&](size_t offset, DType dtype, Shape shape) { return TensorView(base + offset, dtype, shape); };
   // out [5, 128] bf16 with room for 8 rows (2 KiB), the codes right after its 5 rows.
-  TensorView out(base, DType::kBF16, Shape{5, 128}, Device::cpu());
-  TensorView q(base + 5 * 256, DType::kF8E4M3, Shape{5, 128}, Device::cpu());
-  TensorView scale(base + 8192, DType::kF32, Shape{1, 5}, Device::cpu());
-  LinearArgs a{{}, LinearWeight::fp8_block(w.view(), s.view()), out, {ActQuantMode::kGroup128, q, scale}};
-  linear(*be, a);  // without the flag only out's 5 rows are written
+  LinearArgs a{{}, LinearWeight::fp8_block(w.view(), s.view()), at(0, DType::kBF16, {5, 128}),
+               {ActQuantMode::kGroup128, at(5 * 256, DType::kF8E4M3, {5, 128}), at(8192, DType::kF32, {1, 5})}};
+  linear(*be, a);  // without the flags only out's 5 rows are written
   a.out_rows_padded = true;
   auto msg = invalid_message([&] { linear(*be, a); });
-  EXPECT_NE(msg.find("out's padded rows and xq.q overlap"), std::string::npos) << msg;
-  a.xq.q = TensorView(base + 8 * 256, DType::kF8E4M3, Shape{5, 128}, Device::cpu());
+  EXPECT_NE(msg.find("out (with its row room) and xq.q overlap"), std::string::npos) << msg;
+  a.xq.q = at(8 * 256, DType::kF8E4M3, {5, 128});
   linear(*be, a);
   // A bf16 input is an input too.
-  a.x = TensorView(base + 6 * 256, DType::kBF16, Shape{5, 128}, Device::cpu());
+  a.x = at(6 * 256, DType::kBF16, {5, 128});
   msg = invalid_message([&] { linear(*be, a); });
-  EXPECT_NE(msg.find("and x overlap"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("out (with its row room) and x overlap"), std::string::npos) << msg;
+  a.x = {};
+  // The codes' room: 5 rows of 128 at 2048, room to 3072, where the scales now start.
+  a.xq.rows_padded = true;
+  a.xq.scale = at(2048 + 5 * 128 + 64, DType::kF32, {1, 5});
+  msg = invalid_message([&] { linear(*be, a); });
+  EXPECT_NE(msg.find("xq.q (with its row room) and xq.scale overlap"), std::string::npos) << msg;
+  a.xq.scale = at(3072, DType::kF32, {1, 5});
+  linear(*be, a);
 }
 
 TEST(OpValidation, ColumnSliceOutOfRange) {

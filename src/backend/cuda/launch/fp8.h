@@ -28,11 +28,23 @@ struct QuantizeFp8Params {
 };
 void launch_quantize_fp8(const QuantizeFp8Params& p, cudaStream_t stream);
 
-// Group scales src [groups, rows] (pitch rows, Fp8Out's layout) to dst
-// [groups, ld] (pitch ld): each group's first min(rows, ld) scales copied and
-// the rest zero, so that rows past `rows` (an FP8 GEMM's padding) scale their
-// codes to zero.
-void launch_pack_group_scales(const float* src, int rows, int groups, float* dst, int ld, cudaStream_t stream);
+// The scales of a block-FP8 GEMM of `ld` rows over an activation of `rows`
+// rows (ld a multiple of the GEMM's rows: below rows for a split, above for a
+// GEMM into the activation's row room): dst[g * ld + t] = t < rows ?
+// src[g * rows + t] : 0 for every group g (Fp8Out's layout at pitch ld).
+// With room_codes, the codes of rows [rows, ld) (room_bytes bytes) are zeroed
+// too, so that the GEMM's extra rows read codes something wrote and give
+// zeros.
+struct PackGroupScalesParams {
+  const float* src = nullptr;  // [groups, rows]
+  float* dst = nullptr;        // [groups, ld]
+  int rows = 0;
+  int groups = 0;
+  int ld = 0;
+  uint8_t* room_codes = nullptr;  // optional
+  int64_t room_bytes = 0;
+};
+void launch_pack_group_scales(const PackGroupScalesParams& p, cudaStream_t stream);
 
 // out[m, n] = sum_k x[m, k] W[n, k] for few rows (decode): e4m3 operands with
 // the scales of ops.h's linear (block or per-tensor), the weights streamed

@@ -164,7 +164,7 @@ std::string describe_defaults(const serve::SamplingDefaults& d) {
 }
 
 int run_serve(ServeArgs& a) {
-  keep_large_blocks_out_of_malloc_arenas();
+  tune_malloc_for_serving();
   start_signal_thread();
   if (!a.uvicorn_log_level.empty() && a.uvicorn_log_level != "info") {
     spdlog::set_level(spdlog::level::from_str(a.uvicorn_log_level == "warning" ? "warn" : a.uvicorn_log_level));

@@ -10,9 +10,15 @@ in seconds, where the soak (soak.py) needs minutes to show it:
   1. after a warm-up on one connection, C connections are opened and held,
      each tokenizes a short text: the RSS added per connection thread must
      stay under --per-thread-kib;
-  2. on B of those connections at once, a prompt of a megabyte (refused:
-     over the context length, after tokenizing), R rounds: RSS after they
-     end may exceed RSS before them by at most --big-slack-mib.
+  2. on B of those connections at once (default: all of them), a prompt of
+     a megabyte (refused: over the context length, after tokenizing), R
+     rounds: RSS after they end may exceed RSS before them by at most
+     --big-slack-mib. Each such request leaves a few megabytes free at the
+     top of its thread's malloc arena, so what this measures grows with the
+     number of arenas: run it with as many arenas as a many-core GPU host
+     has (GLIBC_TUNABLES=glibc.malloc.arena_max=128, glibc's default for 16
+     cores), where a server that leaves the arena count to glibc keeps about
+     3 MiB per connection thread.
 Prints a table and exits 1 when a check fails.
 
   python3 tools/soak/held_memory.py -- build/hyllm serve --device cpu --port 0 ...
@@ -47,15 +53,17 @@ def settled_rss(pid):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--connections", type=int, default=24)
-    ap.add_argument("--big", type=int, default=8, help="concurrent megabyte prompts per round")
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--big", type=int, default=0, help="concurrent megabyte prompts per round (0: one per connection)")
+    ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--per-thread-kib", type=float, default=1024)
-    ap.add_argument("--big-slack-mib", type=float, default=64)
+    ap.add_argument("--big-slack-mib", type=float, default=48)
     ap.add_argument("command", nargs=argparse.REMAINDER, help="-- the hyllm serve command")
     opt = ap.parse_args()
     command = opt.command[1:] if opt.command[:1] == ["--"] else opt.command
     if not command:
         ap.error("give the server command after --")
+    if opt.big <= 0 or opt.big > opt.connections:
+        opt.big = opt.connections
 
     server = soak.Server(command)
     pid, port = server.proc.pid, server.port

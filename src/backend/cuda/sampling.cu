@@ -278,13 +278,8 @@ __device__ __noinline__ void write_top_logprobs(int32_t* out_ids, float* out_log
   }
 }
 
-// Launched programmatically (cuda_common.cuh): it waits for its prerequisite
-// before reading the row parameters or the logits and before writing. It
-// never allows dependents early: the sampled tokens are copied to the host
-// after it, not read by a kernel.
 __global__ void __cluster_dims__(kBlocks, 1, 1) __launch_bounds__(kThreads) sampling_kernel(SamplingLaunch p) {
   __shared__ Shared s;
-  wait_for_prerequisite();
   cg::cluster_group cluster = cg::this_cluster();
   const int r = blockIdx.y;
   const int rank = static_cast<int>(cluster.block_rank());
@@ -512,7 +507,7 @@ __global__ void __cluster_dims__(kBlocks, 1, 1) __launch_bounds__(kThreads) samp
 
 void launch_sampling(const SamplingLaunch& p, cudaStream_t stream) {
   if (p.rows == 0) return;
-  launch_after_prerequisite(sampling_kernel, dim3(kBlocks, p.rows), kThreads, 0, stream, p);
+  sampling_kernel<<<dim3(kBlocks, p.rows), kThreads, 0, stream>>>(p);
 }
 
 }  // namespace hyllm::cuda

@@ -14,8 +14,8 @@
 // Kernel 1, parallel over chunks and value heads, forms K K^T and Q K^T on
 // tensor cores and solves for W and U~ in fp32 by forward substitution, one
 // column per thread (no barrier inside the solve). Kernel 2 walks the chunks
-// of a sequence in order with a block of 32 state columns in shared memory
-// and runs its products on tensor cores; it stages each chunk's operands
+// of a sequence in order with a block of VB state columns (32 or 64) in shared
+// memory and runs its products on tensor cores; it stages each chunk's operands
 // while the previous chunk's products run. Products take TF32 operands (10-bit
 // mantissa, rounded to nearest) and accumulate in fp32; the state itself is
 // only ever accumulated in fp32 (the accumulator starts from gamma_last S).
@@ -300,16 +300,21 @@ __global__ void __launch_bounds__(kThreads) chunk_prepare_kernel(GatedDeltaRuleP
 }
 
 // ---------------------------------------------------------------------------
-// Kernel 2: per (block of 32 state columns, value head, sequence).
+// Kernel 2: per (block of VB state columns, value head, sequence).
+//
+// The smaller block gives more blocks; the larger one reads the chunk's W, Q,
+// K and P (the same for every block of a head) half as often. One block
+// fills an SM's shared memory either way, so VB = 32 wins while its grid fits
+// one wave and VB = 64 once it would not (choose_v_block).
 
 // Shared-memory layout in floats. Row strides are padded so that each
 // fragment load touches 32 distinct banks; every row starts 16-byte aligned.
-template <int DKP>
+template <int DKP, int VB>
 struct StateSmem {
   static constexpr int kQW = DKP + 4;          // W and Q, read as A rows
   static constexpr int kK = DKP + 8;           // K, read as A transposed
   static constexpr int kP = kDeltaChunk + 4;   // P, read as A rows
-  static constexpr int kV = kDeltaVBlock + 8;  // S, U~ and U, read as B
+  static constexpr int kV = VB + 8;            // S, U~ and U, read as B
   static constexpr int w = 0;
   static constexpr int q = w + kDeltaChunk * kQW;
   static constexpr int k = q + kDeltaChunk * kQW;
@@ -322,11 +327,12 @@ struct StateSmem {
   static constexpr int total = to_last + kDeltaChunk;
 };
 
-template <int DKP>
+template <int DKP, int VB>
 __global__ void __launch_bounds__(kThreads) chunk_state_kernel(GatedDeltaRuleParams p, DeltaRuleScratch s) {
-  using Lay = StateSmem<DKP>;
+  using Lay = StateSmem<DKP, VB>;
+  constexpr int NT = VB / 16;  // 8-column mma tiles per warp: two column halves of VB / 2
   extern __shared__ __align__(16) float sm[];
-  const int seq = blockIdx.z, vh = blockIdx.y, j0 = blockIdx.x * kDeltaVBlock;
+  const int seq = blockIdx.z, vh = blockIdx.y, j0 = blockIdx.x * VB;
   const int t0 = p.query_start_loc[seq], n = p.query_start_loc[seq + 1] - t0;
   if (n < kChunkedFromTokens) return;
   const int64_t slot = p.state_indices[seq];
@@ -347,7 +353,7 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(GatedDeltaRulePar
   float* state = p.state + (slot * Hv + vh) * static_cast<int64_t>(Dv) * Dk;
   // This block's columns of S into a slot's state (v-major).
   auto write_state = [&](float* dst) {
-    for (int i = tid; i < DKP * kDeltaVBlock; i += blockDim.x) {
+    for (int i = tid; i < DKP * VB; i += blockDim.x) {
       const int jj = i / DKP, k = i % DKP, j = j0 + jj;
       if (k < Dk && j < Dv) dst[static_cast<int64_t>(j) * Dk + k] = Ss[k * Lay::kV + jj];
     }
@@ -356,8 +362,8 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(GatedDeltaRulePar
   float* save = save_len > 0 ? p.state + (static_cast<int64_t>(p.save_slots[seq]) * Hv + vh) * Dv * Dk : nullptr;
 
   const int64_t out_stride = static_cast<int64_t>(Hv) * Dv;
-  // Steps over the chunk's 64 rows: warp -> rows 16 (warp % 4), columns 16 (warp / 4).
-  const int m0 = 16 * (warp & 3), n0 = 16 * (warp >> 2);
+  // Steps over the chunk's 64 rows: warp -> rows 16 (warp % 4), columns VB / 2 (warp / 4).
+  const int m0 = 16 * (warp & 3), n0 = (VB / 2) * (warp >> 2);
   const ChunkSpans spans = chunk_spans(p, seq, n);
   const int chunks = spans.count();
 
@@ -372,7 +378,7 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(GatedDeltaRulePar
     const int rows = spans.end(c) - spans.start(c);
     stage_rows16(Ws, Lay::kQW, s.w + (tb * Hv + vh) * DKP, static_cast<int64_t>(Hv) * DKP, rows, DKP / 4, DKP / 4);
     stage_rows16(Ut, Lay::kV, s.u + (tb * Hv + vh) * s.dv_pad + j0, static_cast<int64_t>(Hv) * s.dv_pad, rows,
-                 kDeltaVBlock / 4, kDeltaVBlock / 4);
+                 VB / 4, VB / 4);
     stage_qk(Qs, Lay::kQW, s.qn, p, tb, kh, rows, DKP);
     cp_async_commit();
   };
@@ -401,7 +407,7 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(GatedDeltaRulePar
   // Ss[k][jj] = S[k][j0 + jj] = state row j0 + jj (v-major), element k,
   // while the first chunk's operands arrive.
   const bool init = p.has_initial_state[seq] != 0;
-  for (int i = tid; i < DKP * kDeltaVBlock; i += blockDim.x) {
+  for (int i = tid; i < DKP * VB; i += blockDim.x) {
     const int jj = i / DKP, k = i % DKP, j = j0 + jj;
     Ss[k * Lay::kV + jj] = (init && k < Dk && j < Dv) ? state[static_cast<int64_t>(j) * Dk + k] : 0.0f;
   }
@@ -418,14 +424,14 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(GatedDeltaRulePar
     __syncthreads();
 
     // U = U~ - W S and Q S on this warp's tile.
-    float acc_u[2][4] = {}, acc_o[2][4] = {};
+    float acc_u[NT][4] = {}, acc_o[NT][4] = {};
 #pragma unroll 4
     for (int k0 = 0; k0 < DKP; k0 += 8) {
       uint32_t aw[4], aq[4];
       load_a<true>(aw, Ws, Lay::kQW, m0, k0, g, t);
       load_a<false>(aq, Qs, Lay::kQW, m0, k0, g, t);
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
+      for (int nt = 0; nt < NT; ++nt) {
         uint32_t b[2];
         load_b<false>(b, Ss, Lay::kV, k0, n0 + 8 * nt, g, t);
         mma_tf32(acc_u[nt], aw, b[0], b[1]);
@@ -433,7 +439,7 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(GatedDeltaRulePar
       }
     }
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
+    for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int at = (m0 + acc_row(e, g)) * Lay::kV + n0 + 8 * nt + acc_col(e, t);
@@ -451,21 +457,21 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(GatedDeltaRulePar
     for (int e = 0; e < 4; ++e) {
       const float gm = gamma[m0 + acc_row(e, g)];
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) acc_o[nt][e] *= gm;
+      for (int nt = 0; nt < NT; ++nt) acc_o[nt][e] *= gm;
     }
 #pragma unroll
     for (int k0 = 0; k0 < kDeltaChunk; k0 += 8) {
       uint32_t ap[4];
       load_a<true>(ap, Ps, Lay::kP, m0, k0, g, t);
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
+      for (int nt = 0; nt < NT; ++nt) {
         uint32_t b[2];
         load_b<true>(b, Un, Lay::kV, k0, n0 + 8 * nt, g, t);
         mma_tf32(acc_o[nt], ap, b[0], b[1]);
       }
     }
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
+    for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = m0 + acc_row(e, g), j = j0 + n0 + 8 * nt + acc_col(e, t);
@@ -474,15 +480,15 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(GatedDeltaRulePar
     }
 
     // S' = gamma_last S + (diag(exp(G_last - G)) K)^T U: warp -> state rows
-    // DKP / 4 (warp % 4), columns 16 (warp / 4). Each warp reads and writes
+    // DKP / 4 (warp % 4), columns VB / 2 (warp / 4). Each warp reads and writes
     // only its own part of S, and nothing else reads S after the barrier above.
     const float gamma_last = gamma[rows - 1];
 #pragma unroll
     for (int mt = 0; mt < DKP / 64; ++mt) {
       const int ms = (warp & 3) * (DKP / 4) + 16 * mt;
-      float acc[2][4];
+      float acc[NT][4];
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
+      for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[nt][e] = gamma_last * Ss[(ms + acc_row(e, g)) * Lay::kV + n0 + 8 * nt + acc_col(e, t)];
       }
@@ -494,14 +500,14 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(GatedDeltaRulePar
                                to_tf32(Ks[(k0 + t + 4) * Lay::kK + ms + g] * s1),
                                to_tf32(Ks[(k0 + t + 4) * Lay::kK + ms + g + 8] * s1)};
 #pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
+        for (int nt = 0; nt < NT; ++nt) {
           uint32_t b[2];
           load_b<true>(b, Un, Lay::kV, k0, n0 + 8 * nt, g, t);
           mma_tf32(acc[nt], a, b[0], b[1]);
         }
       }
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
+      for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) Ss[(ms + acc_row(e, g)) * Lay::kV + n0 + 8 * nt + acc_col(e, t)] = acc[nt][e];
       }
@@ -523,6 +529,13 @@ void launch_with_smem(Kernel kernel, dim3 grid, size_t smem, const GatedDeltaRul
   kernel<<<grid, kThreads, smem, stream>>>(p, s);
 }
 
+// The state kernel's column block for this call: 32 while its grid fits one
+// wave of one block per SM, else 64 where the padded Dv allows.
+int choose_v_block(const GatedDeltaRuleParams& p, const DeltaRuleScratch& s) {
+  const int64_t blocks32 = static_cast<int64_t>(s.dv_pad / 32) * p.num_v_heads * p.num_seqs;
+  return s.dv_pad % 64 == 0 && blocks32 > p.num_sms ? 64 : 32;
+}
+
 template <int DKP>
 void launch_dk(const GatedDeltaRuleParams& p, const DeltaRuleScratch& s, cudaStream_t stream) {
   const int max_len = p.max_query_len > 0 ? p.max_query_len : p.tokens;
@@ -530,8 +543,13 @@ void launch_dk(const GatedDeltaRuleParams& p, const DeltaRuleScratch& s, cudaStr
   const int max_chunks = ceil_div(max_len, kDeltaChunk) + (p.save_slots != nullptr ? 1 : 0);
   launch_with_smem(chunk_prepare_kernel<DKP>, dim3(max_chunks, p.num_v_heads, p.num_seqs),
                    PrepSmem<DKP>::bytes(p.v_dim), p, s, stream);
-  launch_with_smem(chunk_state_kernel<DKP>, dim3(s.dv_pad / kDeltaVBlock, p.num_v_heads, p.num_seqs),
-                   sizeof(float) * StateSmem<DKP>::total, p, s, stream);
+  if (choose_v_block(p, s) == 64) {
+    launch_with_smem(chunk_state_kernel<DKP, 64>, dim3(s.dv_pad / 64, p.num_v_heads, p.num_seqs),
+                     sizeof(float) * StateSmem<DKP, 64>::total, p, s, stream);
+  } else {
+    launch_with_smem(chunk_state_kernel<DKP, 32>, dim3(s.dv_pad / 32, p.num_v_heads, p.num_seqs),
+                     sizeof(float) * StateSmem<DKP, 32>::total, p, s, stream);
+  }
 }
 
 }  // namespace

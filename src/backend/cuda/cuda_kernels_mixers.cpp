@@ -145,6 +145,7 @@ void CudaKernels::gated_delta_rule(const GatedDeltaRuleArgs& a) {
   p.v_dim = to_int(a.v_dim, "v_dim");
   p.max_query_len = to_int(a.max_query_len, "max_query_len");
   p.chunked = a.algorithm == DeltaRuleAlgorithm::kChunked;
+  p.num_sms = num_sms_;
   if (!a.spec_states.empty()) {
     p.spec_states = a.spec_states.data_as<float>();
     p.spec_k = to_int(a.spec_states.dim(1), "spec_states K");

@@ -14,8 +14,8 @@ namespace hyllm::cuda {
 // whether its step also carries a long prefill or not.
 constexpr int kDeltaChunk = 64;
 constexpr int kChunkedFromTokens = 64;
-// The chunked kernels hold one value-dimension block of this many state rows
-// per thread block, and pad Dk to one of two compiled widths.
+// The chunked kernels pad Dv to a multiple of this, the state kernel's
+// smaller value-dimension block, and Dk to one of two compiled widths.
 constexpr int kDeltaVBlock = 32;
 
 struct DeltaRuleScratch {

@@ -55,6 +55,7 @@ struct GatedDeltaRuleParams {
   int v_dim = 0;
   int max_query_len = 0;  // host bound of any sequence's tokens, 0 = unknown
   bool chunked = false;   // the op asked for the chunked algorithm
+  int num_sms = 132;      // the GPU's SMs, for the chunked kernels' grid shape
   float* spec_states = nullptr;  // optional [slots, spec_k, Hv, Dv, Dk] (ops.h)
   int spec_k = 0;
   const int32_t* save_slots = nullptr;  // optional [num_seqs] (ops.h StateSaveArgs)

@@ -16,16 +16,9 @@ constexpr int kWarps = 4;
 constexpr int kMaxPairsPerLane = kMaxRotaryHalf / 32;
 
 // kFp8: the cache holds e4m3 codes of k / k_scale and v / v_scale.
-// Launched programmatically (cuda_common.cuh): it waits for its prerequisite
-// before reading q/k/v, positions or the slot mapping and before writing (an
-// earlier kernel may still read the cache or q_out). A decode grid (a few
-// blocks a token) is one wave and allows the next launch at the top; a
-// prefill grid once the block has read and normalised its heads.
 template <bool kFp8>
 __global__ void __launch_bounds__(kWarps * 32) attention_prep_kernel(const __grid_constant__ AttentionPrepParams p) {
   extern __shared__ float smem[];
-  allow_dependents_if_one_wave<4>();
-  wait_for_prerequisite();
   const int half = p.rotary_dim / 2, D = p.head_dim;
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const int t = blockIdx.x;
@@ -69,7 +62,6 @@ __global__ void __launch_bounds__(kWarps * 32) attention_prep_kernel(const __gri
   const void* w = is_q ? p.q_norm : p.k_norm;
   const bool w32 = is_q ? p.q_norm_f32 : p.k_norm_f32;
   for (int d = lane; d < D; d += 32) buf[d] = round_bf(__fmul_rn(__fmul_rn(buf[d], inv), load_float(w, w32, d) + 1.0f));
-  allow_dependents();
   __syncwarp();
   if (is_q || !kFp8) {
     uint16_t* dst = is_q ? p.q_out + (static_cast<int64_t>(t) * p.num_q_heads + h) * D
@@ -120,9 +112,9 @@ void launch_attention_prep(const AttentionPrepParams& p, cudaStream_t stream) {
   const size_t smem = static_cast<size_t>(kWarps) * p.head_dim * sizeof(float);
   const dim3 grid(p.tokens, ceil_div(p.num_q_heads + p.num_kv_heads, kWarps));
   if (p.fp8_cache) {
-    launch_after_prerequisite(attention_prep_kernel<true>, grid, kWarps * 32, smem, stream, p);
+    attention_prep_kernel<true><<<grid, kWarps * 32, smem, stream>>>(p);
   } else {
-    launch_after_prerequisite(attention_prep_kernel<false>, grid, kWarps * 32, smem, stream, p);
+    attention_prep_kernel<false><<<grid, kWarps * 32, smem, stream>>>(p);
   }
 }
 

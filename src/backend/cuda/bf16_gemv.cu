@@ -31,10 +31,6 @@ __device__ __forceinline__ void load_weight_tile(const uint16_t* wrow, int c0, i
   }
 }
 
-// Launched programmatically (cuda_common.cuh): the first weight tile is
-// requested before the wait for the prerequisite, x is read and the output
-// written after it. A one-wave grid (the narrow projections) allows the next
-// launch at the top, a wider one once its warps have streamed their rows.
 template <int MT>
 __global__ void bf16_gemv_kernel(Bf16GemvParams p) {
   extern __shared__ uint4 xs[];  // the x rows, [M][K / 8] chunks of 8
@@ -48,9 +44,6 @@ __global__ void bf16_gemv_kernel(Bf16GemvParams p) {
   // shared memory instead of one dependent L2 load per chunk.
   uint4 wv[kLoads];
   load_weight_tile(wrow, 0, chunks, live, wv);
-  // 2 blocks an SM: at most 96 KiB of x and 256 threads.
-  allow_dependents_if_one_wave<2>();
-  wait_for_prerequisite();
   for (int i = threadIdx.x; i < p.M * chunks; i += blockDim.x) xs[i] = reinterpret_cast<const uint4*>(p.x)[i];
   __syncthreads();
   if (!live) return;
@@ -70,7 +63,6 @@ __global__ void bf16_gemv_kernel(Bf16GemvParams p) {
       }
     }
   }
-  allow_dependents();
 #pragma unroll
   for (int m = 0; m < MT; ++m) {
     const float v = warp_sum(acc[m]);
@@ -96,7 +88,7 @@ void launch_mt(const Bf16GemvParams& p, cudaStream_t stream) {
                          static_cast<int>(kBf16GemvMaxXBytes));
     configured = kBf16GemvMaxXBytes;
   }
-  launch_after_prerequisite(bf16_gemv_kernel<MT>, ceil_div(p.N, warps), warps * 32, smem, stream, p);
+  bf16_gemv_kernel<MT><<<ceil_div(p.N, warps), warps * 32, smem, stream>>>(p);
 }
 
 }  // namespace

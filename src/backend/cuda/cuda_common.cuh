@@ -7,47 +7,16 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <utility>
 
 namespace hyllm::cuda {
 
-// Programmatic dependent launch (PDL). A kernel launched with
-// launch_after_prerequisite may begin before the kernel before it in the
-// stream has finished: as soon as every block of that kernel has called
-// allow_dependents() or exited.
-//
-// THE INVARIANT of a kernel launched that way: every thread calls
-// wait_for_prerequisite() before its first read of global memory that an
-// earlier kernel writes (activations, caches, step inputs, scratch, counters)
-// and before its first global write or atomic (an earlier kernel may still be
-// reading what it would overwrite). Before the wait it may compute addresses,
-// read its parameters, and read or prefetch weights (written only before the
-// model runs). Every block calls it before any early exit, so that the kernel
-// cannot complete before its predecessor has: since each such kernel waits
-// for the one before it, a dependency two or more kernels back holds
-// transitively. A kernel launched plainly after it waits for its completion
-// as always.
-//
-// allow_dependents lets the next kernel, if launched programmatically, begin;
-// wait_for_prerequisite returns once the kernel before this one has completed
-// and its writes are visible. Both are no-ops without such a launch.
+// Programmatic dependent launch: allow_dependents lets a kernel launched
+// after this one with programmatic stream serialization start before this
+// one ends; wait_for_prerequisite (in such a kernel) returns once the
+// kernel before it has completed and its writes are visible. Both are no-ops
+// without such a launch.
 __device__ __forceinline__ void allow_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 __device__ __forceinline__ void wait_for_prerequisite() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
-
-// allow_dependents() at the top of a kernel that runs both one-wave (decode)
-// and many-wave (prefill) grids: only when every block of the grid is resident
-// at once, counting kBlocksPerSm blocks an SM (a lower bound on the kernel's
-// occupancy) over %nsmid SMs (at least the SM count). Early in a one-wave
-// grid, the dependents' launch and ramp overlap this kernel's whole run; in a
-// many-wave grid their blocks would sit waiting in SM slots through the last
-// wave, so those kernels call allow_dependents() after their main loop as
-// well, which is where a many-wave grid triggers.
-template <int kBlocksPerSm>
-__device__ __forceinline__ void allow_dependents_if_one_wave() {
-  uint32_t sms;
-  asm("mov.u32 %0, %%nsmid;\n" : "=r"(sms));
-  if (gridDim.x * gridDim.y * gridDim.z <= sms * kBlocksPerSm) allow_dependents();
-}
 
 __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
 __device__ __forceinline__ uint16_t f2bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
@@ -140,33 +109,5 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 }
 
 inline int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
-
-// Launches `kernel` as kernel<<<grid, block, smem, stream>>>(args...) would,
-// and when `programmatic` with programmatic stream serialization, so that it
-// may begin before the stream's previous kernel completes: the kernel must
-// keep the invariant stated at wait_for_prerequisite. A failed launch leaves
-// its error as the thread's last CUDA error, where the caller's check (which
-// reads cudaGetLastError) finds it, as for <<<>>>.
-template <typename... Params, typename... Args>
-void launch_maybe_after_prerequisite(bool programmatic, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                                     cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = programmatic ? 1 : 0;
-  (void)cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
-}
-
-template <typename... Params, typename... Args>
-void launch_after_prerequisite(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                               Args&&... args) {
-  launch_maybe_after_prerequisite(true, kernel, grid, block, smem, stream, std::forward<Args>(args)...);
-}
 
 }  // namespace hyllm::cuda

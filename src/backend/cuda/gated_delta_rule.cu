@@ -182,11 +182,6 @@ __device__ __forceinline__ float recurrence_step(float (&st)[EPL], const float (
 // kPrepTokens (q, k of the head's key head, k.q and the gates) in shared
 // memory; every block of a head prepares it again, which costs a few hundred
 // bytes of L2 reads and saves a launch and a round trip through scratch.
-// Launched programmatically (cuda_common.cuh): it waits for its prerequisite
-// before reading the step inputs, qkv, the gates or the state (the previous
-// step's or select_state's) and before writing. A one-wave grid (decode at
-// small batches) allows the next launch at the top, a larger one after the
-// token loop.
 constexpr int kPrepTokens = kRowsPerBlock * kLanesPerRow / 32;
 constexpr int kMaxDk = 32 * kLanesPerRow;
 
@@ -195,9 +190,6 @@ __global__ void __launch_bounds__(kRowsPerBlock * kLanesPerRow) decode_kernel(Ga
   __shared__ __align__(16) float sq[kPrepTokens][kMaxDk];
   __shared__ __align__(16) float sk[kPrepTokens][kMaxDk];
   __shared__ float sgate[kPrepTokens][3];  // decay, beta, k.q
-  // 4 blocks an SM: 128 threads and 8 KiB of shared memory, registers permitting.
-  allow_dependents_if_one_wave<4>();
-  wait_for_prerequisite();
   const int seq = blockIdx.z, vh = blockIdx.y;
   const int t0 = p.query_start_loc[seq], n = p.query_start_loc[seq + 1] - t0;
   if (n == 0 || n >= chunked_from) return;
@@ -246,7 +238,6 @@ __global__ void __launch_bounds__(kRowsPerBlock * kLanesPerRow) decode_kernel(Ga
       if (save != nullptr && i + 1 == save_len) save_row<EPL, Vec>(save, st, sub, Dk);
     }
   }
-  allow_dependents();
   if (row_ok) save_row<EPL, Vec>(srow, st, sub, Dk);
 }
 
@@ -375,7 +366,7 @@ void launch_recurrence(const GatedDeltaRuleParams& p, const Scratch& s, bool sta
                        cudaStream_t stream) {
   dim3 grid(ceil_div(p.v_dim, kRowsPerBlock), p.num_v_heads, p.num_seqs);
   if (!staged) {
-    launch_after_prerequisite(decode_kernel<EPL, Vec>, grid, kRowsPerBlock * kLanesPerRow, 0, stream, p, chunked_from);
+    decode_kernel<EPL, Vec><<<grid, kRowsPerBlock * kLanesPerRow, 0, stream>>>(p, chunked_from);
     return;
   }
   const size_t smem = 2 * sizeof(float) * (2 * kChunk * p.k_dim + kChunk * 4 + kChunk * (kRowsPerBlock / 2));

@@ -274,27 +274,19 @@ __global__ void conv_state_kernel(GdnConvParams p) {
 // read the old window, then the windows, which overwrite it. No other thread
 // reads or writes this channel of this slot (sequences own distinct slots; a
 // save slot is one that no sequence of the call uses), so no barrier.
-// Launched programmatically (cuda_common.cuh): the channel's weights load
-// before the wait for the prerequisite, the step inputs, x and the state
-// after it. A one-wave grid (small batches) allows the next launch at the
-// top, a larger one after the outputs.
 template <int K>
 __global__ void conv_decode_kernel(GdnConvParams p) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   const int s = blockIdx.y;
-  float w[K];
-  load_weights<K>(p, c < p.channels ? c : 0, w);
-  // 16 blocks an SM: 64 threads, no shared memory, few registers.
-  allow_dependents_if_one_wave<16>();
-  wait_for_prerequisite();
   if (c >= p.channels) return;
   const int start = p.query_start_loc[s], n = p.query_start_loc[s + 1] - start;
   if (n == 0) return;
   const int64_t slot = p.state_indices[s];
   const bool slot_ok = slot >= 0 && slot < p.num_slots;
   const bool init = p.has_initial_state[s] != 0;
+  float w[K];
+  load_weights<K>(p, c, w);
   for (int t = start; t < start + n; ++t) conv_token<K>(p, w, c, t, start, slot, init && slot_ok);
-  allow_dependents();
   if (slot_ok) conv_windows<K>(p, c, s, start, n, slot, init);
 }
 
@@ -311,8 +303,7 @@ void launch_k(const GdnConvParams& p, cudaStream_t stream) {
   if (p.tokens <= kDecodeMaxTokens || short_sequences) {
     // 64 threads a block: at batch 1 the 10240 channels of the 27B layer fill every SM.
     const int threads = 64;
-    const dim3 grid(ceil_div(p.channels, threads), p.num_seqs);
-    launch_after_prerequisite(conv_decode_kernel<K>, grid, threads, 0, stream, p);
+    conv_decode_kernel<K><<<dim3(ceil_div(p.channels, threads), p.num_seqs), threads, 0, stream>>>(p);
     return;
   }
   const int vec = out_vec_width(p);

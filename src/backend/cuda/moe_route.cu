@@ -11,18 +11,10 @@ namespace {
 
 using moe_detail::block_scan_experts;
 using moe_detail::ld_stream;
-using moe_detail::prefetch_l2;
 using moe_detail::warp_route;
-
-// The kernels launched programmatically (cuda_common.cuh) wait for their
-// prerequisite before reading the logits, x, counts or plan and before
-// writing; they allow the next launch at the top when their grid is one wave
-// and after their main loop otherwise.
 
 // One warp per token.
 __global__ void route_kernel(MoeRouteParams p) {
-  allow_dependents_if_one_wave<4>();
-  wait_for_prerequisite();
   const int t = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
   if (t >= p.tokens) return;
@@ -30,7 +22,6 @@ __global__ void route_kernel(MoeRouteParams p) {
   float w;
   warp_route([&](int e) { return load_float(p.logits, p.logits_f32, static_cast<int64_t>(t) * p.experts + e); },
              p.experts, p.top_k, lane, id, w);
-  allow_dependents();
   if (lane < p.top_k) {
     p.topk_ids[static_cast<int64_t>(t) * p.top_k + lane] = id;
     p.topk_weights[static_cast<int64_t>(t) * p.top_k + lane] = w;
@@ -50,9 +41,7 @@ constexpr int kSmallPairs = kMoeSmallMaxTokens * kMoeMaxTopK;
 // instance (no tile loop overhead), 4 serves any other count. Grid row y
 // takes only the tokens [kMaxT y, kMaxT (y + 1)) and stages only their x:
 // staging every token's x in every block made each block wait on T rows of
-// dependent loads before its first dot product. Launched programmatically:
-// each warp asks L2 for its router row before the wait for the kernel that
-// writes x.
+// dependent loads before its first dot product.
 template <int kMaxT, int kPerLane>
 __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
@@ -65,12 +54,7 @@ __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p)
   __shared__ int s_last;
   const int T = p.tokens, H = p.hidden, E = p.experts, k = p.top_k;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int chunks = H / 8;  // 16-byte chunks of a row (H % 8 == 0, rows 16-byte aligned)
-  const int row = blockIdx.x * kSmallRouteWarps + warp;
-  const int rows = E + (p.gate != nullptr ? 1 : 0);
-  if (row < rows && lane == 0) prefetch_l2(row < E ? p.router + static_cast<int64_t>(row) * H : p.gate, H * 2);
-  allow_dependents_if_one_wave<1>();
-  wait_for_prerequisite();
+  const int chunks = H / 8;  // 16-byte chunks of a row
   // This block's tokens [t_begin, t_end); xs holds their rows from t_begin.
   const int t_begin = static_cast<int>(blockIdx.y) * kMaxT;
   const int t_end = min(T, t_begin + kMaxT);
@@ -79,6 +63,8 @@ __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p)
   for (int c = tid; c < (t_end - t_begin) * chunks; c += blockDim.x) xs[c] = xg[c];
   __syncthreads();
 
+  const int row = blockIdx.x * kSmallRouteWarps + warp;
+  const int rows = E + (p.gate != nullptr ? 1 : 0);
   if (row < rows) {
     const uint16_t* w = row < E ? p.router + static_cast<int64_t>(row) * H : p.gate;
     // Tokens in tiles of kTile (a rolled loop), so that the code stays small
@@ -120,7 +106,6 @@ __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p)
       }
     }
   }
-  allow_dependents();
   // Publish this block's logits; the last block sees every block's.
   __threadfence();
   __syncthreads();
@@ -198,8 +183,7 @@ __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p)
   if (tid == 0) *p.counter = 0;
 }
 
-// One warp per token: its top-k, and a rank among its expert's rows. A plain
-// launch: the counts' memset, not a kernel, comes before it.
+// One warp per token: its top-k, and a rank among its expert's rows.
 __global__ void __launch_bounds__(256) route_grouped_kernel(MoeRouteGroupedParams p) {
   const int t = blockIdx.x * 8 + threadIdx.x / 32, lane = threadIdx.x & 31;
   if (t >= p.tokens) return;
@@ -208,7 +192,6 @@ __global__ void __launch_bounds__(256) route_grouped_kernel(MoeRouteGroupedParam
   float wt;
   const uint16_t* row = p.logits + static_cast<int64_t>(t) * p.logits_ld;
   warp_route([&](int e) { return bf2f(row[e]); }, p.experts, k, lane, id, wt);
-  allow_dependents();
   if (lane < k) {
     const int i = t * k + lane;
     p.plan.topk_ids[i] = id;
@@ -230,11 +213,9 @@ __global__ void __launch_bounds__(256) route_grouped_kernel(MoeRouteGroupedParam
 constexpr int kPlanPairsPerBlock = 2048;
 
 // Every block turns the counts into offsets and places its share of the
-// routed rows; block 0 also writes the slot table. The grouped GEMM after it
-// is a plain launch, so it allows no dependents.
+// routed rows; block 0 also writes the slot table.
 __global__ void __launch_bounds__(256) plan_grouped_kernel(MoePlanGroupedParams p) {
   __shared__ int s_off[kMoeMaxExperts];
-  wait_for_prerequisite();
   const int E = p.experts, k = p.top_k, P = p.tokens * k;
   const MoeGroupedPlan& pl = p.plan;
   int total[1];
@@ -297,7 +278,7 @@ void launch_route_small_instance(const MoeRouteSmallParams& p, cudaStream_t stre
   auto kernel = route_small_kernel<kMaxT, kPerLane>;
   allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
   const int rows = p.experts + (p.gate != nullptr ? 1 : 0);
-  launch_after_prerequisite(kernel, dim3(ceil_div(rows, kSmallRouteWarps), tiles), 256, smem, stream, p);
+  kernel<<<dim3(ceil_div(rows, kSmallRouteWarps), tiles), 256, smem, stream>>>(p);
 }
 
 template <int kMaxT>
@@ -313,7 +294,7 @@ void launch_route_small(const MoeRouteSmallParams& p, cudaStream_t stream) {
 
 void launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {
   if (p.tokens == 0) return;
-  launch_after_prerequisite(route_kernel, ceil_div(p.tokens, 4), 128, 0, stream, p);
+  route_kernel<<<ceil_div(p.tokens, 4), 128, 0, stream>>>(p);
 }
 
 void launch_moe_route_small(const MoeRouteSmallParams& p, cudaStream_t stream) {
@@ -328,7 +309,7 @@ void launch_moe_route_grouped(const MoeRouteGroupedParams& p, cudaStream_t strea
 void launch_moe_plan_grouped(const MoePlanGroupedParams& p, cudaStream_t stream) {
   const int pairs_blocks = ceil_div(static_cast<int64_t>(p.tokens) * p.top_k, kPlanPairsPerBlock);
   const int blocks = pairs_blocks > 0 ? pairs_blocks : 1;
-  launch_after_prerequisite(plan_grouped_kernel, blocks, 256, 0, stream, p);
+  plan_grouped_kernel<<<blocks, 256, 0, stream>>>(p);
 }
 
 }  // namespace hyllm::cuda

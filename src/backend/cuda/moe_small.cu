@@ -17,6 +17,7 @@ using moe_detail::split_combine;
 using moe_detail::up_store;
 using moe_detail::SplitTables;
 using moe_detail::few_items;
+using moe_detail::launch_maybe_pdl;
 using moe_detail::ld_stream;
 using moe_detail::ld_vec;
 using moe_detail::lean;
@@ -237,7 +238,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32) down_split_kernel(MoeSmallPa
 template <int kUpWarps>
 void launch_up(const MoeSmallParams& p, dim3 grid, cudaStream_t stream) {
   auto kernel = lean(p) ? up_small_kernel<kUpWarps, true> : up_small_kernel<kUpWarps, false>;
-  launch_maybe_after_prerequisite(lean(p), kernel, grid, kUpWarps * 32, 0, stream, p);
+  launch_maybe_pdl(kernel, lean(p), grid, kUpWarps * 32, 0, stream, p);
 }
 
 }  // namespace
@@ -257,8 +258,7 @@ void launch_moe_down_small(const MoeSmallParams& p, cudaStream_t stream) {
   if (split_smem <= 48 * 1024) {
     // Programmatic: its blocks read the plan (complete before up began) before they wait for up.
     auto kernel = lean(p) ? down_split_kernel<true> : down_split_kernel<false>;
-    launch_maybe_after_prerequisite(lean(p), kernel, dim3(ceil_div(p.w.hidden, kSplitCols)), kSplitWarps * 32,
-                                    split_smem, stream, p);
+    launch_maybe_pdl(kernel, lean(p), dim3(ceil_div(p.w.hidden, kSplitCols)), kSplitWarps * 32, split_smem, stream, p);
     return;
   }
   const size_t smem = static_cast<size_t>(p.tokens) * (p.top_k + 1) * kDownRows * 2;

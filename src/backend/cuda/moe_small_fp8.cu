@@ -17,6 +17,7 @@ using moe_detail::few_items;
 using moe_detail::kSplit;
 using moe_detail::kSplitCols;
 using moe_detail::kSplitWarps;
+using moe_detail::launch_maybe_pdl;
 using moe_detail::ld_stream;
 using moe_detail::ld_vec;
 using moe_detail::lean;
@@ -265,7 +266,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32) down_split_fp8_kernel(MoeSma
 template <int kUpWarps>
 void launch_up(const MoeSmallParams& p, dim3 grid, cudaStream_t stream) {
   auto kernel = lean(p) ? up_small_fp8_kernel<kUpWarps, true> : up_small_fp8_kernel<kUpWarps, false>;
-  launch_maybe_after_prerequisite(lean(p), kernel, grid, kUpWarps * 32, 0, stream, p);
+  launch_maybe_pdl(kernel, lean(p), grid, kUpWarps * 32, 0, stream, p);
 }
 
 }  // namespace
@@ -285,8 +286,8 @@ void launch_moe_down_small_fp8(const MoeSmallParams& p, cudaStream_t stream) {
   if (split_smem <= 48 * 1024) {
     // Programmatic: its blocks read the plan (complete before up began) before they wait for up.
     auto kernel = lean(p) ? down_split_fp8_kernel<true> : down_split_fp8_kernel<false>;
-    launch_maybe_after_prerequisite(lean(p), kernel, dim3(ceil_div(p.w.hidden, kSplitCols)), kSplitWarps * 32,
-                                    split_smem, stream, p);
+    launch_maybe_pdl(kernel, lean(p), dim3(ceil_div(p.w.hidden, kSplitCols)), kSplitWarps * 32, split_smem, stream,
+                     p);
     return;
   }
   const size_t smem = static_cast<size_t>(p.tokens) * (p.top_k + 1) * kDownRows * 2;

@@ -9,14 +9,6 @@ namespace {
 // Warps (heads) per block of the warp-per-head gated RMSNorm.
 constexpr int kHeadWarps = 4;
 
-// Every kernel here is launched programmatically (cuda_common.cuh): it waits
-// for its prerequisite before reading x, residual_in or z (earlier kernels'
-// outputs) and before writing (an earlier kernel may still read out or
-// residual_out). Decode grids (a block per row or per few heads) are one
-// wave, and allow the next kernel's launch at the top: the FP8 and bf16
-// linears reading the output start their weight stream during the norm.
-// Prefill grids are many waves and allow it once the block has read its rows.
-
 // One block per row. The row's (rounded) residual sum is kept in shared memory
 // as bf16, which is exact because the op rounds it to bf16 anyway; with an FP8
 // output each thread then overwrites its own elements there with the bf16
@@ -25,8 +17,7 @@ template <int VEC>
 __global__ void rms_norm_kernel(RmsNormParams p) {
   extern __shared__ uint16_t s_row[];
   __shared__ float red[32];
-  allow_dependents_if_one_wave<1>();
-  wait_for_prerequisite();
+  if (p.fp8.q) allow_dependents();  // the FP8 linears reading q start their weight stream
   const int64_t base = static_cast<int64_t>(blockIdx.x) * p.width;
   float sum_sq = 0.0f;
   for (int i = threadIdx.x * VEC; i < p.width; i += blockDim.x * VEC) {
@@ -53,7 +44,6 @@ __global__ void rms_norm_kernel(RmsNormParams p) {
     }
   }
   sum_sq = block_sum(sum_sq, red);
-  allow_dependents();
   const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(p.width) + p.eps);
   for (int i = threadIdx.x * VEC; i < p.width; i += blockDim.x * VEC) {
     alignas(16) uint16_t ov[VEC];
@@ -132,8 +122,7 @@ __device__ __forceinline__ uint4 pack8(const float (&v)[8]) {
 template <int CH>
 __global__ void __launch_bounds__(1024) rms_norm_regs_kernel(RmsNormParams p) {
   __shared__ float red[32];
-  allow_dependents_if_one_wave<1>();
-  wait_for_prerequisite();
+  if (p.fp8.q) allow_dependents();
   const int64_t base = static_cast<int64_t>(blockIdx.x) * p.width;
   const int chunks = p.width / 8;
   float v[CH][8];
@@ -157,7 +146,6 @@ __global__ void __launch_bounds__(1024) rms_norm_regs_kernel(RmsNormParams p) {
     for (int q = 0; q < 8; ++q) sum_sq += v[j][q] * v[j][q];
   }
   sum_sq = block_sum(sum_sq, red);
-  allow_dependents();
   const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(p.width) + p.eps);
 #pragma unroll
   for (int j = 0; j < CH; ++j) {
@@ -182,8 +170,7 @@ __global__ void __launch_bounds__(1024) rms_norm_regs_kernel(RmsNormParams p) {
 // uniform over the warp) each warp quantises its head's groups from registers.
 template <bool FP8>
 __global__ void gated_rms_norm_kernel(GatedRmsNormParams p) {
-  allow_dependents_if_one_wave<4>();
-  wait_for_prerequisite();
+  if constexpr (FP8) allow_dependents();
   const int warps = blockDim.x / 32;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * warps + threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
@@ -201,7 +188,6 @@ __global__ void gated_rms_norm_kernel(GatedRmsNormParams p) {
     for (int i = 0; i < 4; ++i) sum_sq += v[i] * v[i];
   }
   sum_sq = warp_sum(sum_sq);
-  allow_dependents();
   const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(p.head_dim) + p.eps);
   for (int d = 4 * lane; d < p.head_dim; d += 128) {
     float xv[4], zv[4], w[4], o[4];
@@ -223,8 +209,7 @@ __global__ void gated_rms_norm_kernel(GatedRmsNormParams p) {
 // shared memory (and to out when given), then the block quantises them.
 __global__ void gated_rms_norm_fp8_kernel(GatedRmsNormParams p) {
   extern __shared__ uint16_t s_row[];
-  allow_dependents_if_one_wave<1>();
-  wait_for_prerequisite();
+  allow_dependents();
   const int t = blockIdx.x, lane = threadIdx.x & 31;
   const int64_t W = static_cast<int64_t>(p.num_heads) * p.head_dim;
   for (int h = threadIdx.x / 32; h < p.num_heads; h += blockDim.x / 32) {
@@ -245,7 +230,6 @@ __global__ void gated_rms_norm_fp8_kernel(GatedRmsNormParams p) {
       if (p.out) p.out[t * W + h * p.head_dim + d] = o;
     }
   }
-  allow_dependents();
   __syncthreads();
   quantize_row_block(s_row, t, p.fp8);
 }
@@ -266,19 +250,19 @@ void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
   if (vec && chunks_per_thread <= 3) {
     const int threads = ceil_div(ceil_div(chunks, chunks_per_thread), 32) * 32;
     if (chunks_per_thread == 1) {
-      launch_after_prerequisite(rms_norm_regs_kernel<1>, p.rows, threads, 0, stream, p);
+      rms_norm_regs_kernel<1><<<p.rows, threads, 0, stream>>>(p);
     } else if (chunks_per_thread == 2) {
-      launch_after_prerequisite(rms_norm_regs_kernel<2>, p.rows, threads, 0, stream, p);
+      rms_norm_regs_kernel<2><<<p.rows, threads, 0, stream>>>(p);
     } else {
-      launch_after_prerequisite(rms_norm_regs_kernel<3>, p.rows, threads, 0, stream, p);
+      rms_norm_regs_kernel<3><<<p.rows, threads, 0, stream>>>(p);
     }
   } else if (vec) {
     const int threads = p.width >= 2048 ? 256 : 128;
     if (smem > 48 * 1024) cudaFuncSetAttribute(rms_norm_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    launch_after_prerequisite(rms_norm_kernel<8>, p.rows, threads, smem, stream, p);
+    rms_norm_kernel<8><<<p.rows, threads, smem, stream>>>(p);
   } else {
     if (smem > 48 * 1024) cudaFuncSetAttribute(rms_norm_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    launch_after_prerequisite(rms_norm_kernel<1>, p.rows, 256, smem, stream, p);
+    rms_norm_kernel<1><<<p.rows, 256, smem, stream>>>(p);
   }
 }
 
@@ -286,17 +270,17 @@ void launch_gated_rms_norm(const GatedRmsNormParams& p, cudaStream_t stream) {
   const int64_t items = static_cast<int64_t>(p.rows) * p.num_heads;
   if (items == 0) return;
   if (p.fp8.enabled() && p.head_dim % kFp8Group == 0) {
-    launch_after_prerequisite(gated_rms_norm_kernel<true>, ceil_div(items, kHeadWarps), kHeadWarps * 32, 0, stream, p);
+    gated_rms_norm_kernel<true><<<ceil_div(items, kHeadWarps), kHeadWarps * 32, 0, stream>>>(p);
     return;
   }
   if (p.fp8.enabled()) {
     const size_t smem = static_cast<size_t>(p.num_heads) * p.head_dim * 2;
     if (smem > 48 * 1024)
       cudaFuncSetAttribute(gated_rms_norm_fp8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    launch_after_prerequisite(gated_rms_norm_fp8_kernel, p.rows, 256, smem, stream, p);
+    gated_rms_norm_fp8_kernel<<<p.rows, 256, smem, stream>>>(p);
     return;
   }
-  launch_after_prerequisite(gated_rms_norm_kernel<false>, ceil_div(items, kHeadWarps), kHeadWarps * 32, 0, stream, p);
+  gated_rms_norm_kernel<false><<<ceil_div(items, kHeadWarps), kHeadWarps * 32, 0, stream>>>(p);
 }
 
 }  // namespace hyllm::cuda

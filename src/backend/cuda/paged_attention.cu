@@ -154,12 +154,6 @@ __device__ __forceinline__ void merge_splits(const PagedAttentionParams& p, int 
   }
 }
 
-// Launched programmatically (cuda_common.cuh): it waits for its prerequisite
-// before it reads anything but its parameters (the step inputs, q, the cache)
-// and before it writes (the output, the partials in shared scratch, the split
-// counters, all of which earlier kernels may still use). A one-wave grid
-// (decode: the splits aim at kSplitTargetPerSm blocks an SM) allows the next
-// launch at the top; a many-wave one once its blocks have streamed their keys.
 template <int D, bool kFp8>
 __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentionParams p, int num_splits,
                                                                     float* partial) {
@@ -167,9 +161,6 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
   // Cache slot of each key of a tile (-1 past the key range; slots fit int32),
   // double buffered: the next tile's slots are staged while these are in use.
   __shared__ int32_t s_slot[2][kKeys];
-  // On sm_90 two blocks an SM fit at any head dim (shared memory, registers).
-  allow_dependents_if_one_wave<2>();
-  wait_for_prerequisite();
   constexpr int S = Smem<D>::kStride;
   uint16_t* sq = smem;
   uint16_t* sk = smem + kRows * S;
@@ -347,7 +338,6 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
       __syncthreads();  // every warp is done with sv
     }
   }
-  allow_dependents();
 
   // Row sums are spread over the 4 lanes of a quad.
 #pragma unroll
@@ -439,8 +429,7 @@ void launch_d(const PagedAttentionParams& p, void* scratch, cudaStream_t stream)
   constexpr size_t smem = Smem<D>::kBytes;
   allow_dynamic_smem(reinterpret_cast<const void*>(paged_attention_kernel<D, kFp8>), smem);
   dim3 grid(m_tiles, p.num_kv_heads, p.num_seqs * splits);
-  launch_after_prerequisite(paged_attention_kernel<D, kFp8>, grid, kThreads, smem, stream, p, splits,
-                            static_cast<float*>(scratch));
+  paged_attention_kernel<D, kFp8><<<grid, kThreads, smem, stream>>>(p, splits, static_cast<float*>(scratch));
 }
 
 template <bool kFp8>

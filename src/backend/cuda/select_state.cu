@@ -8,13 +8,8 @@
 namespace hyllm::cuda {
 namespace {
 
-// Launched programmatically (cuda_common.cuh): it waits for its prerequisite
-// before reading keep, the state indices or the saved states and before its
-// copy overwrites state that an earlier kernel may read; it allows the next
-// launch once its copy is issued.
 template <typename Word>
 __global__ void select_state_kernel(SelectStateParams p) {
-  wait_for_prerequisite();
   const int s = blockIdx.y;
   const int keep = p.keep[s];
   const int64_t slot = p.state_indices[s];
@@ -26,7 +21,6 @@ __global__ void select_state_kernel(SelectStateParams p) {
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     dst[i] = src[i];
   }
-  allow_dependents();
 }
 
 }  // namespace
@@ -39,9 +33,9 @@ void launch_select_state(const SelectStateParams& p, cudaStream_t stream) {
   const int64_t words = wide ? p.slot_bytes / 16 : p.slot_bytes / 2;
   dim3 grid(static_cast<unsigned>(std::min<int64_t>(ceil_div(words, threads), 256)), p.num_seqs);
   if (wide) {
-    launch_after_prerequisite(select_state_kernel<uint4>, grid, threads, 0, stream, p);
+    select_state_kernel<uint4><<<grid, threads, 0, stream>>>(p);
   } else {
-    launch_after_prerequisite(select_state_kernel<uint16_t>, grid, threads, 0, stream, p);
+    select_state_kernel<uint16_t><<<grid, threads, 0, stream>>>(p);
   }
 }
 

@@ -18,6 +18,10 @@
 #   HYLLM_PARITY_FILTER='...'                       gtest filter for the parity run (default: greedy
 #                                                   tokens of every tiny model)
 #   HYLLM_SANITIZE_TIMEOUT=480                      seconds per (binary, tool) run
+#   HYLLM_OPS_SHARD=I/N                             the op harness's shard I of N (gtest sharding),
+#                                                   for tools too slow for the whole harness in one
+#                                                   call: run I = 0 .. N-1 in N calls
+#   HYLLM_SANITIZE_RUNS="op_harness model_parity"   which of the two runs (default both)
 # The machine's 10-minute limit per command can call for two calls, e.g.
 # HYLLM_SANITIZE_TOOLS="memcheck initcheck" then "racecheck synccheck".
 set -uo pipefail
@@ -30,6 +34,12 @@ TOOLS=${HYLLM_SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}
 OPS_FILTER=${HYLLM_OPS_FILTER:-*}
 PARITY_FILTER=${HYLLM_PARITY_FILTER:-*CudaParity.GreedyTokensMatchGoldenAndCpu*}
 LIMIT=${HYLLM_SANITIZE_TIMEOUT:-480}
+RUNS=${HYLLM_SANITIZE_RUNS:-op_harness model_parity}
+SHARD=${HYLLM_OPS_SHARD:-}
+if [[ -n "$SHARD" && ! "$SHARD" =~ ^[0-9]+/[1-9][0-9]*$ ]]; then
+  echo "HYLLM_OPS_SHARD must be I/N, e.g. 0/4" >&2
+  exit 2
+fi
 SANITIZER=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
 
 source "$ROOT/tools/cuda/host_deps_env.sh"
@@ -59,8 +69,14 @@ check() {
     memcheck) extra=(--leak-check full) ;;
   esac
   [[ -x "$bin" ]] || { rows+=("| $name | $tool | - | - | binary missing |"); failed=1; return; }
+  local shard_env=()
+  if [[ $name == op_harness && -n "$SHARD" ]]; then
+    shard_env=(GTEST_SHARD_INDEX="${SHARD%/*}" GTEST_TOTAL_SHARDS="${SHARD#*/}")
+    name="op_harness_shard_${SHARD%/*}_of_${SHARD#*/}"
+    log=$OUT/${name}_$tool.log
+  fi
   local start=$SECONDS
-  timeout "$LIMIT" "$SANITIZER" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 50 \
+  env "${shard_env[@]}" timeout "$LIMIT" "$SANITIZER" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 50 \
     --log-file "$log" "$bin" --gtest_filter="$filter" --gtest_brief=1 > "$OUT/${name}_${tool}_test.log" 2>&1
   local rc=$?
   local secs=$((SECONDS - start))
@@ -86,8 +102,8 @@ check() {
 }
 
 for tool in $TOOLS; do
-  check op_harness "$OPS_BIN" "$OPS_FILTER" "$tool"
-  check model_parity "$PARITY_BIN" "$PARITY_FILTER" "$tool"
+  [[ " $RUNS " == *" op_harness "* ]] && check op_harness "$OPS_BIN" "$OPS_FILTER" "$tool"
+  [[ " $RUNS " == *" model_parity "* ]] && check model_parity "$PARITY_BIN" "$PARITY_FILTER" "$tool"
 done
 
 echo

@@ -29,8 +29,8 @@ struct QuantizeFp8Params {
 void launch_quantize_fp8(const QuantizeFp8Params& p, cudaStream_t stream);
 
 // The scales of a block-FP8 GEMM of `ld` rows over an activation of `rows`
-// rows (ld a multiple of the GEMM's rows: below rows for a split, above for a
-// GEMM into the activation's row room): dst[g * ld + t] = t < rows ?
+// rows (ld a multiple of kFp8BlockRowMultiple: below rows for a split, above
+// for a GEMM into the activation's row room): dst[g * ld + t] = t < rows ?
 // src[g * rows + t] : 0 for every group g (Fp8Out's layout at pitch ld).
 // With room_codes, the codes of rows [rows, ld) (room_bytes bytes) are zeroed
 // too, so that the GEMM's extra rows read codes something wrote and give

@@ -21,9 +21,15 @@
 #   HYLLM_OPS_SHARD=I/N                             the op harness's shard I of N (gtest sharding),
 #                                                   for tools too slow for the whole harness in one
 #                                                   call: run I = 0 .. N-1 in N calls
+#   HYLLM_OPS_SHARDS=N                              every one of the N shards, each a run of its own
+#   HYLLM_SANITIZE_JOBS=J                           J runs at once (default 1). The tools' time goes
+#                                                   mostly to host work (patching and checking each
+#                                                   launch), which one process does on one core, so
+#                                                   runs side by side on the one GPU finish sooner
 #   HYLLM_SANITIZE_RUNS="op_harness model_parity"   which of the two runs (default both)
 # The machine's 10-minute limit per command can call for two calls, e.g.
-# HYLLM_SANITIZE_TOOLS="memcheck initcheck" then "racecheck synccheck".
+# HYLLM_SANITIZE_TOOLS="memcheck initcheck" then "racecheck synccheck", or
+# one call with HYLLM_OPS_SHARDS and HYLLM_SANITIZE_JOBS.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -40,6 +46,13 @@ if [[ -n "$SHARD" && ! "$SHARD" =~ ^[0-9]+/[1-9][0-9]*$ ]]; then
   echo "HYLLM_OPS_SHARD must be I/N, e.g. 0/4" >&2
   exit 2
 fi
+SHARDS=${HYLLM_OPS_SHARDS:-}
+if [[ -n "$SHARDS" && ! "$SHARDS" =~ ^[1-9][0-9]*$ ]]; then
+  echo "HYLLM_OPS_SHARDS must be a count, e.g. 4" >&2
+  exit 2
+fi
+JOBS=${HYLLM_SANITIZE_JOBS:-1}
+[[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "HYLLM_SANITIZE_JOBS must be a count" >&2; exit 2; }
 SANITIZER=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
 
 source "$ROOT/tools/cuda/host_deps_env.sh"
@@ -58,23 +71,26 @@ else
   PARITY_BIN=$BUILD/tests/golden_cuda/test_golden_cuda
 fi
 
-rows=()
-failed=0
-# check NAME BINARY FILTER TOOL
+ROWS=$OUT/rows
+rm -rf "$ROWS"
+mkdir -p "$ROWS"
+# check NAME BINARY FILTER TOOL [SHARD I/N]: one run; its table row goes to
+# $ROWS (runs may go side by side), "failed" to its .failed file.
 check() {
-  local name=$1 bin=$2 filter=$3 tool=$4
+  local name=$1 bin=$2 filter=$3 tool=$4 shard=${5:-}
   local log=$OUT/${name}_$tool.log
   local extra=()
   case $tool in
     memcheck) extra=(--leak-check full) ;;
   esac
-  [[ -x "$bin" ]] || { rows+=("| $name | $tool | - | - | binary missing |"); failed=1; return; }
   local shard_env=()
-  if [[ $name == op_harness && -n "$SHARD" ]]; then
-    shard_env=(GTEST_SHARD_INDEX="${SHARD%/*}" GTEST_TOTAL_SHARDS="${SHARD#*/}")
-    name="op_harness_shard_${SHARD%/*}_of_${SHARD#*/}"
+  if [[ -n "$shard" ]]; then
+    shard_env=(GTEST_SHARD_INDEX="${shard%/*}" GTEST_TOTAL_SHARDS="${shard#*/}")
+    name="op_harness_shard_${shard%/*}_of_${shard#*/}"
     log=$OUT/${name}_$tool.log
   fi
+  local row=$ROWS/${name}_$tool
+  [[ -x "$bin" ]] || { echo "| $name | $tool | - | - | - | binary missing |" > "$row.row"; touch "$row.failed"; return; }
   local start=$SECONDS
   env "${shard_env[@]}" timeout "$LIMIT" "$SANITIZER" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 50 \
     --log-file "$log" "$bin" --gtest_filter="$filter" --gtest_brief=1 > "$OUT/${name}_${tool}_test.log" 2>&1
@@ -87,31 +103,51 @@ check() {
   local result=clean
   if ((rc == 124)); then
     result="timed out after $LIMIT s"
-    failed=1
   elif ((rc == 99 || errors > 0 || hazards > 0)); then
     result="REPORTS (see ${name}_$tool.log)"
-    failed=1
   elif ((rc != 0)); then
     result="test FAILED (rc $rc, see ${name}_${tool}_test.log)"
-    failed=1
   fi
+  [[ $result == clean ]] || touch "$row.failed"
   local tests
   tests=$(grep -oE "\[  PASSED  \] [0-9]+ tests?" "$OUT/${name}_${tool}_test.log" | grep -oE "[0-9]+" | head -1)
-  rows+=("| $name | $tool | ${tests:-0} | $errors errors${hazards:+, $hazards hazards} | $secs s | $result |")
+  echo "| $name | $tool | ${tests:-0} | $errors errors${hazards:+, $hazards hazards} | $secs s | $result |" > "$row.row"
   echo "== $name $tool: $result ($secs s)"
 }
 
+# Every run as "tool run [shard]", longest first: the op harness shards.
+plan=()
 for tool in $TOOLS; do
-  [[ " $RUNS " == *" op_harness "* ]] && check op_harness "$OPS_BIN" "$OPS_FILTER" "$tool"
-  [[ " $RUNS " == *" model_parity "* ]] && check model_parity "$PARITY_BIN" "$PARITY_FILTER" "$tool"
+  if [[ " $RUNS " == *" op_harness "* ]]; then
+    if [[ -n "$SHARDS" ]]; then
+      for ((i = 0; i < SHARDS; ++i)); do plan+=("$tool op_harness $i/$SHARDS"); done
+    else
+      plan+=("$tool op_harness $SHARD")
+    fi
+  fi
 done
+for tool in $TOOLS; do
+  [[ " $RUNS " == *" model_parity "* ]] && plan+=("$tool model_parity")
+done
+for item in "${plan[@]}"; do
+  read -r tool run shard <<< "$item"
+  while (($(jobs -rp | wc -l) >= JOBS)); do wait -n; done
+  if [[ $run == op_harness ]]; then
+    check op_harness "$OPS_BIN" "$OPS_FILTER" "$tool" "$shard" &
+  else
+    check model_parity "$PARITY_BIN" "$PARITY_FILTER" "$tool" &
+  fi
+done
+wait
+failed=0
+compgen -G "$ROWS/*.failed" > /dev/null && failed=1
 
 echo
 echo "================ compute-sanitizer ================"
 cat "$OUT/gpu.txt"
 echo "| run | tool | tests passed | reports | time | result |"
 echo "|---|---|---:|---|---:|---|"
-for r in "${rows[@]}"; do echo "$r"; done | tee "$OUT/table.md"
+cat "$ROWS"/*.row | tee "$OUT/table.md"
 for log in "$OUT"/*_{memcheck,racecheck,initcheck,synccheck}.log; do
   [[ -f "$log" ]] || continue
   if grep -qE "^========= (Invalid|Uninitialized|Race|Barrier|Leaked|Program hit|Error)" "$log"; then

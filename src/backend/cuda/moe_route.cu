@@ -60,13 +60,25 @@ __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p)
   const int t_end = min(T, t_begin + kMaxT);
   uint4* xs = reinterpret_cast<uint4*>(smem);
   const uint4* xg = reinterpret_cast<const uint4*>(p.x) + static_cast<int64_t>(t_begin) * chunks;
+  const int row = blockIdx.x * kSmallRouteWarps + warp;
+  const int rows = E + (p.gate != nullptr ? 1 : 0);
+  const uint16_t* w = row < E ? p.router + static_cast<int64_t>(row) * H : p.gate;
+  // The row's first 256 chunks (all of it up to H = 2048) are in flight while
+  // x is staged: the weights do not depend on x, and the two reads then take
+  // one memory latency instead of two.
+  uint4 wv[8];
+  auto load_row = [&](int c0) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int c = c0 + j * 32 + lane;
+      wv[j] = ld_stream(w + c * 8, row < rows && c < chunks);
+    }
+  };
+  load_row(0);
   for (int c = tid; c < (t_end - t_begin) * chunks; c += blockDim.x) xs[c] = xg[c];
   __syncthreads();
 
-  const int row = blockIdx.x * kSmallRouteWarps + warp;
-  const int rows = E + (p.gate != nullptr ? 1 : 0);
   if (row < rows) {
-    const uint16_t* w = row < E ? p.router + static_cast<int64_t>(row) * H : p.gate;
     // Tokens in tiles of kTile (a rolled loop), so that the code stays small
     // for any token count; a tile re-reads the row (from L2 after the first).
     constexpr int kTile = kMaxT < 4 ? kMaxT : 4;
@@ -76,12 +88,7 @@ __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p)
 #pragma unroll
       for (int u = 0; u < kTile; ++u) acc[u] = 0.0f;
       for (int c0 = 0; c0 < chunks; c0 += 32 * 8) {
-        uint4 wv[8];
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const int c = c0 + j * 32 + lane;
-          wv[j] = ld_stream(w + c * 8, c < chunks);
-        }
+        if (c0 != 0 || t0 != t_begin) load_row(c0);  // else loaded above
 #pragma unroll
         for (int u = 0; u < kTile; ++u) {
           const int t = t0 + u;

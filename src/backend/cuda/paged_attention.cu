@@ -256,17 +256,22 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
       cp_async_wait<1>();
       __syncthreads();
 
+      // The tile's 16-key chunks that hold keys of the range: a short split
+      // (decode) fills only the first ones, and the math skips the rest, whose
+      // keys the mask below hides anyway (their P is exactly 0).
+      const int live_chunks = min(kKeys, kv_end - n0 + 15) / 16;
       float s[kKeys / 8][4];
 #pragma unroll
       for (int i = 0; i < kKeys / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
       if (warp_active) {
-        // S = Q K^T for the warp's 16 rows and the tile's 64 keys.
+        // S = Q K^T for the warp's 16 rows and the tile's live keys.
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
           uint32_t a[4];
           ldmatrix_x4(a, sq + (warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * S + kk * 16 + (lane / 16) * 8);
 #pragma unroll
           for (int nt = 0; nt < kKeys / 8; nt += 2) {
+            if (nt / 2 >= live_chunks) break;
             uint32_t b[4];
             ldmatrix_x4(b, sk + (nt * 8 + (lane % 8) + (lane / 16) * 8) * S + kk * 16 + ((lane / 8) % 2) * 8);
             mma_bf16(s[nt], a, b[0], b[1]);
@@ -321,6 +326,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
         // the A layout of one k16 step).
 #pragma unroll
         for (int kc = 0; kc < kKeys / 16; ++kc) {
+          if (kc >= live_chunks) break;
           uint32_t a[4];
           a[0] = pack_bf16(s[2 * kc][0], s[2 * kc][1]);
           a[1] = pack_bf16(s[2 * kc][2], s[2 * kc][3]);

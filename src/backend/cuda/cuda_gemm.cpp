@@ -1,6 +1,7 @@
 #include "backend/cuda/cuda_gemm.h"
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/sanitizer_marks.h"
 
 #define HYLLM_CUBLAS_CHECK(expr)                                                                    \
   do {                                                                                              \
@@ -16,6 +17,14 @@ namespace hyllm::cuda {
 namespace {
 // cuBLASLt's recommended workspace on Hopper.
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+// A matmul's output, y[M, N] row-major (the column-major N x M matrix with
+// ld N of plan()), is written in full and has no pitch gaps: M * N elements
+// from out. cuBLASLt's Hopper kernels store it through TMA, which
+// compute-sanitizer's initcheck does not see (sanitizer_marks.h).
+void mark_output(void* out, bool out_f32, int64_t M, int64_t N, cudaStream_t stream) {
+  mark_device_writes(out, static_cast<size_t>(M) * static_cast<size_t>(N) * (out_f32 ? 4 : 2), stream);
+}
 }  // namespace
 
 GemmRunner::GemmRunner() {
@@ -123,6 +132,7 @@ void GemmRunner::run(const uint16_t* x, const uint16_t* w, void* out, bool out_f
   const float alpha = 1.0f, beta = 0.0f;
   HYLLM_CUBLAS_CHECK(cublasLtMatmul(handle_, p->desc, &alpha, w, p->a, x, p->b, &beta, out, p->c, out, p->c, &p->algo,
                                     workspace_, workspace_bytes_, stream));
+  mark_output(out, out_f32, M, N, stream);
 }
 
 bool GemmRunner::run_fp8(const uint8_t* x, const float* x_scale, const uint8_t* w, const float* w_scale,
@@ -142,6 +152,7 @@ bool GemmRunner::run_fp8(const uint8_t* x, const float* x_scale, const uint8_t* 
   const float alpha = 1.0f, beta = 0.0f;
   HYLLM_CUBLAS_CHECK(cublasLtMatmul(handle_, p->desc, &alpha, w, p->a, x, p->b, &beta, out, p->c, out, p->c, &p->algo,
                                     workspace_, workspace_bytes_, stream));
+  mark_output(out, out_f32, M, N, stream);
   return true;
 }
 

@@ -5,6 +5,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/launch/fp8.h"
 #include "backend/cuda/launch/moe.h"
 
 namespace hyllm {
@@ -138,6 +139,8 @@ void CudaKernels::moe_small(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs, i
   float* logits = nullptr;
   cuda::MoeSmallPlan plan;
   uint16_t* hidden = nullptr;
+  uint8_t* hidden_q = nullptr;
+  float* hidden_scale = nullptr;
   ScratchCarver sc;
   sc.add(&logits, T * (E + 1))
       .add(&plan.num_items, 1)
@@ -148,6 +151,7 @@ void CudaKernels::moe_small(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs, i
       .add(&plan.sorted_weight, rows)
       .add(&plan.token_pos, P)
       .add(&hidden, rows * hidden_ld);
+  if (fp8) sc.add(&hidden_q, rows * hidden_ld).add(&hidden_scale, rows * (hidden_ld / kFp8BlockSize));
   sc.assign(scratch(sc.bytes()));
   plan.max_items = static_cast<int>(max_items);
 
@@ -186,8 +190,21 @@ void CudaKernels::moe_small(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs, i
   if (fp8) {
     cuda::launch_moe_up_small_fp8(m, stream_);
     check_launch("moe (fp8 experts gate_up)");
-    // The down kernels quantise the bf16 hidden rows themselves (ops.h's
-    // quantisation of the SwiGLU rows, as the CPU does).
+    // The down projection's input quantised once for every block that reads
+    // it (ops.h's quantisation of the SwiGLU rows, as the CPU does).
+    cuda::QuantizeFp8Params q;
+    q.x = hidden;
+    q.x_stride = hidden_ld;
+    q.out.q = hidden_q;
+    q.out.scale = hidden_scale;
+    q.out.group_scales = true;
+    q.out.rows = static_cast<int>(rows);
+    q.out.cols = static_cast<int>(hidden_ld);
+    cuda::launch_quantize_fp8(q, stream_);
+    check_launch("moe (fp8 hidden quantisation)");
+    m.hidden_q = hidden_q;
+    m.hidden_scale = hidden_scale;
+    m.hidden_rows = static_cast<int>(rows);
     cuda::launch_moe_down_small_fp8(m, stream_);
     check_launch("moe (fp8 experts down)");
     return;

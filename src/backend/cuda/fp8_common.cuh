@@ -36,27 +36,6 @@ __device__ __forceinline__ uint8_t e4m3_code(float v) {
   return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
 }
 
-// The dynamic scale of a 128-column group whose largest magnitude is amax:
-// amax / 448 (e4m3's largest finite value), the amax floored so that an
-// all-zero group has a finite scale and zero codes.
-__device__ __forceinline__ float fp8_group_scale(float amax) { return __fdiv_rn(fmaxf(amax, 1e-10f), 448.0f); }
-
-// The code of v in a group of scale s.
-__device__ __forceinline__ uint8_t e4m3_scaled(float v, float s) { return e4m3_code(__fdiv_rn(v, s)); }
-
-// The largest magnitude of a group whose values kLanes consecutive lanes hold
-// (the first at a multiple of kLanes), from each lane's own lane_amax; every
-// lane of the warp calls it and gets its group's.
-template <int kLanes>
-__device__ __forceinline__ float group_amax(float lane_amax) {
-  static_assert(kLanes >= 1 && kLanes <= 32 && (kLanes & (kLanes - 1)) == 0, "a power-of-two run of lanes");
-#pragma unroll
-  for (int off = kLanes / 2; off > 0; off >>= 1) {
-    lane_amax = fmaxf(lane_amax, __shfl_xor_sync(0xffffffffu, lane_amax, off));
-  }
-  return lane_amax;
-}
-
 // Quantises the 128-column groups whose values the lanes of a warp hold in
 // registers: each lane holds N consecutive columns k .. k+N-1 of row `row`
 // (N = 4 or 8, k a multiple of N; zeros at and beyond o.cols), and the 128/N
@@ -71,7 +50,9 @@ __device__ __forceinline__ void quantize_group_regs(const float (&v)[N], int k, 
     float amax = 0.0f;
 #pragma unroll
     for (int i = 0; i < N; ++i) amax = fmaxf(amax, fabsf(v[i]));
-    s = fp8_group_scale(group_amax<kFp8Group / N>(amax));
+#pragma unroll
+    for (int off = kFp8Group / N / 2; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+    s = __fdiv_rn(fmaxf(amax, 1e-10f), 448.0f);
     if (k % kFp8Group == 0 && k < o.cols) o.scale[static_cast<int64_t>(k / kFp8Group) * o.rows + row] = s;
   } else {
     s = *o.static_scale;
@@ -81,7 +62,7 @@ __device__ __forceinline__ void quantize_group_regs(const float (&v)[N], int k, 
   if (k + N <= o.cols && (reinterpret_cast<uintptr_t>(dst) & (N - 1)) == 0) {
     uint32_t packed[N / 4] = {};
 #pragma unroll
-    for (int i = 0; i < N; ++i) packed[i / 4] |= static_cast<uint32_t>(e4m3_scaled(v[i], s)) << (8 * (i % 4));
+    for (int i = 0; i < N; ++i) packed[i / 4] |= static_cast<uint32_t>(e4m3_code(__fdiv_rn(v[i], s))) << (8 * (i % 4));
     if constexpr (N == 4) {
       *reinterpret_cast<uint32_t*>(dst) = packed[0];
     } else {
@@ -90,7 +71,7 @@ __device__ __forceinline__ void quantize_group_regs(const float (&v)[N], int k, 
   } else {
 #pragma unroll
     for (int i = 0; i < N; ++i)
-      if (k + i < o.cols) dst[i] = e4m3_scaled(v[i], s);
+      if (k + i < o.cols) dst[i] = e4m3_code(__fdiv_rn(v[i], s));
   }
 }
 

@@ -2,12 +2,10 @@
 // the same plan, grids, launch choices and register-fed streaming as
 // moe_small.cu, on e4m3 tensor cores (mma m16n8k32). Each 128-column block's exact product is
 // scaled as ops.h linear says, acc += (P * s_x) * s_w: up_small_fp8 reads x
-// quantised by its producer (xq), the down kernels read the bf16 hidden rows
-// and quantise them in registers as quantize_fp8 would (ops.h's quantisation
-// of the SwiGLU rows). Every down block repeats that work, but the hidden
-// rows are at most T * top_k + T rows of a few hundred columns, so it is a few
-// registers' work per block: cheaper than a quantisation launch between up
-// and down in a latency-bound decode step.
+// quantised by its producer (xq), the down kernels read the hidden rows
+// quantised once by quantize_fp8 between the two (launch/moe.h hidden_q):
+// quantising them inside the down kernels would repeat the work in every one
+// of their H / 8 blocks.
 #include "backend/cuda/fp8_common.cuh"
 #include "backend/cuda/moe_common.cuh"
 
@@ -118,67 +116,21 @@ __global__ void __launch_bounds__(kUpWarps * 32) up_small_fp8_kernel(MoeSmallPar
   up_store<kUpWarps>(p, acc_g, acc_u, n0, I, pos0, rows);
 }
 
-// Lane (g, q)'s part of the 128-column block kb of hidden row `row`, quantised
-// as quantize_fp8 with group scales quantises it: the codes of window w's
-// columns [w * 64 + 16q, +16) (the layout of the mma operands here: A and B
-// see the same permutation of k) and the block's scale, which the 4 lanes
-// sharing g hold together and all return. Every lane of the warp calls it
-// (the block maximum is a shuffle reduction); a lane whose row is not
-// `valid` reads zeros, so its codes are zero.
-struct HiddenBlock {
-  uint4 codes[2];
-  float scale;
-};
-
-__device__ __forceinline__ float bf16_lo(uint32_t pair) { return __uint_as_float(pair << 16); }
-__device__ __forceinline__ float bf16_hi(uint32_t pair) { return __uint_as_float(pair & 0xffff0000u); }
-__device__ __forceinline__ float pair_amax(uint32_t pair) { return fmaxf(fabsf(bf16_lo(pair)), fabsf(bf16_hi(pair))); }
-
-__device__ __forceinline__ HiddenBlock quantize_hidden_block(const MoeSmallParams& p, int row, bool valid, int kb) {
-  const uint16_t* hr = p.hidden + static_cast<int64_t>(row) * p.hidden_ld + kb * kBlock + (threadIdx.x & 3) * 16;
-  // Two reads of the lane's 64 bytes: the first folds each value into the
-  // maximum as it arrives, so that the 32 values are not held across the
-  // shuffles and the scale's division; the second (L1 hits, through __ldg: a
-  // second ld_vec would be merged with the first) makes the codes. Holding
-  // them would take down_split_fp8_kernel past its 64 registers a thread.
-  float amax = 0.0f;
+// Lane (g, q)'s codes of hidden row `row` (zeros unless `valid`) for the
+// 128-column block kb: window w's bytes [16q, 16q + 16), the layout of the
+// mma operands here (A and B see the same permutation of k).
+__device__ __forceinline__ void load_hidden_codes(const MoeSmallParams& p, int row, bool valid, int kb,
+                                                  uint4 (&codes)[2]) {
+  const uint8_t* hr = p.hidden_q + static_cast<int64_t>(row) * p.hidden_ld;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {  // 8 columns each: window i / 2, half i % 2
-    const uint4 raw = ld_vec(hr + (i >> 1) * 64 + (i & 1) * 8, valid);
-    amax = fmaxf(amax, pair_amax(raw.x));
-    amax = fmaxf(amax, pair_amax(raw.y));
-    amax = fmaxf(amax, pair_amax(raw.z));
-    amax = fmaxf(amax, pair_amax(raw.w));
-  }
-  HiddenBlock b;
-  b.scale = fp8_group_scale(group_amax<kBlock / 32>(amax));  // 32 columns a lane
-#pragma unroll
-  for (int w = 0; w < 2; ++w) {
-    uint32_t pairs[8];  // columns 2j (low half) and 2j + 1 (high half) of the window's 16
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const uint4 raw = valid ? __ldg(reinterpret_cast<const uint4*>(hr + w * 64 + h * 8)) : make_uint4(0, 0, 0, 0);
-      pairs[4 * h] = raw.x;
-      pairs[4 * h + 1] = raw.y;
-      pairs[4 * h + 2] = raw.z;
-      pairs[4 * h + 3] = raw.w;
-    }
-    uint32_t words[4];  // byte i of word j: column 4j + i
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const uint32_t lo = pairs[2 * j], hi = pairs[2 * j + 1];
-      words[j] = static_cast<uint32_t>(e4m3_scaled(bf16_lo(lo), b.scale)) |
-                 static_cast<uint32_t>(e4m3_scaled(bf16_hi(lo), b.scale)) << 8 |
-                 static_cast<uint32_t>(e4m3_scaled(bf16_lo(hi), b.scale)) << 16 |
-                 static_cast<uint32_t>(e4m3_scaled(bf16_hi(hi), b.scale)) << 24;
-    }
-    b.codes[w] = make_uint4(words[0], words[1], words[2], words[3]);
-  }
-  return b;
+  for (int w = 0; w < 2; ++w) codes[w] = ld_vec(hr + kb * kBlock + w * 64 + (threadIdx.x & 3) * 16, valid);
+}
+__device__ __forceinline__ float hidden_scale(const MoeSmallParams& p, int row, int kb) {
+  return p.hidden_scale[static_cast<int64_t>(kb) * p.hidden_rows + row];
 }
 
 // Block = 16 output columns; each warp takes items in turn (lanes 4g..4g+3
-// quantise row g's 128-column blocks), then the combine of down_small.
+// hold row g's codes of a 128-column block), then the combine of down_small.
 // The fallback of down_split_fp8_kernel when its partials do not fit in
 // shared memory.
 __global__ void __launch_bounds__(kDownWarps * 32) down_small_fp8_kernel(MoeSmallParams p) {
@@ -197,6 +149,7 @@ __global__ void __launch_bounds__(kDownWarps * 32) down_small_fp8_kernel(MoeSmal
     const uint8_t* wa = W + static_cast<int64_t>(va ? h0 + g : 0) * I;
     const uint8_t* wb = W + static_cast<int64_t>(vb ? h0 + g + 8 : 0) * I;
     const bool vh = g < rows;
+    const int r0 = pos0 + min(2 * q, rows - 1), r1 = pos0 + min(2 * q + 1, rows - 1);
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int kb = 0; kb < Ib; ++kb) {
       uint4 a[2], b[2];
@@ -206,14 +159,14 @@ __global__ void __launch_bounds__(kDownWarps * 32) down_small_fp8_kernel(MoeSmal
         a[w] = ld_stream(wa + k0, va);
         b[w] = ld_stream(wb + k0, vb);
       }
-      const HiddenBlock x = quantize_hidden_block(p, pos0 + (vh ? g : 0), vh, kb);
+      uint4 codes[2];
+      load_hidden_codes(p, pos0 + (vh ? g : 0), vh, kb, codes);
       float pr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      mma_k64(pr, a[0], b[0], x.codes[0]);
-      mma_k64(pr, a[1], b[1], x.codes[1]);
-      // Columns 2q and 2q + 1 are rows 2q, 2q + 1 of the item, whose scales
-      // lanes 4 (2q) and 4 (2q + 1) hold (an absent row's products are zero
-      // and unused).
-      const float s0 = __shfl_sync(0xffffffffu, x.scale, 8 * q), s1 = __shfl_sync(0xffffffffu, x.scale, 8 * q + 4);
+      mma_k64(pr, a[0], b[0], codes[0]);
+      mma_k64(pr, a[1], b[1], codes[1]);
+      // Columns 2q and 2q + 1 are rows 2q, 2q + 1 of the item (clamped to
+      // its last row: the products of absent rows are zero and unused).
+      const float s0 = hidden_scale(p, r0, kb), s1 = hidden_scale(p, r1, kb);
       const float sw = ws[kb];
 #pragma unroll
       for (int v = 0; v < 4; ++v) acc[v] += (pr[v] * ((v & 1) ? s1 : s0)) * sw;
@@ -246,11 +199,9 @@ __global__ void __launch_bounds__(kDownWarps * 32) down_small_fp8_kernel(MoeSmal
 // hidden codes are the mma's m16 side (row g; rows 8..15 zero) against 8 weight
 // rows as its n8 side, so that accumulators 0 and 1 of lane (g, q) are item
 // row g, output columns 2q and 2q + 1, scaled by row g's block scale (this
-// lane's) and the weight block's. Two blocks per SM (at most 64 registers a
-// thread), so that a decode step's H / kSplitCols blocks fit in one wave on
-// a large GPU.
+// lane's) and the weight block's.
 template <bool kPrefetch>
-__global__ void __launch_bounds__(kSplitWarps * 32, 2) down_split_fp8_kernel(MoeSmallParams p) {
+__global__ void __launch_bounds__(kSplitWarps * 32) down_split_fp8_kernel(MoeSmallParams p) {
   constexpr int kCols = kSplitCols;
   extern __shared__ float part[];
   const bool has_shared = p.w.shared_gate_up_q != nullptr;
@@ -291,16 +242,18 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2) down_split_fp8_kernel(Moe
       uint4 a[2];
 #pragma unroll
       for (int w = 0; w < 2; ++w) a[w] = ld_stream(wa + kb * kBlock + w * 64 + q * 16, va);
-      const HiddenBlock x = quantize_hidden_block(p, row, vh, kb);
+      uint4 codes[2];
+      load_hidden_codes(p, row, vh, kb, codes);
+      const float sx = hidden_scale(p, row, kb);
       float pr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
       for (int w = 0; w < 2; ++w) {
-        mma_e4m3(pr, x.codes[w].x, 0u, x.codes[w].y, 0u, a[w].x, a[w].y);
-        mma_e4m3(pr, x.codes[w].z, 0u, x.codes[w].w, 0u, a[w].z, a[w].w);
+        mma_e4m3(pr, codes[w].x, 0u, codes[w].y, 0u, a[w].x, a[w].y);
+        mma_e4m3(pr, codes[w].z, 0u, codes[w].w, 0u, a[w].z, a[w].w);
       }
       const float sw = ws[kb];
-      acc[0] += (pr[0] * x.scale) * sw;
-      acc[1] += (pr[1] * x.scale) * sw;
+      acc[0] += (pr[0] * sx) * sw;
+      acc[1] += (pr[1] * sx) * sw;
     }
 #pragma unroll
     for (int v = 0; v < 2; ++v) {  // item row g, weight row 2q + v

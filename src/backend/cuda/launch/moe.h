@@ -133,10 +133,14 @@ struct MoeSmallParams {
   int64_t xq_scale_ld = 0;
   MoeExpertPtrs w;
   MoeSmallPlan plan;
-  // [T * top_k + T, hidden_ld]; block FP8: the down kernels quantise these
-  // bf16 rows per 128-column block in registers, as quantize_fp8 would.
-  uint16_t* hidden = nullptr;
+  uint16_t* hidden = nullptr;  // [T * top_k + T, hidden_ld]
   int hidden_ld = 0;           // max(inter, shared_inter)
+  // Block FP8: the hidden rows quantised once, between the up and down
+  // kernels (quantize_fp8): codes [rows, hidden_ld] and scales, row r's
+  // 128-column block j at hidden_scale[j * hidden_rows + r].
+  const uint8_t* hidden_q = nullptr;
+  const float* hidden_scale = nullptr;
+  int hidden_rows = 0;
   uint16_t* out = nullptr;     // [T, H]
   int tokens = 0;
   int top_k = 0;

@@ -31,6 +31,7 @@ constexpr int kUpCols = 16;  // warps per up block: 16 for few work items, else 
 constexpr int kDownRows = 16;
 constexpr int kDownWarps = 8;
 constexpr int kBlock = 128;  // FP8 scale block (columns)
+constexpr int kUnitBlocks = 2;  // K blocks a split down unit loads at once
 
 // Block (item, 16 intermediate columns), warps splitting the 128-column
 // blocks of K: gate rows [n0, n0 + 16) and up rows [I + n0, ...) of the
@@ -238,22 +239,34 @@ __global__ void __launch_bounds__(kSplitWarps * 32) down_split_fp8_kernel(MoeSma
     const int row = pos0 + (vh ? g : 0);
     const int kb_begin = s * Ib / kSplit, kb_end = (s + 1) * Ib / kSplit;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int kb = kb_begin; kb < kb_end; ++kb) {
-      uint4 a[2];
+    // kUnitBlocks 128-column blocks at a time, all their loads in flight
+    // before the first mma: a warp's units are a chain of memory latencies,
+    // and a unit is usually exactly kUnitBlocks blocks (I = 512, kSplit = 2).
+    for (int kb0 = kb_begin; kb0 < kb_end; kb0 += kUnitBlocks) {
+      uint4 a[kUnitBlocks][2], codes[kUnitBlocks][2];
+      float sx[kUnitBlocks], sw[kUnitBlocks];
 #pragma unroll
-      for (int w = 0; w < 2; ++w) a[w] = ld_stream(wa + kb * kBlock + w * 64 + q * 16, va);
-      uint4 codes[2];
-      load_hidden_codes(p, row, vh, kb, codes);
-      const float sx = hidden_scale(p, row, kb);
-      float pr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int j = 0; j < kUnitBlocks; ++j) {
+        const int kb = kb0 + j;
+        const bool ok = kb < kb_end;
 #pragma unroll
-      for (int w = 0; w < 2; ++w) {
-        mma_e4m3(pr, codes[w].x, 0u, codes[w].y, 0u, a[w].x, a[w].y);
-        mma_e4m3(pr, codes[w].z, 0u, codes[w].w, 0u, a[w].z, a[w].w);
+        for (int w = 0; w < 2; ++w) a[j][w] = ld_stream(wa + kb * kBlock + w * 64 + q * 16, va && ok);
+        load_hidden_codes(p, row, vh && ok, kb, codes[j]);
+        sx[j] = ok ? hidden_scale(p, row, kb) : 0.0f;
+        sw[j] = ok ? ws[kb] : 0.0f;
       }
-      const float sw = ws[kb];
-      acc[0] += (pr[0] * sx) * sw;
-      acc[1] += (pr[1] * sx) * sw;
+#pragma unroll
+      for (int j = 0; j < kUnitBlocks; ++j) {
+        if (kb0 + j >= kb_end) break;
+        float pr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int w = 0; w < 2; ++w) {
+          mma_e4m3(pr, codes[j][w].x, 0u, codes[j][w].y, 0u, a[j][w].x, a[j][w].y);
+          mma_e4m3(pr, codes[j][w].z, 0u, codes[j][w].w, 0u, a[j][w].z, a[j][w].w);
+        }
+        acc[0] += (pr[0] * sx[j]) * sw[j];
+        acc[1] += (pr[1] * sx[j]) * sw[j];
+      }
     }
 #pragma unroll
     for (int v = 0; v < 2; ++v) {  // item row g, weight row 2q + v

@@ -8,6 +8,9 @@
 #   initcheck  reads of device memory nothing wrote
 #   synccheck  barriers used wrongly (divergent __syncthreads and the like)
 # Prints a table last: errors per binary and tool, and the first reports.
+# Printed reports are split (sanitize_classify.awk) into hyllm's own and those
+# inside NVIDIA's libraries (racecheck's hazards within cuBLASLt's kernels,
+# NCCL's probing API errors): a run is clean when hyllm's code has none.
 # Logs go to $OUT (or /tmp/hyllm-sanitize-out).
 #
 #   tools/cuda/sanitize.sh                          build here (build-cuda), then check
@@ -95,7 +98,7 @@ check() {
   # --nvtx true: the GEMM wrapper marks cuBLASLt's outputs initialized through
   # NVTX (sanitizer_marks.h), writes initcheck cannot see; harmless elsewhere.
   env "${shard_env[@]}" timeout "$LIMIT" "$SANITIZER" --tool "$tool" --nvtx true "${extra[@]}" --error-exitcode 99 \
-    --print-limit 50 \
+    --print-limit 2000 \
     --log-file "$log" "$bin" --gtest_filter="$filter" --gtest_brief=1 > "$OUT/${name}_${tool}_test.log" 2>&1
   local rc=$?
   local secs=$((SECONDS - start))
@@ -103,15 +106,27 @@ check() {
   errors=$(grep -oE "ERROR SUMMARY: [0-9]+" "$log" 2>/dev/null | awk '{s += $3} END {print s + 0}')
   local hazards
   hazards=$(grep -oE "RACECHECK SUMMARY: [0-9]+ hazards?" "$log" 2>/dev/null | awk '{s += $3} END {print s + 0}')
+  # Reports inside NVIDIA's libraries are counted apart: hyllm cannot fix
+  # them, and they must not hide one of its own.
+  local own lib printed
+  read -r own lib printed < <(awk -f "$ROOT/tools/cuda/sanitize_classify.awk" "$log" 2>/dev/null || echo "0 0 0")
+  local reported=$((errors > hazards ? errors : hazards))
   local result=clean
   if ((rc == 124)); then
     result="timed out after $LIMIT s"
-  elif ((rc == 99 || errors > 0 || hazards > 0)); then
-    result="REPORTS (see ${name}_$tool.log)"
-  elif ((rc != 0)); then
+  elif grep -qE "^\[  FAILED  \]" "$OUT/${name}_${tool}_test.log"; then
+    result="test FAILED (see ${name}_${tool}_test.log)"
+  elif ((own > 0 || (reported > 0 && printed == 0))); then
+    result="REPORTS in hyllm's code (see ${name}_$tool.log)"
+  elif ((rc != 0 && rc != 99)); then
     result="test FAILED (rc $rc, see ${name}_${tool}_test.log)"
+  elif ((lib > 0)); then
+    result="clean in hyllm's code; $lib printed reports inside NVIDIA's libraries"
+    # Past the print limit the reports are counted, not classified.
+    ((printed < reported)) && result="$result, $((reported - printed)) more not printed: unclassified" &&
+      touch "$row.failed"
   fi
-  [[ $result == clean ]] || touch "$row.failed"
+  [[ $result == clean* ]] || touch "$row.failed"
   local tests
   tests=$(grep -oE "\[  PASSED  \] [0-9]+ tests?" "$OUT/${name}_${tool}_test.log" | grep -oE "[0-9]+" | head -1)
   echo "| $name | $tool | ${tests:-0} | $errors errors${hazards:+, $hazards hazards} | $secs s | $result |" > "$row.row"

@@ -173,4 +173,6 @@ for log in "$OUT"/*_{memcheck,racecheck,initcheck,synccheck}.log; do
     grep -E "^=========" "$log" | head -30
   fi
 done
+# Every log in one archive, for callers that bring back only a few files.
+tar -C "$OUT" -cJf "$OUT/logs.tar.xz" --exclude logs.tar.xz --exclude rows . 2>/dev/null
 exit $failed

@@ -11,7 +11,7 @@
 # Printed reports are split (sanitize_classify.awk) into hyllm's own and those
 # inside NVIDIA's libraries (racecheck's hazards within cuBLASLt's kernels,
 # NCCL's probing API errors): a run is clean when hyllm's code has none.
-# Logs go to $OUT (or /tmp/hyllm-sanitize-out).
+# Logs go to $OUT (or /tmp/hyllm-sanitize-out), and all of them into $OUT/logs.tar.xz.
 #
 #   tools/cuda/sanitize.sh                          build here (build-cuda), then check
 #   HYLLM_PREBUILT=DIR tools/cuda/sanitize.sh       DIR/test_cuda_ops and DIR/test_golden_cuda,

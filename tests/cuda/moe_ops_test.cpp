@@ -139,8 +139,8 @@ INSTANTIATE_TEST_SUITE_P(
                       MoeCase{"fp8_a3b_prefill_200", shape(256, 8, 2048, 512, 512, true, true, false, kFp8), 200, true},
                       MoeCase{"fp8_a3b_prefill_hot", shape(256, 8, 2048, 512, 512, true, true, true, kFp8), 150, true},
                       MoeCase{"fp8_tiny_grouped", shape(8, 2, 256, 128, 256, true, true, false, kFp8), 70, true},
-                      // routed rows narrower than the shared expert's: the small down kernels quantise
-                      // only each row's own 128-column blocks of the hidden rows
+                      // routed rows narrower than the shared expert's in the small regime: the hidden
+                      // rows share one pitch, and each down reads only its own row width
                       MoeCase{"fp8_tiny_small", shape(8, 2, 256, 128, 256, true, true, false, kFp8), 11, false},
                       // several 64-row tiles per expert in the FP8 grouped GEMMs
                       MoeCase{"fp8_tiles_many", shape(8, 2, 256, 128, 256, true, true, false, kFp8), 400, true},

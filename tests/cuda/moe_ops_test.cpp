@@ -133,6 +133,8 @@ INSTANTIATE_TEST_SUITE_P(
                       MoeCase{"fp8_a3b_decode_b1", shape(256, 8, 2048, 512, 512, true, true, false, kFp8), 1, false},
                       MoeCase{"fp8_a3b_decode_b2", shape(256, 8, 2048, 512, 512, true, true, false, kFp8), 2, false},
                       MoeCase{"fp8_a3b_decode_b32", shape(256, 8, 2048, 512, 512, true, true, false, kFp8), 32, false},
+                      // 24 K blocks: the bulk-copy up kernel's 8-warp instance, 3 blocks per warp
+                      MoeCase{"fp8_h3072_decode_b1", shape(64, 8, 3072, 256, 256, true, true, false, kFp8), 1, false},
                       // the split down kernel's fallback for block-FP8 experts
                       MoeCase{"fp8_topk24_small", shape(64, 24, 128, 128, 128, true, true, false, kFp8), 30, false},
                       MoeCase{"fp8_a3b_decode_hot", shape(256, 8, 2048, 512, 512, true, true, true, kFp8), 20, false},

@@ -74,8 +74,11 @@ __global__ void swiglu_fp8_kernel(SwigluParams p) {
   quantize_group_regs<4>(o, s.k, s.row, p.fp8);
 }
 
+// Launched programmatically: its blocks are resident before the kernel that
+// writes x ends, and wait only for x.
 __global__ void quantize_fp8_kernel(QuantizeFp8Params p) {
   allow_dependents();
+  wait_for_prerequisite();
   const GroupSlot s = group_slot(p.out.cols);
   if (!s.live) return;
   float v[4];
@@ -155,7 +158,7 @@ void launch_swiglu(const SwigluParams& p, cudaStream_t stream) {
 
 void launch_quantize_fp8(const QuantizeFp8Params& p, cudaStream_t stream) {
   if (p.out.rows == 0 || p.out.cols == 0) return;
-  quantize_fp8_kernel<<<group_blocks(p.out.rows, p.out.cols), kGroupWarps * 32, 0, stream>>>(p);
+  launch_maybe_pdl(quantize_fp8_kernel, true, dim3(group_blocks(p.out.rows, p.out.cols)), kGroupWarps * 32, 0, stream, p);
 }
 
 void launch_pack_group_scales(const PackGroupScalesParams& p, cudaStream_t stream) {

@@ -146,24 +146,6 @@ __device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
 // launch/moe.h: prefetches and programmatic launches only for the fewest tokens.
 inline bool lean(const MoeSmallParams& p) { return p.tokens <= kMoeLeanMaxTokens; }
 
-// A launch that may begin before the stream's previous kernel completes
-// (which it waits for with griddepcontrol.wait) when `pdl`.
-template <typename Kernel>
-void launch_maybe_pdl(Kernel kernel, bool pdl, dim3 grid, int threads, size_t smem, cudaStream_t stream,
-                      const MoeSmallParams& p) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(threads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  cudaLaunchKernelEx(&cfg, kernel, p);  // an error stays for the caller's check_launch
-}
-
 // 16 bytes when `pred`, zeros otherwise, through the read-only path without
 // allocating in L1 (weights, streamed once) or through L1 (activations that
 // several warps read). Not volatile, so that the compiler can hoist a batch

@@ -75,6 +75,11 @@ __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p)
     }
   };
   load_row(0);
+  // Launched programmatically: the weights above, which nothing writes, are
+  // asked for while the kernel that writes x (the norm) still runs; x and
+  // every write of this kernel come after the wait.
+  wait_for_prerequisite();
+  allow_dependents();  // the up kernel's blocks launch and wait for this grid
   for (int c = tid; c < (t_end - t_begin) * chunks; c += blockDim.x) xs[c] = xg[c];
   __syncthreads();
 
@@ -285,7 +290,8 @@ void launch_route_small_instance(const MoeRouteSmallParams& p, cudaStream_t stre
   auto kernel = route_small_kernel<kMaxT, kPerLane>;
   allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
   const int rows = p.experts + (p.gate != nullptr ? 1 : 0);
-  kernel<<<dim3(ceil_div(rows, kSmallRouteWarps), tiles), 256, smem, stream>>>(p);
+  // Programmatic (see the kernel's wait): its weight loads overlap the norm.
+  launch_maybe_pdl(kernel, true, dim3(ceil_div(rows, kSmallRouteWarps), tiles), 256, smem, stream, p);
 }
 
 template <int kMaxT>

@@ -17,7 +17,6 @@ using moe_detail::split_combine;
 using moe_detail::up_store;
 using moe_detail::SplitTables;
 using moe_detail::few_items;
-using moe_detail::launch_maybe_pdl;
 using moe_detail::ld_stream;
 using moe_detail::ld_vec;
 using moe_detail::lean;

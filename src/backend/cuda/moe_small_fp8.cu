@@ -6,6 +6,8 @@
 // quantised once by quantize_fp8 between the two (launch/moe.h hidden_q):
 // quantising them inside the down kernels would repeat the work in every one
 // of their H / 8 blocks.
+#include "backend/cuda/async_copy.cuh"
+#include "backend/cuda/dynamic_smem.cuh"
 #include "backend/cuda/fp8_common.cuh"
 #include "backend/cuda/moe_common.cuh"
 
@@ -17,7 +19,6 @@ using moe_detail::few_items;
 using moe_detail::kSplit;
 using moe_detail::kSplitCols;
 using moe_detail::kSplitWarps;
-using moe_detail::launch_maybe_pdl;
 using moe_detail::ld_stream;
 using moe_detail::ld_vec;
 using moe_detail::lean;
@@ -115,6 +116,114 @@ __global__ void __launch_bounds__(kUpWarps * 32) up_small_fp8_kernel(MoeSmallPar
     }
   }
   up_store<kUpWarps>(p, acc_g, acc_u, n0, I, pos0, rows);
+}
+
+// The up kernel for the fewest work items (decode of one or two sequences),
+// with the block's weight rows brought into shared memory by the copy engine.
+// Why: at that size the register-fed kernel's 16-warp blocks need so many
+// registers that only one fits an SM, and its grid runs in several waves,
+// each paying a full memory latency. Here each of kWarps warps asks for its
+// K share of the block's 16 gate and 16 up rows with one bulk copy per row
+// (no registers held while they fly), so every block of the grid is resident
+// and every weight byte of the step is requested at once.
+//
+// Shared memory: a header of barriers (one per warp), then per warp the 32
+// rows (slot r: gate row r for r < 16, up row r - 16 otherwise) of `span`
+// bytes, even slots in one half and odd slots in the other, which starts 64
+// bytes further in the bank space: lanes (g, q) and (g + 1, q) of a
+// quarter-warp read rows of opposite parity and so different banks.
+constexpr int kBulkSlots = 2 * kUpCols;
+constexpr int kBulkMaxWarpBlocks = 4;  // K blocks per warp (the x codes held in registers)
+constexpr int kBulkHeader = 128;
+
+__host__ __device__ inline int bulk_span(int H, int warps) { return (H / kBlock + warps - 1) / warps * kBlock; }
+__host__ __device__ inline int bulk_warp_bytes(int span) { return kBulkSlots * span + 64; }
+__device__ __forceinline__ int bulk_slot_offset(int slot, int span) {
+  return (slot >> 1) * span + (slot & 1) * (kUpCols * span + 64);
+}
+
+template <int kWarps>
+__global__ void __launch_bounds__(kWarps * 32) up_bulk_fp8_kernel(MoeSmallParams p) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  wait_for_prerequisite();  // the plan (see up_small_fp8_kernel)
+  allow_dependents();
+  const int item = blockIdx.x;
+  const int items = *p.plan.num_items, e = p.plan.item_expert[item];
+  if (item >= items) return;
+  const bool shared = e == p.w.experts;
+  const int I = shared ? p.w.shared_inter : p.w.inter;
+  const int n0 = blockIdx.y * kUpCols;
+  if (n0 >= I) return;
+  const int H = p.w.hidden, Hb = H / kBlock, span = bulk_span(H, kWarps);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  const int b_begin = warp * Hb / kWarps, b_end = (warp + 1) * Hb / kWarps;
+  uint64_t* bar = reinterpret_cast<uint64_t*>(smem) + warp;
+  const uint8_t* rows_s = smem + kBulkHeader + warp * bulk_warp_bytes(span);
+  const uint8_t* gate = shared ? p.w.shared_gate_up_q : p.w.gate_up_q + e * p.w.gate_up_stride;
+  const int valid_rows = min(kUpCols, I - n0);
+  const uint32_t bytes = static_cast<uint32_t>(b_end - b_begin) * kBlock;
+  if (lane == 0) {
+    mbar_init(bar, 1);
+    mbar_init_fence();
+    mbar_expect_bytes(bar, 2 * valid_rows * bytes);  // the phase completes with the copies
+  }
+  __syncwarp();
+  if ((lane & (kUpCols - 1)) < valid_rows && bytes > 0) {  // lane = slot
+    const int64_t row = (lane < kUpCols ? 0 : I) + n0 + (lane & (kUpCols - 1));
+    bulk_copy_streamed(const_cast<uint8_t*>(rows_s) + bulk_slot_offset(lane, span),
+                       gate + row * H + b_begin * kBlock, bytes, bar);
+  }
+  // While the rows fly: the tokens' codes and every scale of this warp's blocks.
+  const float* ws = shared ? p.w.shared_gate_up_scale : p.w.gate_up_scale + e * p.w.gate_up_scale_stride;
+  const float* ws_gate = ws + (n0 / kBlock) * Hb;
+  const float* ws_up = ws + ((I + n0) / kBlock) * Hb;
+  const int pos0 = p.plan.item_pos[item], rows = p.plan.item_rows[item];
+  const bool vx = g < rows;
+  const uint8_t* xr = p.xq + static_cast<int64_t>(vx ? p.plan.sorted_token[pos0 + g] : 0) * H;
+  const int64_t ld = p.xq_scale_ld;
+  const int c0 = 2 * q, c1 = 2 * q + 1;
+  const int t0 = c0 < rows ? p.plan.sorted_token[pos0 + c0] : 0, t1 = c1 < rows ? p.plan.sorted_token[pos0 + c1] : 0;
+  uint4 b[kBulkMaxWarpBlocks][2];
+  float sx0[kBulkMaxWarpBlocks], sx1[kBulkMaxWarpBlocks], swg[kBulkMaxWarpBlocks], swu[kBulkMaxWarpBlocks];
+#pragma unroll
+  for (int j = 0; j < kBulkMaxWarpBlocks; ++j) {
+    const int kb = b_begin + j;
+    const bool ok = kb < b_end;
+#pragma unroll
+    for (int w = 0; w < 2; ++w) b[j][w] = ld_vec(xr + kb * kBlock + w * 64 + q * 16, ok && vx);
+    sx0[j] = ok ? p.xq_scale[kb * ld + t0] : 0.0f;
+    sx1[j] = ok ? p.xq_scale[kb * ld + t1] : 0.0f;
+    swg[j] = ok ? ws_gate[kb] : 0.0f;
+    swu[j] = ok ? ws_up[kb] : 0.0f;
+  }
+  const bool v0 = g < valid_rows, v1 = g + 8 < valid_rows;
+  const uint8_t* s_g0 = rows_s + bulk_slot_offset(g, span);
+  const uint8_t* s_g1 = rows_s + bulk_slot_offset(g + 8, span);
+  const uint8_t* s_u0 = rows_s + bulk_slot_offset(kUpCols + g, span);
+  const uint8_t* s_u1 = rows_s + bulk_slot_offset(kUpCols + g + 8, span);
+  auto lds = [](const uint8_t* a, bool valid) {
+    return valid ? *reinterpret_cast<const uint4*>(a) : make_uint4(0u, 0u, 0u, 0u);
+  };
+  float acc_g[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc_u[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  mbar_wait(bar, 0);
+#pragma unroll
+  for (int j = 0; j < kBulkMaxWarpBlocks; ++j) {
+    if (b_begin + j >= b_end) break;
+    float pg[4] = {0.0f, 0.0f, 0.0f, 0.0f}, pu[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int w = 0; w < 2; ++w) {
+      const int c = j * kBlock + w * 64 + q * 16;
+      mma_k64(pg, lds(s_g0 + c, v0), lds(s_g1 + c, v1), b[j][w]);
+      mma_k64(pu, lds(s_u0 + c, v0), lds(s_u1 + c, v1), b[j][w]);
+    }
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      const float sx = (v & 1) ? sx1[j] : sx0[j];
+      acc_g[v] += (pg[v] * sx) * swg[j];
+      acc_u[v] += (pu[v] * sx) * swu[j];
+    }
+  }
+  up_store<kWarps>(p, acc_g, acc_u, n0, I, pos0, rows);
 }
 
 // Lane (g, q)'s codes of hidden row `row` (zeros unless `valid`) for the
@@ -282,12 +391,40 @@ void launch_up(const MoeSmallParams& p, dim3 grid, cudaStream_t stream) {
   launch_maybe_pdl(kernel, lean(p), grid, kUpWarps * 32, 0, stream, p);
 }
 
+// Warps of the bulk-copy up kernel for these weights, or 0 when it cannot
+// take them: whole 128-column blocks, at most kBulkMaxWarpBlocks per warp,
+// rows the copy engine can address (16-byte aligned starts).
+int up_bulk_warps(const MoeSmallParams& p) {
+  const int H = p.w.hidden;
+  if (!few_items(p) || H % kBlock != 0) return 0;
+  const int64_t stride_bytes = p.w.gate_up_stride;
+  const bool aligned = reinterpret_cast<uintptr_t>(p.w.gate_up_q) % 16 == 0 && stride_bytes % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(p.w.shared_gate_up_q) % 16 == 0;
+  if (!aligned) return 0;
+  for (int warps : {4, 8}) {
+    if (H / kBlock <= warps * kBulkMaxWarpBlocks) return warps;
+  }
+  return 0;
+}
+
+template <int kWarps>
+void launch_up_bulk(const MoeSmallParams& p, dim3 grid, cudaStream_t stream) {
+  const size_t smem = kBulkHeader + size_t{kWarps} * bulk_warp_bytes(bulk_span(p.w.hidden, kWarps));
+  auto kernel = up_bulk_fp8_kernel<kWarps>;
+  allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
+  launch_maybe_pdl(kernel, lean(p), grid, kWarps * 32, smem, stream, p);
+}
+
 }  // namespace
 
 void launch_moe_up_small_fp8(const MoeSmallParams& p, cudaStream_t stream) {
   const int inter = p.w.inter > p.w.shared_inter ? p.w.inter : p.w.shared_inter;
   dim3 grid(p.plan.max_items, ceil_div(inter, kUpCols));
-  if (few_items(p)) {
+  if (const int warps = up_bulk_warps(p); warps == 4) {
+    launch_up_bulk<4>(p, grid, stream);
+  } else if (warps == 8) {
+    launch_up_bulk<8>(p, grid, stream);
+  } else if (few_items(p)) {
     launch_up<16>(p, grid, stream);
   } else {
     launch_up<4>(p, grid, stream);

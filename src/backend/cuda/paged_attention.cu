@@ -29,7 +29,8 @@ namespace {
 constexpr int kRows = 64;   // rows per block
 constexpr int kKeys = 64;   // keys per tile
 // Split-KV granularity: a split may hold less than a tile, so that a short
-// decode context still spreads its K/V reads over many SMs.
+// decode context still spreads its work over many SMs (one warp does a
+// decode row group's math, and its time grows with the keys it walks).
 constexpr int kSplitKeys = 16;
 // Most splits of a launch: the merge computes one split's weight per lane.
 constexpr int kMaxSplits = 32;
@@ -41,6 +42,12 @@ constexpr int kSplitTargetPerSm = 2;
 constexpr int kMergeBatch = 16;
 constexpr int kThreads = 128;
 constexpr float kLog2e = 1.4426950408889634f;
+
+// Keys per split of a (sequence, KV head, row tile) group whose last row
+// sees kv_len keys; splits past ceil(kv_len / split_keys) are empty.
+__device__ __forceinline__ int split_keys(int kv_len, int num_splits) {
+  return ((kv_len + num_splits - 1) / num_splits + kSplitKeys - 1) / kSplitKeys * kSplitKeys;
+}
 
 template <int D>
 struct Smem {
@@ -90,7 +97,8 @@ __device__ __forceinline__ void load_tile_e4m3(uint16_t* tile, SrcFn src) {
   }
 }
 
-// Merges the splits of rows [m0, m0 + n_rows) of one (sequence, KV head):
+// Merges the first num_splits splits (those holding keys) of rows
+// [m0, m0 + n_rows) of one (sequence, KV head):
 // first one warp per row finds the splits' weights (lane s: split s's max and
 // sum), then the block's threads share the rows' columns, two each, summing
 // the splits in order. `smem` holds kRows * (kMaxSplits + 1) floats. Partials
@@ -181,9 +189,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
   if (m0 >= rows_total) return;
   const int last_row = min(m0 + kRows, rows_total) - 1;
   const int kv_len = ctx + last_row / group + 1;  // keys the tile's last row sees
-  // This split's key range, a multiple of kSplitKeys; the last tile of a range
-  // shorter than kKeys zero-fills (and masks) the keys past kv_end.
-  const int per_split = ((kv_len + num_splits - 1) / num_splits + kSplitKeys - 1) / kSplitKeys * kSplitKeys;
+  // This split's key range; the last tile of a range shorter than kKeys
+  // zero-fills (and masks) the keys past kv_end.
+  const int per_split = split_keys(kv_len, num_splits);
   const int kv_begin = split * per_split;
   const int kv_end = min(kv_len, kv_begin + per_split);
 
@@ -368,7 +376,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
         }
         *reinterpret_cast<uint32_t*>(p.out + o_off + d) = pack_bf16(o0, o1);
       }
-    } else {
+    } else if (kv_begin < kv_end) {  // an empty split's partials are never read
       // partial layout: [split][token * Hq + head][D + 2] = (unnormalised o, max, sum)
       float* dst = partial + (static_cast<int64_t>(split) * p.tokens * hq + token * hq + row_head[i]) * (D + 2);
 #pragma unroll
@@ -401,7 +409,8 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
   __syncthreads();
   if (!s_last) return;
   __threadfence();
-  merge_splits<D, kFp8>(p, num_splits, partial, q_start, m0, last_row - m0 + 1, kvh, smem);
+  const int live_splits = (kv_len + per_split - 1) / per_split;
+  merge_splits<D, kFp8>(p, live_splits, partial, q_start, m0, last_row - m0 + 1, kvh, smem);
 }
 
 // Splitting also serves causal prefill whose blocks fit in one wave: the

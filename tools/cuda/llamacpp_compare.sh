@@ -32,6 +32,11 @@
 #   HYLLM_LLAMA_MODELS="qwen3_5_27b qwen3_5_35b_a3b"   configs under tests/data/configs (also *_fp8)
 #   HYLLM_GGUF_DIR=/dev/shm                             where the GGUF files go
 #   HYLLM_COMPARE_WORKLOAD=full|quick                   HYLLM_LLAMA_JOBS=16
+#   HYLLM_LLAMA_PREBUILT=.carry/llama/<archive>.tar.xz  a llama-server built on the Debian machine
+#       (the build stage run there, the binary stripped and packed as bin/llama-server): the
+#       build stage unpacks it instead of building, and the version check of every leg still
+#       holds it to the peer file's build string. The GPU machine supplies libcuda, the CUDA
+#       libraries and libgomp.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -66,6 +71,12 @@ source_stamp() {
 # Resumable across calls: the source is unpacked once per pin (source.stamp),
 # and ninja continues an interrupted build.
 build_stage() {
+  if [[ -n ${HYLLM_LLAMA_PREBUILT:-} ]]; then
+    mkdir -p "$LLAMA_BUILD/build" && tar -xJf "$HYLLM_LLAMA_PREBUILT" -C "$LLAMA_BUILD/build" || return 1
+    echo "llama-server from $HYLLM_LLAMA_PREBUILT: $("$SERVER" --version 2>&1 | grep -m1 version)"
+    tables+=("llama.cpp: prebuilt $(basename "$HYLLM_LLAMA_PREBUILT") ($("$SERVER" --version 2>&1 | grep -m1 version))")
+    return 0
+  fi
   local stamp; stamp=$(source_stamp)
   if [[ ! -f $LLAMA_BUILD/source.stamp || $(cat "$LLAMA_BUILD/source.stamp") != "$stamp" ]]; then
     [[ -f $ARCHIVE ]] || { echo "no llama.cpp source archive at $ARCHIVE (see tools/gguf/README.md)" >&2; return 1; }

@@ -34,6 +34,36 @@ constexpr int kDownWarps = 8;
 constexpr int kBlock = 128;  // FP8 scale block (columns)
 constexpr int kUnitBlocks = 2;  // K blocks a split down unit loads at once
 
+// What an up block of `item` (expert e, gate rows [n0, n0 + 16)) reads
+// besides the weights: the weight scale rows of its gate and up blocks, lane
+// (g, q)'s token row of codes (token g of the item; zeros past its rows) and
+// the tokens of its accumulator columns 2q and 2q + 1 (whose scales it reads).
+struct UpInputs {
+  const float* ws_gate;
+  const float* ws_up;
+  const uint8_t* xr;
+  int pos0, rows;
+  int t0, t1;
+  bool vx;
+};
+
+__device__ __forceinline__ UpInputs up_inputs(const MoeSmallParams& p, int item, int e, bool shared, int I, int n0,
+                                              int Hb) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  UpInputs in;
+  const float* ws = shared ? p.w.shared_gate_up_scale : p.w.gate_up_scale + e * p.w.gate_up_scale_stride;
+  in.ws_gate = ws + (n0 / kBlock) * Hb;
+  in.ws_up = ws + ((I + n0) / kBlock) * Hb;
+  in.pos0 = p.plan.item_pos[item];
+  in.rows = p.plan.item_rows[item];
+  in.vx = g < in.rows;
+  in.xr = p.xq + static_cast<int64_t>(in.vx ? p.plan.sorted_token[in.pos0 + g] : 0) * p.w.hidden;
+  const int c0 = 2 * q, c1 = 2 * q + 1;
+  in.t0 = c0 < in.rows ? p.plan.sorted_token[in.pos0 + c0] : 0;
+  in.t1 = c1 < in.rows ? p.plan.sorted_token[in.pos0 + c1] : 0;
+  return in;
+}
+
 // Block (item, 16 intermediate columns), warps splitting the 128-column
 // blocks of K: gate rows [n0, n0 + 16) and up rows [I + n0, ...) of the
 // item's expert times its tokens' codes; SwiGLU of the bf16-rounded sums. As
@@ -81,26 +111,18 @@ __global__ void __launch_bounds__(kUpWarps * 32) up_small_fp8_kernel(MoeSmallPar
     }
   };
   load_weights(b_begin);
-  const float* ws = shared ? p.w.shared_gate_up_scale : p.w.gate_up_scale + e * p.w.gate_up_scale_stride;
-  const float* ws_gate = ws + (n0 / kBlock) * Hb;
-  const float* ws_up = ws + ((I + n0) / kBlock) * Hb;
-  const int pos0 = p.plan.item_pos[item], rows = p.plan.item_rows[item];
-  const bool vx = g < rows;
-  const uint8_t* xr = p.xq + static_cast<int64_t>(vx ? p.plan.sorted_token[pos0 + g] : 0) * H;
+  const UpInputs in = up_inputs(p, item, e, shared, I, n0, Hb);
   const int64_t ld = p.xq_scale_ld;
-  // The activation scales of this lane's accumulator columns (tokens 2q, 2q + 1).
-  const int c0 = 2 * q, c1 = 2 * q + 1;
-  const int t0 = c0 < rows ? p.plan.sorted_token[pos0 + c0] : 0, t1 = c1 < rows ? p.plan.sorted_token[pos0 + c1] : 0;
   float acc_g[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc_u[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int kb = b_begin; kb < b_end; ++kb) {
     uint4 b[2];
 #pragma unroll
     for (int w = 0; w < 2; ++w) {
       const int k0 = kb * kBlock + w * 64 + q * 16;
-      b[w] = ld_vec(xr + k0, k0 < H && vx);
+      b[w] = ld_vec(in.xr + k0, k0 < H && in.vx);
     }
-    const float sx0 = p.xq_scale[kb * ld + t0], sx1 = p.xq_scale[kb * ld + t1];
-    const float swg = ws_gate[kb], swu = ws_up[kb];
+    const float sx0 = p.xq_scale[kb * ld + in.t0], sx1 = p.xq_scale[kb * ld + in.t1];
+    const float swg = in.ws_gate[kb], swu = in.ws_up[kb];
     float pg[4] = {0.0f, 0.0f, 0.0f, 0.0f}, pu[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int w = 0; w < 2; ++w) {
@@ -115,7 +137,7 @@ __global__ void __launch_bounds__(kUpWarps * 32) up_small_fp8_kernel(MoeSmallPar
       acc_u[v] += (pu[v] * sx) * swu;
     }
   }
-  up_store<kUpWarps>(p, acc_g, acc_u, n0, I, pos0, rows);
+  up_store<kUpWarps>(p, acc_g, acc_u, n0, I, in.pos0, in.rows);
 }
 
 // The up kernel for the fewest work items (decode of one or two sequences),
@@ -158,7 +180,7 @@ __global__ void __launch_bounds__(kWarps * 32) up_bulk_fp8_kernel(MoeSmallParams
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   const int b_begin = warp * Hb / kWarps, b_end = (warp + 1) * Hb / kWarps;
   uint64_t* bar = reinterpret_cast<uint64_t*>(smem) + warp;
-  const uint8_t* rows_s = smem + kBulkHeader + warp * bulk_warp_bytes(span);
+  uint8_t* rows_s = smem + kBulkHeader + warp * bulk_warp_bytes(span);
   const uint8_t* gate = shared ? p.w.shared_gate_up_q : p.w.gate_up_q + e * p.w.gate_up_stride;
   const int valid_rows = min(kUpCols, I - n0);
   const uint32_t bytes = static_cast<uint32_t>(b_end - b_begin) * kBlock;
@@ -170,19 +192,12 @@ __global__ void __launch_bounds__(kWarps * 32) up_bulk_fp8_kernel(MoeSmallParams
   __syncwarp();
   if ((lane & (kUpCols - 1)) < valid_rows && bytes > 0) {  // lane = slot
     const int64_t row = (lane < kUpCols ? 0 : I) + n0 + (lane & (kUpCols - 1));
-    bulk_copy_streamed(const_cast<uint8_t*>(rows_s) + bulk_slot_offset(lane, span),
+    bulk_copy_streamed(rows_s + bulk_slot_offset(lane, span),
                        gate + row * H + b_begin * kBlock, bytes, bar);
   }
   // While the rows fly: the tokens' codes and every scale of this warp's blocks.
-  const float* ws = shared ? p.w.shared_gate_up_scale : p.w.gate_up_scale + e * p.w.gate_up_scale_stride;
-  const float* ws_gate = ws + (n0 / kBlock) * Hb;
-  const float* ws_up = ws + ((I + n0) / kBlock) * Hb;
-  const int pos0 = p.plan.item_pos[item], rows = p.plan.item_rows[item];
-  const bool vx = g < rows;
-  const uint8_t* xr = p.xq + static_cast<int64_t>(vx ? p.plan.sorted_token[pos0 + g] : 0) * H;
+  const UpInputs in = up_inputs(p, item, e, shared, I, n0, Hb);
   const int64_t ld = p.xq_scale_ld;
-  const int c0 = 2 * q, c1 = 2 * q + 1;
-  const int t0 = c0 < rows ? p.plan.sorted_token[pos0 + c0] : 0, t1 = c1 < rows ? p.plan.sorted_token[pos0 + c1] : 0;
   uint4 b[kBulkMaxWarpBlocks][2];
   float sx0[kBulkMaxWarpBlocks], sx1[kBulkMaxWarpBlocks], swg[kBulkMaxWarpBlocks], swu[kBulkMaxWarpBlocks];
 #pragma unroll
@@ -190,11 +205,11 @@ __global__ void __launch_bounds__(kWarps * 32) up_bulk_fp8_kernel(MoeSmallParams
     const int kb = b_begin + j;
     const bool ok = kb < b_end;
 #pragma unroll
-    for (int w = 0; w < 2; ++w) b[j][w] = ld_vec(xr + kb * kBlock + w * 64 + q * 16, ok && vx);
-    sx0[j] = ok ? p.xq_scale[kb * ld + t0] : 0.0f;
-    sx1[j] = ok ? p.xq_scale[kb * ld + t1] : 0.0f;
-    swg[j] = ok ? ws_gate[kb] : 0.0f;
-    swu[j] = ok ? ws_up[kb] : 0.0f;
+    for (int w = 0; w < 2; ++w) b[j][w] = ld_vec(in.xr + kb * kBlock + w * 64 + q * 16, ok && in.vx);
+    sx0[j] = ok ? p.xq_scale[kb * ld + in.t0] : 0.0f;
+    sx1[j] = ok ? p.xq_scale[kb * ld + in.t1] : 0.0f;
+    swg[j] = ok ? in.ws_gate[kb] : 0.0f;
+    swu[j] = ok ? in.ws_up[kb] : 0.0f;
   }
   const bool v0 = g < valid_rows, v1 = g + 8 < valid_rows;
   const uint8_t* s_g0 = rows_s + bulk_slot_offset(g, span);
@@ -223,7 +238,7 @@ __global__ void __launch_bounds__(kWarps * 32) up_bulk_fp8_kernel(MoeSmallParams
       acc_u[v] += (pu[v] * sx) * swu[j];
     }
   }
-  up_store<kWarps>(p, acc_g, acc_u, n0, I, pos0, rows);
+  up_store<kWarps>(p, acc_g, acc_u, n0, I, in.pos0, in.rows);
 }
 
 // Lane (g, q)'s codes of hidden row `row` (zeros unless `valid`) for the

@@ -84,7 +84,13 @@ class CudaSampler final : public DeviceSampler {
     // One pinned staging area and one device area: [params | pool | masks] up, results down.
     const size_t b_params = align(R * sizeof(cuda::SamplingRowParams)), b_pool = align(pool_.size() * 4 + 4);
     const size_t b_masks = align(mask_words_.size() * 4);
-    const size_t b_tok = align(R * 4), b_lp = align(R * 4), b_top = align(size_t{1} * R * cuda::kMaxTopLogprobs * 4);
+    // Results: [tokens | logprobs | top ids | top logprobs], 4-byte entries
+    // without gaps, every byte written by the kernel (the top arrays, padded
+    // past each row's count, only when some row asks for them), so that the
+    // copy back reads only what the kernel wrote.
+    bool want_top = false;
+    for (const auto& prm : params_) want_top = want_top || prm.num_logprobs > 0;
+    const size_t b_tok = size_t{4} * R, b_lp = size_t{4} * R, b_top = want_top ? size_t{4} * R * cuda::kMaxTopLogprobs : 0;
     const size_t up = b_params + b_pool + b_masks, down = b_tok + b_lp + 2 * b_top;
     reserve(up + down);
     char* h = static_cast<char*>(host_);
@@ -104,8 +110,8 @@ class CudaSampler final : public DeviceSampler {
     l.mask_words = reinterpret_cast<const uint32_t*>(d + b_params + b_pool);
     l.out_token = reinterpret_cast<int32_t*>(d + up);
     l.out_logprob = reinterpret_cast<float*>(d + up + b_tok);
-    l.out_top_ids = reinterpret_cast<int32_t*>(d + up + b_tok + b_lp);
-    l.out_top_logprobs = reinterpret_cast<float*>(d + up + b_tok + b_lp + b_top);
+    l.out_top_ids = want_top ? reinterpret_cast<int32_t*>(d + up + b_tok + b_lp) : nullptr;
+    l.out_top_logprobs = want_top ? reinterpret_cast<float*>(d + up + b_tok + b_lp + b_top) : nullptr;
     l.work = static_cast<float*>(kernels_->scratch(static_cast<size_t>(R) * V * sizeof(float)));
     cuda::launch_sampling(l, stream);
     HYLLM_CUDA_CHECK(cudaGetLastError());

@@ -276,6 +276,10 @@ __device__ __noinline__ void write_top_logprobs(int32_t* out_ids, float* out_log
     out_ids[i] = top_id[i];
     out_logprobs[i] = static_cast<float>(static_cast<double>(top_val[i]) - log_z);
   }
+  for (int i = c; i < kMaxTopLogprobs; ++i) {  // padding, never read
+    out_ids[i] = -1;
+    out_logprobs[i] = -INFINITY;
+  }
 }
 
 __global__ void __cluster_dims__(kBlocks, 1, 1) __launch_bounds__(kThreads) sampling_kernel(SamplingLaunch p) {
@@ -475,12 +479,19 @@ __global__ void __cluster_dims__(kBlocks, 1, 1) __launch_bounds__(kThreads) samp
       token = (c1 >> 40) ? static_cast<int>(c1 & 0xffffffffu) : static_cast<int>(c2) - 1;
     }
   }
+  // Top-N raw logprobs (the launch has top arrays when any row asks): the
+  // N-th largest raw key, then the candidates sorted.
+  const int n_top = p.out_top_ids != nullptr ? min(prm.num_logprobs, kMaxTopLogprobs) : 0;
   if (g == 0) {
     p.out_token[r] = token;
     p.out_logprob[r] = want_logprobs && token >= 0 ? static_cast<float>(static_cast<double>(raw[token]) - log_z) : 0.0f;
+    if (p.out_top_ids != nullptr && n_top == 0) {  // this row's padding, never read
+      for (int i = 0; i < kMaxTopLogprobs; ++i) {
+        p.out_top_ids[r * kMaxTopLogprobs + i] = -1;
+        p.out_top_logprobs[r * kMaxTopLogprobs + i] = -INFINITY;
+      }
+    }
   }
-  // Top-N raw logprobs: the N-th largest raw key, then the candidates sorted.
-  const int n_top = min(prm.num_logprobs, kMaxTopLogprobs);
   if (n_top > 0) {
     const int n = min(n_top, V);
     const uint32_t kth = select_kth(raw, V, n, g, s);

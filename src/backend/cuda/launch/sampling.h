@@ -45,8 +45,10 @@ struct SamplingLaunch {
   float* work = nullptr;                      // device scratch [rows, vocab]
   int32_t* out_token = nullptr;               // device [rows]; -1 when every token is masked
   float* out_logprob = nullptr;               // device [rows]
-  int32_t* out_top_ids = nullptr;             // device [rows, kMaxTopLogprobs]
-  float* out_top_logprobs = nullptr;          // device [rows, kMaxTopLogprobs]
+  // device [rows, kMaxTopLogprobs], or null when no row asks for top
+  // logprobs; the slots past a row's count hold -1 / -inf.
+  int32_t* out_top_ids = nullptr;
+  float* out_top_logprobs = nullptr;
 };
 void launch_sampling(const SamplingLaunch& p, cudaStream_t stream);
 

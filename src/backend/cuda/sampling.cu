@@ -481,7 +481,8 @@ __global__ void __cluster_dims__(kBlocks, 1, 1) __launch_bounds__(kThreads) samp
   }
   // Top-N raw logprobs (the launch has top arrays when any row asks): the
   // N-th largest raw key, then the candidates sorted.
-  const int n_top = p.out_top_ids != nullptr ? min(prm.num_logprobs, kMaxTopLogprobs) : 0;
+  // (num_logprobs is -1 for a row that asks for no logprobs at all.)
+  const int n_top = p.out_top_ids != nullptr ? max(0, min(prm.num_logprobs, kMaxTopLogprobs)) : 0;
   if (g == 0) {
     p.out_token[r] = token;
     p.out_logprob[r] = want_logprobs && token >= 0 ? static_cast<float>(static_cast<double>(raw[token]) - log_z) : 0.0f;

@@ -159,16 +159,22 @@ class PagedAttentionTest : public PagedAttentionCheck, public ::testing::WithPar
 
 TEST_P(PagedAttentionTest, MatchesCpu) { check(GetParam()); }
 
-// Split-KV launches of different shapes back to back on one backend: each
-// group's merge counter must be back at zero after every launch, or the next
-// launch that uses it merges early (or never) and leaves poisoned output.
+// Split-KV launches of different shapes back to back on one backend, merged
+// inside clusters and through the counters in turn: each group's merge
+// counter must be back at zero after every launch, or the next launch that
+// uses it merges early (or never) and leaves poisoned output.
 TEST_F(PagedAttentionCheck, SplitCountersResetBetweenLaunches) {
   const AttnCase b1{"counters 27b b1 ctx4000", 24, 4, 256, 16, {{1, 3999}}, true, true};
   const AttnCase b8{"counters 35b b8 mixed fp8", 16, 2, 256, 16,
                     {{1, 0}, {1, 700}, {1, 15}, {1, 2100}, {1, 64}, {1, 1}, {1, 1300}, {1, 33}}, true, true, true,
                     4096};
   const AttnCase chunk{"counters 27b two row tiles", 24, 4, 256, 16, {{12, 500}, {1, 30}}, true, true};
-  for (const AttnCase* c : {&b1, &b8, &chunk, &b1, &chunk, &b8}) {
+  // Bounds above the cluster merge's reach: these merge through the counters.
+  const AttnCase long_b1{"counters 27b b1 ctx4000 bound16384", 24, 4, 256, 16, {{1, 3999}}, true, true, false, 16384};
+  const AttnCase long_b8{"counters 35b b8 mixed bound8192", 16, 2, 256, 16,
+                         {{1, 0}, {1, 700}, {1, 15}, {1, 5100}, {1, 64}, {1, 1}, {1, 1300}, {1, 33}}, true, true,
+                         false, 8192};
+  for (const AttnCase* c : {&b1, &long_b1, &b8, &chunk, &long_b8, &b1, &long_b1, &chunk, &long_b8, &b8}) {
     SCOPED_TRACE(c->name);
     check(*c);
   }

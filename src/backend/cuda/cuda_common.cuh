@@ -22,21 +22,36 @@ __device__ __forceinline__ void wait_for_prerequisite() { asm volatile("griddepc
 // Launches kernel(args...) so that, when `pdl`, it may begin before the
 // stream's previous kernel completes (it must then wait_for_prerequisite
 // before reading that kernel's outputs or writing anything another kernel
-// before it may still read). A launch error stays for the caller's check.
+// before it may still read), in clusters of `cluster` blocks along z when
+// that is above 1. A launch error stays for the caller's check.
 template <typename... Params, typename... Args>
-void launch_maybe_pdl(void (*kernel)(Params...), bool pdl, dim3 grid, int threads, size_t smem, cudaStream_t stream,
-                      Args&&... args) {
+void launch_ex(void (*kernel)(Params...), bool pdl, int cluster, dim3 grid, int threads, size_t smem,
+               cudaStream_t stream, Args&&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(threads);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[2];
+  int n = 0;
+  if (pdl) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster > 1) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = 1;
+    attr[n].val.clusterDim.y = 1;
+    attr[n++].val.clusterDim.z = static_cast<unsigned>(cluster);
+  }
   cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
+  cfg.numAttrs = n;
   cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+template <typename... Params, typename... Args>
+void launch_maybe_pdl(void (*kernel)(Params...), bool pdl, dim3 grid, int threads, size_t smem, cudaStream_t stream,
+                      Args&&... args) {
+  launch_ex(kernel, pdl, 1, grid, threads, smem, stream, std::forward<Args>(args)...);
 }
 
 __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }

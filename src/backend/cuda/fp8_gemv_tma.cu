@@ -31,6 +31,7 @@
 #include <unordered_map>
 
 #include "backend/cuda/async_copy.cuh"
+#include "backend/cuda/cluster.cuh"
 #include "backend/cuda/fp8_common.cuh"
 #include "backend/cuda/fp8_gemv_tma.h"
 #include "backend/cuda/tensor_map.h"
@@ -73,32 +74,6 @@ __device__ __forceinline__ void tma_load_box(void* dst, const CUtensorMap* map, 
       "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(x), "r"(y)
       : "memory");
 }
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-// Every thread of every block of the cluster; orders the shared-memory
-// writes before it (local or remote) before the reads after it.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-// A split cluster barrier: a block may store into another's shared memory
-// only once that block has started, which the arrive at the start and the
-// wait before the first remote store guarantee without stalling the stream.
-__device__ __forceinline__ void cluster_arrive_relaxed() {
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait() {
-  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
-}
-// Stores v at the same shared-memory offset as `local` in block `rank` of the cluster.
-__device__ __forceinline__ void store_remote(float* local, uint32_t rank, float v) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(local)), "r"(rank));
-  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(remote), "f"(v) : "memory");
-}
-
 // The scales of one K block a consumer lane needs (block scales): the weight
 // block's and, per n-tile, tokens 2t and 2t + 1's.
 template <int NT>

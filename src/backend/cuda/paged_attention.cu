@@ -10,14 +10,18 @@
 // computed and K(n+1) while O += P V(n). Row tiles launch longest (most keys
 // under the causal mask) first. When few blocks would cover the GPU (decode,
 // short prefill), the key range is split over blocks: each writes its split's
-// partial result, and the last block of a (sequence, KV head, row tile) group
-// to finish, found with a counter, merges them, all in one launch.
+// partial result and the splits are merged in the same launch: over
+// distributed shared memory when the splits of a group form one cluster (up
+// to kMaxClusterSplits of them, for contexts short enough that so few splits
+// keep each split's walk short), else by the last block of the group to
+// finish, found with a counter, through partials in global memory.
 //
 // An e4m3 cache is converted to bf16 codes (exact) as its tiles are staged in
 // shared memory; k_scale joins the softmax scale and v_scale the final
 // normalisation (ops.h), so the tensor-core loop is the bf16 one.
 #include <cfloat>
 
+#include "backend/cuda/cluster.cuh"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/dynamic_smem.cuh"
 #include "backend/cuda/kv_fp8.cuh"
@@ -40,6 +44,11 @@ constexpr int kMaxSplits = 32;
 constexpr int kSplitTargetPerSm = 2;
 // Partial loads each thread keeps in flight while merging.
 constexpr int kMergeBatch = 16;
+// Splits merged inside one cluster: the portable cluster size. A launch
+// takes the cluster merge when its longest context over this many splits is
+// at most kClusterMaxSplitKeys keys each.
+constexpr int kMaxClusterSplits = 8;
+constexpr int kClusterMaxSplitKeys = 512;
 constexpr int kThreads = 128;
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -54,8 +63,12 @@ struct Smem {
   static constexpr int kStride = D + 8;  // 16-byte pad: ldmatrix rows hit distinct banks
   static constexpr size_t kBytes = static_cast<size_t>(3) * kRows * kStride * 2;
 };
-// The split merge reuses the tiles' shared memory for its weights.
+// The split merges reuse the tiles' shared memory: for the weights (global
+// merge), or for the block's own partials (cluster merge).
 static_assert(kRows * (kMaxSplits + 1) * sizeof(float) <= Smem<32>::kBytes);
+template <int D>
+constexpr bool kPartialsFit = kRows * (D + 2) * sizeof(float) <= Smem<D>::kBytes;
+static_assert(kPartialsFit<32> && kPartialsFit<64> && kPartialsFit<128> && kPartialsFit<256>);
 
 // Per thread, the (row, 16-byte chunk) pieces of a [64][D] bf16 tile are
 // i = threadIdx.x + j * kThreads: a warp copies whole rows (contiguous global
@@ -162,7 +175,60 @@ __device__ __forceinline__ void merge_splits(const PagedAttentionParams& p, int 
   }
 }
 
+// Merges the splits of one cluster: block q of the cluster holds split q's
+// partials for rows [m0, m0 + n_rows) in its shared memory `part`
+// ([row - m0][D + 2]: unnormalised o, max, sum). The cluster's blocks share
+// the rows' column pairs; every load of an item (each split's max, sum and
+// two columns) is issued before the first is used.
 template <int D, bool kFp8>
+__device__ __forceinline__ void merge_cluster(const PagedAttentionParams& p, const float* part, int num_splits,
+                                              int rank, int q_start, int m0, int n_rows, int kvh) {
+  const int group = p.num_q_heads / p.num_kv_heads;
+  const int64_t hq = p.num_q_heads;
+  for (int i = rank * kThreads + static_cast<int>(threadIdx.x); i < n_rows * (D / 2); i += num_splits * kThreads) {
+    const int r = i / (D / 2), d = 2 * (i % (D / 2));
+    const int rr = m0 + r;
+    const int64_t o_off = ((static_cast<int64_t>(q_start) + rr / group) * hq + kvh * group + rr % group) * D + d;
+    const uint32_t gate = p.gate != nullptr ? *reinterpret_cast<const uint32_t*>(p.gate + o_off) : 0u;
+    const float* row = part + r * (D + 2);
+    float ms[kMaxClusterSplits], ss[kMaxClusterSplits];
+    float2 v[kMaxClusterSplits];
+#pragma unroll
+    for (int q = 0; q < kMaxClusterSplits; ++q) {
+      if (q < num_splits) {
+        ms[q] = load_remote(row + D, q);
+        ss[q] = load_remote(row + D + 1, q);
+        v[q] = load_remote2(row + d, q);
+      }
+    }
+    float m = -INFINITY;
+#pragma unroll
+    for (int q = 0; q < kMaxClusterSplits; ++q) m = q < num_splits ? fmaxf(m, ms[q]) : m;
+    float total = 0.0f, o0 = 0.0f, o1 = 0.0f;
+#pragma unroll
+    for (int q = 0; q < kMaxClusterSplits; ++q) {
+      // A split with no visible key (max -inf) adds nothing.
+      if (q >= num_splits || ms[q] == -INFINITY) continue;
+      const float w = exp2f(ms[q] - m);
+      total += ss[q] * w;
+      o0 += v[q].x * w;
+      o1 += v[q].y * w;
+    }
+    const float inv = (kFp8 ? p.v_scale : 1.0f) / total;
+    o0 = round_bf(o0 * inv);
+    o1 = round_bf(o1 * inv);
+    if (p.gate != nullptr) {
+      o0 = __fmul_rn(o0, sigmoid(bf2f(static_cast<uint16_t>(gate & 0xffffu))));
+      o1 = __fmul_rn(o1, sigmoid(bf2f(static_cast<uint16_t>(gate >> 16))));
+    }
+    *reinterpret_cast<uint32_t*>(p.out + o_off) = pack_bf16(o0, o1);
+  }
+}
+
+// kCluster: the launch's clusters are the num_splits blocks of one (sequence,
+// KV head, row tile) group, consecutive in z, so that a block's split is its
+// rank in its cluster.
+template <int D, bool kFp8, bool kCluster>
 __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentionParams p, int num_splits,
                                                                     float* partial) {
   extern __shared__ __align__(16) uint16_t smem[];
@@ -186,6 +252,8 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
   const int ctx = seq_len - q_len;
   const int rows_total = q_len * group;
   const int m0 = m_tile * kRows;
+  // Row tiles depend only on the launch's max_query_len bound, never on the
+  // actual lengths, so a whole cluster (one row tile) leaves here or none.
   if (m0 >= rows_total) return;
   const int last_row = min(m0 + kRows, rows_total) - 1;
   const int kv_len = ctx + last_row / group + 1;  // keys the tile's last row sees
@@ -359,58 +427,82 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
     row_sum[i] += __shfl_xor_sync(0xffffffffu, row_sum[i], 1);
     row_sum[i] += __shfl_xor_sync(0xffffffffu, row_sum[i], 2);
   }
+  if constexpr (kCluster) {
+    // This split's partials into its own shared memory (the key loop ended
+    // with a barrier, so the tiles are free), then the cluster merges them.
+    // An empty split contributes max -inf and adds nothing.
+    float* part = reinterpret_cast<float*>(smem);
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    if (!row_valid[i]) continue;
-    const int64_t token = q_start + row_token[i];
-    const int64_t o_off = (token * hq + row_head[i]) * D;
-    if (num_splits == 1) {
-      const float inv = (kFp8 ? p.v_scale : 1.0f) / row_sum[i];
-#pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        const int d = dt * 8 + (lane % 4) * 2;
-        float o0 = round_bf(acc[dt][2 * i] * inv), o1 = round_bf(acc[dt][2 * i + 1] * inv);
-        if (p.gate != nullptr) {
-          o0 = __fmul_rn(o0, sigmoid(bf2f(p.gate[o_off + d])));
-          o1 = __fmul_rn(o1, sigmoid(bf2f(p.gate[o_off + d + 1])));
-        }
-        *reinterpret_cast<uint32_t*>(p.out + o_off + d) = pack_bf16(o0, o1);
-      }
-    } else if (kv_begin < kv_end) {  // an empty split's partials are never read
-      // partial layout: [split][token * Hq + head][D + 2] = (unnormalised o, max, sum)
-      float* dst = partial + (static_cast<int64_t>(split) * p.tokens * hq + token * hq + row_head[i]) * (D + 2);
+    for (int i = 0; i < 2; ++i) {
+      if (!row_valid[i]) continue;
+      float* dst = part + (warp * 16 + lane / 4 + i * 8) * (D + 2);
 #pragma unroll
       for (int dt = 0; dt < D / 8; ++dt) {
         const int d = dt * 8 + (lane % 4) * 2;
-        dst[d] = acc[dt][2 * i];
-        dst[d + 1] = acc[dt][2 * i + 1];
+        *reinterpret_cast<float2*>(dst + d) = make_float2(acc[dt][2 * i], acc[dt][2 * i + 1]);
       }
       if (lane % 4 == 0) {
         dst[D] = row_max[i];
         dst[D + 1] = row_sum[i];
       }
     }
-  }
-  if (num_splits == 1) return;
+    cluster_sync();
+    merge_cluster<D, kFp8>(p, part, num_splits, split, q_start, m0, last_row - m0 + 1, kvh);
+    cluster_sync();  // no block leaves while another still reads its partials
+  } else {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      if (!row_valid[i]) continue;
+      const int64_t token = q_start + row_token[i];
+      const int64_t o_off = (token * hq + row_head[i]) * D;
+      if (num_splits == 1) {
+        const float inv = (kFp8 ? p.v_scale : 1.0f) / row_sum[i];
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt) {
+          const int d = dt * 8 + (lane % 4) * 2;
+          float o0 = round_bf(acc[dt][2 * i] * inv), o1 = round_bf(acc[dt][2 * i + 1] * inv);
+          if (p.gate != nullptr) {
+            o0 = __fmul_rn(o0, sigmoid(bf2f(p.gate[o_off + d])));
+            o1 = __fmul_rn(o1, sigmoid(bf2f(p.gate[o_off + d + 1])));
+          }
+          *reinterpret_cast<uint32_t*>(p.out + o_off + d) = pack_bf16(o0, o1);
+        }
+      } else if (kv_begin < kv_end) {  // an empty split's partials are never read
+        // partial layout: [split][token * Hq + head][D + 2] = (unnormalised o, max, sum)
+        float* dst = partial + (static_cast<int64_t>(split) * p.tokens * hq + token * hq + row_head[i]) * (D + 2);
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt) {
+          const int d = dt * 8 + (lane % 4) * 2;
+          dst[d] = acc[dt][2 * i];
+          dst[d + 1] = acc[dt][2 * i + 1];
+        }
+        if (lane % 4 == 0) {
+          dst[D] = row_max[i];
+          dst[D + 1] = row_sum[i];
+        }
+      }
+    }
+    if (num_splits == 1) return;
 
-  // Publish this split's partials (every thread fences its own stores before
-  // the barrier, thread 0 then counts the block); the group's last block to
-  // count sees every split's partials and merges them. It resets the counter:
-  // no other block of this launch touches it again, and the next launch (or
-  // graph replay) finds it at zero.
-  __shared__ bool s_last;
-  const int group_id = (seq * p.num_kv_heads + kvh) * static_cast<int>(gridDim.x) + m_tile;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    s_last = atomicAdd(p.split_counters + group_id, 1) == num_splits - 1;
-    if (s_last) p.split_counters[group_id] = 0;
+    // Publish this split's partials (every thread fences its own stores before
+    // the barrier, thread 0 then counts the block); the group's last block to
+    // count sees every split's partials and merges them. It resets the counter:
+    // no other block of this launch touches it again, and the next launch (or
+    // graph replay) finds it at zero.
+    __shared__ bool s_last;
+    const int group_id = (seq * p.num_kv_heads + kvh) * static_cast<int>(gridDim.x) + m_tile;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      s_last = atomicAdd(p.split_counters + group_id, 1) == num_splits - 1;
+      if (s_last) p.split_counters[group_id] = 0;
+    }
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    const int live_splits = (kv_len + per_split - 1) / per_split;
+    merge_splits<D, kFp8>(p, live_splits, partial, q_start, m0, last_row - m0 + 1, kvh, smem);
   }
-  __syncthreads();
-  if (!s_last) return;
-  __threadfence();
-  const int live_splits = (kv_len + per_split - 1) / per_split;
-  merge_splits<D, kFp8>(p, live_splits, partial, q_start, m0, last_row - m0 + 1, kvh, smem);
 }
 
 // Splitting also serves causal prefill whose blocks fit in one wave: the
@@ -437,14 +529,37 @@ int m_tiles_of(const PagedAttentionParams& p) {
   return max(1, (max_q * group + kRows - 1) / kRows);
 }
 
+struct LaunchPlan {
+  int m_tiles = 1;
+  int splits = 1;
+  bool cluster = false;  // the splits merge inside a cluster, else through global memory
+};
+
+LaunchPlan plan_of(const PagedAttentionParams& p) {
+  LaunchPlan plan;
+  plan.m_tiles = m_tiles_of(p);
+  plan.splits = choose_splits(p, plan.m_tiles);
+  if (plan.splits > 1 && p.max_seq_len <= kMaxClusterSplits * kClusterMaxSplitKeys) {
+    plan.splits = min(plan.splits, kMaxClusterSplits);
+    plan.cluster = true;
+  }
+  return plan;
+}
+
 template <int D, bool kFp8>
 void launch_d(const PagedAttentionParams& p, void* scratch, cudaStream_t stream) {
-  const int m_tiles = m_tiles_of(p);
-  const int splits = choose_splits(p, m_tiles);
+  const LaunchPlan plan = plan_of(p);
   constexpr size_t smem = Smem<D>::kBytes;
-  allow_dynamic_smem(reinterpret_cast<const void*>(paged_attention_kernel<D, kFp8>), smem);
-  dim3 grid(m_tiles, p.num_kv_heads, p.num_seqs * splits);
-  paged_attention_kernel<D, kFp8><<<grid, kThreads, smem, stream>>>(p, splits, static_cast<float*>(scratch));
+  const dim3 grid(plan.m_tiles, p.num_kv_heads, p.num_seqs * plan.splits);
+  if (plan.cluster) {
+    auto* kernel = paged_attention_kernel<D, kFp8, true>;
+    allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
+    launch_ex(kernel, false, plan.splits, grid, kThreads, smem, stream, p, plan.splits, static_cast<float*>(nullptr));
+  } else {
+    auto* kernel = paged_attention_kernel<D, kFp8, false>;
+    allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
+    kernel<<<grid, kThreads, smem, stream>>>(p, plan.splits, static_cast<float*>(scratch));
+  }
 }
 
 template <bool kFp8>
@@ -467,9 +582,9 @@ bool paged_attention_supported(int head_dim) {
 int paged_attention_split_counters(int num_sms) { return kSplitTargetPerSm * num_sms; }
 
 size_t paged_attention_scratch_bytes(const PagedAttentionParams& p) {
-  const int splits = choose_splits(p, m_tiles_of(p));
-  if (splits <= 1) return 0;
-  return static_cast<size_t>(splits) * p.tokens * p.num_q_heads * (p.head_dim + 2) * sizeof(float);
+  const LaunchPlan plan = plan_of(p);
+  if (plan.splits <= 1 || plan.cluster) return 0;
+  return static_cast<size_t>(plan.splits) * p.tokens * p.num_q_heads * (p.head_dim + 2) * sizeof(float);
 }
 
 void launch_paged_attention(const PagedAttentionParams& p, void* scratch, cudaStream_t stream) {

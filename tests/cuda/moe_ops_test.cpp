@@ -124,6 +124,8 @@ INSTANTIATE_TEST_SUITE_P(
                       MoeCase{"tiny_ungated_small", shape(6, 3, 64, 24, 32, true, false), 9, false},
                       MoeCase{"tiny_ungated_grouped", shape(6, 3, 64, 24, 32, true, false), 45, true},
                       MoeCase{"no_shared_small", shape(16, 4, 128, 64, 0, false, false), 5, false},
+                      // up to 4 tokens: the router's one-cluster kernel, here without a gate row
+                      MoeCase{"no_shared_small_b3", shape(16, 4, 128, 64, 0, false, false), 3, false},
                       // T * (top_k + 1) partial rows past the split down kernel's shared memory: its fallback
                       MoeCase{"topk24_small", shape(64, 24, 128, 64, 64), 30, false},
                       // more than 256 experts: the router's wide per-lane instance

@@ -43,7 +43,10 @@ __device__ __forceinline__ float load_remote(const float* local, uint32_t rank) 
 }
 __device__ __forceinline__ float2 load_remote2(const float* local, uint32_t rank) {
   float2 v;
-  asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(remote_addr(local, rank)) : "memory");
+  asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];\n"
+               : "=f"(v.x), "=f"(v.y)
+               : "r"(remote_addr(local, rank))
+               : "memory");
   return v;
 }
 

@@ -22,10 +22,10 @@ __device__ __forceinline__ void wait_for_prerequisite() { asm volatile("griddepc
 // Launches kernel(args...) so that, when `pdl`, it may begin before the
 // stream's previous kernel completes (it must then wait_for_prerequisite
 // before reading that kernel's outputs or writing anything another kernel
-// before it may still read), in clusters of `cluster` blocks along z when
-// that is above 1. A launch error stays for the caller's check.
+// before it may still read), in clusters of `cluster` blocks when that is
+// more than one block. A launch error stays for the caller's check.
 template <typename... Params, typename... Args>
-void launch_ex(void (*kernel)(Params...), bool pdl, int cluster, dim3 grid, int threads, size_t smem,
+void launch_ex(void (*kernel)(Params...), bool pdl, dim3 cluster, dim3 grid, int threads, size_t smem,
                cudaStream_t stream, Args&&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
@@ -38,11 +38,11 @@ void launch_ex(void (*kernel)(Params...), bool pdl, int cluster, dim3 grid, int 
     attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[n++].val.programmaticStreamSerializationAllowed = 1;
   }
-  if (cluster > 1) {
+  if (cluster.x * cluster.y * cluster.z > 1) {
     attr[n].id = cudaLaunchAttributeClusterDimension;
-    attr[n].val.clusterDim.x = 1;
-    attr[n].val.clusterDim.y = 1;
-    attr[n++].val.clusterDim.z = static_cast<unsigned>(cluster);
+    attr[n].val.clusterDim.x = cluster.x;
+    attr[n].val.clusterDim.y = cluster.y;
+    attr[n++].val.clusterDim.z = cluster.z;
   }
   cfg.attrs = attr;
   cfg.numAttrs = n;
@@ -51,7 +51,7 @@ void launch_ex(void (*kernel)(Params...), bool pdl, int cluster, dim3 grid, int 
 template <typename... Params, typename... Args>
 void launch_maybe_pdl(void (*kernel)(Params...), bool pdl, dim3 grid, int threads, size_t smem, cudaStream_t stream,
                       Args&&... args) {
-  launch_ex(kernel, pdl, 1, grid, threads, smem, stream, std::forward<Args>(args)...);
+  launch_ex(kernel, pdl, dim3(1), grid, threads, smem, stream, std::forward<Args>(args)...);
 }
 
 __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }

@@ -554,7 +554,8 @@ void launch_d(const PagedAttentionParams& p, void* scratch, cudaStream_t stream)
   if (plan.cluster) {
     auto* kernel = paged_attention_kernel<D, kFp8, true>;
     allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
-    launch_ex(kernel, false, plan.splits, grid, kThreads, smem, stream, p, plan.splits, static_cast<float*>(nullptr));
+    launch_ex(kernel, false, dim3(1, 1, plan.splits), grid, kThreads, smem, stream, p, plan.splits,
+              static_cast<float*>(nullptr));
   } else {
     auto* kernel = paged_attention_kernel<D, kFp8, false>;
     allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);

@@ -36,7 +36,10 @@ function(hyllm_test name dir)
     HYLLM_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     HYLLM_BINARY_DIR="${PROJECT_BINARY_DIR}")
   include(GoogleTest)
-  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
+  # Listing the tests loads the program's libraries (cuBLASLt and NCCL for
+  # the CUDA tests: hundreds of MB), which on a cold or busy machine takes
+  # longer than CMake's default 5 s.
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 120
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
     PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT 1200)
 endfunction()

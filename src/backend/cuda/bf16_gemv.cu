@@ -41,9 +41,12 @@ __global__ void bf16_gemv_kernel(Bf16GemvParams p) {
   const uint16_t* wrow = p.w + static_cast<int64_t>(live ? n : 0) * p.K;
   // The first weight tile is in flight while the block stages x: both wait
   // one memory round trip together, and the products then read x from
-  // shared memory instead of one dependent L2 load per chunk.
+  // shared memory instead of one dependent L2 load per chunk. Launched
+  // programmatically, the tile is asked for before the kernel that writes x
+  // ends; x and every write of this kernel come after the wait.
   uint4 wv[kLoads];
   load_weight_tile(wrow, 0, chunks, live, wv);
+  wait_for_prerequisite();
   for (int i = threadIdx.x; i < p.M * chunks; i += blockDim.x) xs[i] = reinterpret_cast<const uint4*>(p.x)[i];
   __syncthreads();
   if (!live) return;
@@ -88,7 +91,7 @@ void launch_mt(const Bf16GemvParams& p, cudaStream_t stream) {
                          static_cast<int>(kBf16GemvMaxXBytes));
     configured = kBf16GemvMaxXBytes;
   }
-  bf16_gemv_kernel<MT><<<ceil_div(p.N, warps), warps * 32, smem, stream>>>(p);
+  launch_maybe_pdl(bf16_gemv_kernel<MT>, true, dim3(ceil_div(p.N, warps)), warps * 32, smem, stream, p);
 }
 
 }  // namespace

@@ -137,6 +137,10 @@ __global__ void __launch_bounds__(kMaxWarps<NT> * 32) fp8_gemv_kernel(Fp8GemvPar
   // The weights of the warp's next K block are in flight while it multiplies one.
   WeightBlock cur{};
   if (warp < num_kb) load_weights<kAligned>(p, n0, warp, cur);
+  // Launched programmatically: the first weights, which no kernel writes, are
+  // in flight while the kernel that writes x still runs; x, its scales and
+  // every write of this kernel come after the wait.
+  wait_for_prerequisite();
   for (int j = warp; j < num_kb; j += warps) {
     WeightBlock next{};
     if (j + warps < num_kb) load_weights<kAligned>(p, n0, j + warps, next);
@@ -186,7 +190,8 @@ void launch_nt(const Fp8GemvParams& p, int num_sms, cudaStream_t stream) {
   // more warps per block keep about 16 per SM in flight.
   const int want = ceil_div(static_cast<int64_t>(num_sms) * 16, static_cast<int64_t>(blocks_x) * blocks_y);
   const int warps = std::max(1, std::min({std::max(4, want), kMaxWarps<NT>, num_kb}));
-  fp8_gemv_kernel<NT, kAligned><<<dim3(blocks_x, blocks_y), warps * 32, smem_bytes<NT>(warps), stream>>>(p);
+  launch_maybe_pdl(fp8_gemv_kernel<NT, kAligned>, true, dim3(blocks_x, blocks_y), warps * 32, smem_bytes<NT>(warps),
+                   stream, p);
 }
 
 template <int NT>

@@ -141,6 +141,7 @@ __global__ void __launch_bounds__(kMaxWarps<NT> * 32) fp8_gemv_kernel(Fp8GemvPar
   // in flight while the kernel that writes x still runs; x, its scales and
   // every write of this kernel come after the wait.
   wait_for_prerequisite();
+  allow_dependents();  // the next kernel (a norm) may take its weights meanwhile
   for (int j = warp; j < num_kb; j += warps) {
     WeightBlock next{};
     if (j + warps < num_kb) load_weights<kAligned>(p, n0, j + warps, next);

@@ -346,6 +346,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32) down_split_fp8_kernel(MoeSma
   // Above: the plan (route_small's, complete before the up kernel began).
   // Below: the hidden rows, complete only with the up kernel.
   wait_for_prerequisite();
+  allow_dependents();  // the next layer's norm may take its weights meanwhile
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   const bool va = h0 + g < H;
   for (int u = warp; u < p.plan.max_items * kSplit; u += kSplitWarps) {

@@ -125,6 +125,16 @@ __global__ void __launch_bounds__(1024) rms_norm_regs_kernel(RmsNormParams p) {
   if (p.fp8.q) allow_dependents();
   const int64_t base = static_cast<int64_t>(blockIdx.x) * p.width;
   const int chunks = p.width / 8;
+  // Launched programmatically: the norm weights, which no kernel writes, are
+  // read while the kernel that writes x still runs; x, the residual and
+  // every write of this kernel come after the wait.
+  float w[CH][8];
+#pragma unroll
+  for (int j = 0; j < CH; ++j) {
+    const int c = threadIdx.x + j * blockDim.x;
+    if (c < chunks) load_weights<8>(p.weight, p.weight_f32, 8 * c, p.width, w[j]);
+  }
+  wait_for_prerequisite();
   float v[CH][8];
   float sum_sq = 0.0f;
 #pragma unroll
@@ -152,11 +162,9 @@ __global__ void __launch_bounds__(1024) rms_norm_regs_kernel(RmsNormParams p) {
     const int c = threadIdx.x + j * blockDim.x;
     float o[8] = {};
     if (c < chunks) {
-      float w[8];
-      load_weights<8>(p.weight, p.weight_f32, 8 * c, p.width, w);
 #pragma unroll
       for (int q = 0; q < 8; ++q) {
-        const float wq = p.plus_one ? w[q] + 1.0f : w[q];
+        const float wq = p.plus_one ? w[j][q] + 1.0f : w[j][q];
         o[q] = round_bf(__fmul_rn(__fmul_rn(v[j][q], inv), wq));
       }
       if (p.out) *reinterpret_cast<uint4*>(p.out + base + 8 * c) = pack8(o);
@@ -250,11 +258,11 @@ void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
   if (vec && chunks_per_thread <= 3) {
     const int threads = ceil_div(ceil_div(chunks, chunks_per_thread), 32) * 32;
     if (chunks_per_thread == 1) {
-      rms_norm_regs_kernel<1><<<p.rows, threads, 0, stream>>>(p);
+      launch_maybe_pdl(rms_norm_regs_kernel<1>, true, dim3(p.rows), threads, 0, stream, p);
     } else if (chunks_per_thread == 2) {
-      rms_norm_regs_kernel<2><<<p.rows, threads, 0, stream>>>(p);
+      launch_maybe_pdl(rms_norm_regs_kernel<2>, true, dim3(p.rows), threads, 0, stream, p);
     } else {
-      rms_norm_regs_kernel<3><<<p.rows, threads, 0, stream>>>(p);
+      launch_maybe_pdl(rms_norm_regs_kernel<3>, true, dim3(p.rows), threads, 0, stream, p);
     }
   } else if (vec) {
     const int threads = p.width >= 2048 ? 256 : 128;

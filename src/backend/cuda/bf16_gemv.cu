@@ -47,6 +47,7 @@ __global__ void bf16_gemv_kernel(Bf16GemvParams p) {
   uint4 wv[kLoads];
   load_weight_tile(wrow, 0, chunks, live, wv);
   wait_for_prerequisite();
+  allow_dependents();  // the next kernel (the GDN conv) may take its weights meanwhile
   for (int i = threadIdx.x; i < p.M * chunks; i += blockDim.x) xs[i] = reinterpret_cast<const uint4*>(p.x)[i];
   __syncthreads();
   if (!live) return;

@@ -192,18 +192,24 @@ __global__ void __launch_bounds__(kRowsPerBlock * kLanesPerRow) decode_kernel(Ga
   __shared__ float sgate[kPrepTokens][3];  // decay, beta, k.q
   const int seq = blockIdx.z, vh = blockIdx.y;
   const int t0 = p.query_start_loc[seq], n = p.query_start_loc[seq + 1] - t0;
-  if (n == 0 || n >= chunked_from) return;
   const int64_t slot = p.state_indices[seq];
-  if (slot < 0 || slot >= p.num_slots) return;
+  const bool run = n > 0 && n < chunked_from && slot >= 0 && slot < p.num_slots;
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const int sub = threadIdx.x % kLanesPerRow;
   const int j = blockIdx.x * kRowsPerBlock + threadIdx.x / kLanesPerRow;
   const bool row_ok = j < p.v_dim;
   const int Dk = p.k_dim, Hk = p.num_k_heads, Hv = p.num_v_heads;
   const int kh = vh / (Hv / Hk);
-  float* srow = p.state + ((slot * Hv + vh) * p.v_dim + (row_ok ? j : 0)) * Dk;
+  float* srow = p.state + (((run ? slot : 0) * Hv + vh) * p.v_dim + (row_ok ? j : 0)) * Dk;
+  // Launched programmatically: the state row (written by an earlier step;
+  // the kernels that may still run, the conv and those it waited for, do not
+  // touch it) is read while the conv runs; its outputs, the gates and every
+  // write come after the wait, which every thread passes.
   float st[EPL];
-  load_row<EPL, Vec>(st, srow, sub, Dk, row_ok && p.has_initial_state[seq] != 0);
+  load_row<EPL, Vec>(st, srow, sub, Dk, run && row_ok && p.has_initial_state[seq] != 0);
+  wait_for_prerequisite();
+  allow_dependents();  // the gated norm's blocks may launch meanwhile
+  if (!run) return;
   const int64_t W = 2LL * Hk * Dk + static_cast<int64_t>(Hv) * p.v_dim;
   const uint16_t* vin = p.qkv + 2LL * Hk * Dk + static_cast<int64_t>(vh) * p.v_dim + (row_ok ? j : 0);
   const int64_t out_stride = static_cast<int64_t>(Hv) * p.v_dim;
@@ -366,7 +372,7 @@ void launch_recurrence(const GatedDeltaRuleParams& p, const Scratch& s, bool sta
                        cudaStream_t stream) {
   dim3 grid(ceil_div(p.v_dim, kRowsPerBlock), p.num_v_heads, p.num_seqs);
   if (!staged) {
-    decode_kernel<EPL, Vec><<<grid, kRowsPerBlock * kLanesPerRow, 0, stream>>>(p, chunked_from);
+    launch_maybe_pdl(decode_kernel<EPL, Vec>, true, grid, kRowsPerBlock * kLanesPerRow, 0, stream, p, chunked_from);
     return;
   }
   const size_t smem = 2 * sizeof(float) * (2 * kChunk * p.k_dim + kChunk * 4 + kChunk * (kRowsPerBlock / 2));

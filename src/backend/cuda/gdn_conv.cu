@@ -274,18 +274,26 @@ __global__ void conv_state_kernel(GdnConvParams p) {
 // read the old window, then the windows, which overwrite it. No other thread
 // reads or writes this channel of this slot (sequences own distinct slots; a
 // save slot is one that no sequence of the call uses), so no barrier.
+//
+// Launched programmatically: the weights and the step's inputs (written
+// before the step began) are read while the kernel before it still runs;
+// x, the conv state and every write come after the wait, which every thread
+// passes (a grid that ended without waiting would let the kernel after it
+// pass its own wait before the kernel before this one ended).
 template <int K>
 __global__ void conv_decode_kernel(GdnConvParams p) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   const int s = blockIdx.y;
-  if (c >= p.channels) return;
+  const bool live = c < p.channels;
   const int start = p.query_start_loc[s], n = p.query_start_loc[s + 1] - start;
-  if (n == 0) return;
   const int64_t slot = p.state_indices[s];
   const bool slot_ok = slot >= 0 && slot < p.num_slots;
   const bool init = p.has_initial_state[s] != 0;
   float w[K];
-  load_weights<K>(p, c, w);
+  if (live) load_weights<K>(p, c, w);
+  wait_for_prerequisite();
+  allow_dependents();  // the recurrence may read its state meanwhile
+  if (!live || n == 0) return;
   for (int t = start; t < start + n; ++t) conv_token<K>(p, w, c, t, start, slot, init && slot_ok);
   if (slot_ok) conv_windows<K>(p, c, s, start, n, slot, init);
 }
@@ -303,7 +311,8 @@ void launch_k(const GdnConvParams& p, cudaStream_t stream) {
   if (p.tokens <= kDecodeMaxTokens || short_sequences) {
     // 64 threads a block: at batch 1 the 10240 channels of the 27B layer fill every SM.
     const int threads = 64;
-    conv_decode_kernel<K><<<dim3(ceil_div(p.channels, threads), p.num_seqs), threads, 0, stream>>>(p);
+    launch_maybe_pdl(conv_decode_kernel<K>, true, dim3(ceil_div(p.channels, threads), p.num_seqs), threads, 0, stream,
+                     p);
     return;
   }
   const int vec = out_vec_width(p);

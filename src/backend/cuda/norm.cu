@@ -179,6 +179,7 @@ __global__ void __launch_bounds__(1024) rms_norm_regs_kernel(RmsNormParams p) {
 template <bool FP8>
 __global__ void gated_rms_norm_kernel(GatedRmsNormParams p) {
   if constexpr (FP8) allow_dependents();
+  wait_for_prerequisite();  // launched programmatically: x and z come from the kernels before
   const int warps = blockDim.x / 32;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * warps + threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
@@ -218,6 +219,7 @@ __global__ void gated_rms_norm_kernel(GatedRmsNormParams p) {
 __global__ void gated_rms_norm_fp8_kernel(GatedRmsNormParams p) {
   extern __shared__ uint16_t s_row[];
   allow_dependents();
+  wait_for_prerequisite();  // launched programmatically: x and z come from the kernels before
   const int t = blockIdx.x, lane = threadIdx.x & 31;
   const int64_t W = static_cast<int64_t>(p.num_heads) * p.head_dim;
   for (int h = threadIdx.x / 32; h < p.num_heads; h += blockDim.x / 32) {
@@ -278,17 +280,19 @@ void launch_gated_rms_norm(const GatedRmsNormParams& p, cudaStream_t stream) {
   const int64_t items = static_cast<int64_t>(p.rows) * p.num_heads;
   if (items == 0) return;
   if (p.fp8.enabled() && p.head_dim % kFp8Group == 0) {
-    gated_rms_norm_kernel<true><<<ceil_div(items, kHeadWarps), kHeadWarps * 32, 0, stream>>>(p);
+    launch_maybe_pdl(gated_rms_norm_kernel<true>, true, dim3(ceil_div(items, kHeadWarps)), kHeadWarps * 32, 0, stream,
+                     p);
     return;
   }
   if (p.fp8.enabled()) {
     const size_t smem = static_cast<size_t>(p.num_heads) * p.head_dim * 2;
     if (smem > 48 * 1024)
       cudaFuncSetAttribute(gated_rms_norm_fp8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    gated_rms_norm_fp8_kernel<<<p.rows, 256, smem, stream>>>(p);
+    launch_maybe_pdl(gated_rms_norm_fp8_kernel, true, dim3(p.rows), 256, smem, stream, p);
     return;
   }
-  gated_rms_norm_kernel<false><<<ceil_div(items, kHeadWarps), kHeadWarps * 32, 0, stream>>>(p);
+  launch_maybe_pdl(gated_rms_norm_kernel<false>, true, dim3(ceil_div(items, kHeadWarps)), kHeadWarps * 32, 0, stream,
+                   p);
 }
 
 }  // namespace hyllm::cuda

@@ -12,7 +12,10 @@ DecodeGraphs::DecodeGraphs(GraphRecorder recorder, int64_t max_model_len)
 
 int64_t DecodeGraphs::seq_len_bucket(int64_t max_seq_len, int64_t max_model_len) {
   constexpr int64_t kShortContext = 256;
-  const int64_t b = max_seq_len <= kShortContext ? kShortContext : max_model_len;
+  constexpr int64_t kMidContext = 4096;
+  const int64_t b = max_seq_len <= kShortContext ? kShortContext
+                    : max_seq_len <= kMidContext ? kMidContext
+                                                 : max_model_len;
   return std::max(std::min(b, max_model_len), max_seq_len);
 }
 
@@ -33,9 +36,12 @@ std::vector<int64_t> DecodeGraphs::capture_sizes(int64_t limit) {
 }
 
 std::vector<int64_t> DecodeGraphs::seq_len_buckets(int64_t max_model_len) {
-  const int64_t shortest = seq_len_bucket(1, max_model_len), longest = seq_len_bucket(max_model_len, max_model_len);
-  if (shortest == longest) return {longest};
-  return {shortest, longest};
+  std::vector<int64_t> buckets;
+  for (int64_t len : {int64_t{1}, int64_t{257}, max_model_len}) {
+    const int64_t b = seq_len_bucket(std::min(len, max_model_len), max_model_len);
+    if (buckets.empty() || buckets.back() < b) buckets.push_back(b);
+  }
+  return buckets;
 }
 
 int64_t DecodeGraphs::recorded() const {

@@ -11,8 +11,8 @@
 //
 // Batches are padded (by the runner, see model_runner.h) to a few capture
 // sizes, as vLLM pads to its cudagraph_capture_sizes: 1, 2, 4, multiples
-// of 8 up to 256, then of 16 up to kMaxBatch. With the two sequence-length
-// buckets that bounds the recordings by 2 x 51 whatever mix of batch sizes
+// of 8 up to 256, then of 16 up to kMaxBatch. With the three sequence-length
+// buckets that bounds the recordings by 3 x 51 whatever mix of batch sizes
 // and context lengths a server sees.
 //
 // The runner records every decode shape at startup (capture(), what vLLM
@@ -69,9 +69,12 @@ class DecodeGraphs {
   int64_t replays() const { return replays_; }
 
   // The sequence-length bound a decode step is recorded under: 256 for
-  // short contexts, else max_model_len. Split-KV attention sizes its splits
-  // by the bound, so the short bucket keeps short steps from launching
-  // splits with nothing to read; every longer context shares one recording
+  // short contexts, 4096 for mid-length ones, else max_model_len (each at
+  // most max_model_len). Split-KV attention sizes its splits by the bound,
+  // so the short bucket keeps short steps from launching splits with nothing
+  // to read, and the mid bucket keeps chat-length contexts on the plans made
+  // for a few thousand keys (on CUDA, splits merged inside one cluster)
+  // under a long --max-model-len; every longer context shares one recording
   // (vLLM's decode graphs have no length dimension at all).
   static int64_t seq_len_bucket(int64_t max_seq_len, int64_t max_model_len);
   // The batch a decode step of `seqs` sequences is padded to: the smallest

@@ -134,6 +134,9 @@ TEST(DecodeGraphs, ShapesAreBatchRowsAndSeqLenBucket) {
   EXPECT_EQ(DecodeGraphs::seq_len_bucket(1, 4096), 256);
   EXPECT_EQ(DecodeGraphs::seq_len_bucket(256, 4096), 256);
   EXPECT_EQ(DecodeGraphs::seq_len_bucket(257, 4096), 4096);
+  EXPECT_EQ(DecodeGraphs::seq_len_bucket(257, 32768), 4096);
+  EXPECT_EQ(DecodeGraphs::seq_len_bucket(4096, 32768), 4096);
+  EXPECT_EQ(DecodeGraphs::seq_len_bucket(4097, 32768), 32768);
   EXPECT_EQ(DecodeGraphs::seq_len_bucket(3000, 3500), 3500);  // capped at max_model_len
   EXPECT_EQ(DecodeGraphs::seq_len_bucket(100, 64), 100);      // never below the step's own bound
 }
@@ -174,7 +177,7 @@ TEST(DecodeGraphs, PaddedDecodeShapesAreBounded) {
       g.run(c, forward);
     }
   }
-  EXPECT_EQ(g.size(), 2u * 51u);
+  EXPECT_EQ(g.size(), 3u * 51u);  // three sequence-length buckets
   EXPECT_LT(g.size(), DecodeGraphs::kMaxGraphs);
 }
 
@@ -252,6 +255,9 @@ TEST(DecodeGraphs, StartupSizesAndBuckets) {
     for (int64_t seqs = 1; seqs <= limit; ++seqs)
       EXPECT_TRUE(std::binary_search(sizes.begin(), sizes.end(), DecodeGraphs::capture_size(seqs, limit))) << seqs;
   }
+  EXPECT_EQ(DecodeGraphs::seq_len_buckets(262144), (std::vector<int64_t>{256, 4096, 262144}));
+  EXPECT_EQ(DecodeGraphs::seq_len_buckets(5000), (std::vector<int64_t>{256, 4096, 5000}));
+  EXPECT_EQ(DecodeGraphs::seq_len_buckets(4097), (std::vector<int64_t>{256, 4096, 4097}));
   EXPECT_EQ(DecodeGraphs::seq_len_buckets(4096), (std::vector<int64_t>{256, 4096}));
   EXPECT_EQ(DecodeGraphs::seq_len_buckets(257), (std::vector<int64_t>{256, 257}));
   EXPECT_EQ(DecodeGraphs::seq_len_buckets(256), (std::vector<int64_t>{256}));

@@ -133,9 +133,12 @@ check() {
   echo "== $name $tool: $result ($secs s)"
 }
 
-# Every run as "tool run [shard]", longest first: the op harness shards.
+# Every run as "tool run [shard]", tool by tool in the order of
+# HYLLM_SANITIZE_TOOLS (name the slowest first: racecheck, whose checks of
+# cuBLASLt's kernels make it the longest), the parity run before the shards.
 plan=()
 for tool in $TOOLS; do
+  [[ " $RUNS " == *" model_parity "* ]] && plan+=("$tool model_parity")
   if [[ " $RUNS " == *" op_harness "* ]]; then
     if [[ -n "$SHARDS" ]]; then
       for ((i = 0; i < SHARDS; ++i)); do plan+=("$tool op_harness $i/$SHARDS"); done
@@ -143,9 +146,6 @@ for tool in $TOOLS; do
       plan+=("$tool op_harness $SHARD")
     fi
   fi
-done
-for tool in $TOOLS; do
-  [[ " $RUNS " == *" model_parity "* ]] && plan+=("$tool model_parity")
 done
 for item in "${plan[@]}"; do
   read -r tool run shard <<< "$item"

@@ -181,8 +181,21 @@ __device__ __forceinline__ void mma_k32(float (&d)[4], const uint4& a_lo, const 
   mma_bf16(d, a1, b.z, b.w);
 }
 
+// Columns [I, hidden_ld) of an item's hidden rows, for an expert narrower
+// than the widest (routed and shared intermediate sizes differ), hold zeros:
+// the FP8 path quantises whole hidden rows in 128-column groups, and a zero
+// never raises a group's scale, so the codes of the expert's own columns are
+// those of its row alone. Columns [n0, n0 + cols) of the block's item.
+__device__ __forceinline__ void zero_hidden_tail(const MoeSmallParams& p, int item, int n0, int cols, int I) {
+  const int pos0 = p.plan.item_pos[item], rows = p.plan.item_rows[item];
+  for (int i = threadIdx.x; i < rows * cols; i += blockDim.x) {
+    const int r = i / cols, col = n0 + i % cols;
+    if (col >= I && col < p.hidden_ld) p.hidden[static_cast<int64_t>(pos0 + r) * p.hidden_ld + col] = 0;
+  }
+}
+
 // The small regime's up kernels' end (bf16 and block-FP8 experts): warp partial sums added in warp order, SwiGLU of the
-// bf16-rounded gate and up values into the item's hidden rows.
+// bf16-rounded gate and up values into the item's hidden rows (zeros past I, as zero_hidden_tail).
 template <int kUpWarps>
 __device__ __forceinline__ void up_store(const MoeSmallParams& p, const float (&acc_g)[4], const float (&acc_u)[4],
                                          int n0, int I, int pos0, int rows) {
@@ -205,8 +218,9 @@ __device__ __forceinline__ void up_store(const MoeSmallParams& p, const float (&
     }
     // Accumulator v: weight row g + 8 (v / 2), item row 2q + v % 2.
     const int col = n0 + g + 8 * (v >> 1), r = 2 * q + (v & 1);
-    if (r < rows && col < I) {
-      p.hidden[static_cast<int64_t>(pos0 + r) * p.hidden_ld + col] = f2bf(silu(round_bf(gs)) * round_bf(us));
+    if (r < rows && col < p.hidden_ld) {
+      p.hidden[static_cast<int64_t>(pos0 + r) * p.hidden_ld + col] =
+          col < I ? f2bf(silu(round_bf(gs)) * round_bf(us)) : uint16_t{0};
     }
   }
 }

@@ -26,6 +26,7 @@ using moe_detail::load_split_tables;
 using moe_detail::prefetch_l2;
 using moe_detail::split_combine;
 using moe_detail::up_store;
+using moe_detail::zero_hidden_tail;
 using moe_detail::SplitTables;
 
 constexpr int kUpCols = 16;  // warps per up block: 16 for few work items, else 4
@@ -83,7 +84,10 @@ __global__ void __launch_bounds__(kUpWarps * 32) up_small_fp8_kernel(MoeSmallPar
   const bool shared = e == p.w.experts;
   const int I = shared ? p.w.shared_inter : p.w.inter;
   const int n0 = blockIdx.y * kUpCols;
-  if (n0 >= I) return;
+  if (n0 >= I) {
+    zero_hidden_tail(p, item, n0, kUpCols, I);
+    return;
+  }
   const int H = p.w.hidden, Hb = (H + kBlock - 1) / kBlock;
   const uint8_t* gate = shared ? p.w.shared_gate_up_q : p.w.gate_up_q + e * p.w.gate_up_stride;
   const uint8_t* up = gate + static_cast<int64_t>(I) * H;
@@ -175,7 +179,10 @@ __global__ void __launch_bounds__(kWarps * 32) up_bulk_fp8_kernel(MoeSmallParams
   const bool shared = e == p.w.experts;
   const int I = shared ? p.w.shared_inter : p.w.inter;
   const int n0 = blockIdx.y * kUpCols;
-  if (n0 >= I) return;
+  if (n0 >= I) {
+    zero_hidden_tail(p, item, n0, kUpCols, I);
+    return;
+  }
   const int H = p.w.hidden, Hb = H / kBlock, span = bulk_span(H, kWarps);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   const int b_begin = warp * Hb / kWarps, b_end = (warp + 1) * Hb / kWarps;

@@ -16,6 +16,14 @@ namespace hyllm::cuda {
 // one ends; wait_for_prerequisite (in such a kernel) returns once the
 // kernel before it has completed and its writes are visible. Both are no-ops
 // without such a launch.
+//
+// The decode step chains such launches, so "the kernel before has
+// completed" must imply "every earlier kernel has completed": every block
+// of a programmatically launched kernel passes its wait in some thread, even
+// a block with no work (a grid that ended without waiting could end before
+// its own predecessor; a block ends only once all its threads have). Before its wait a kernel reads only what no kernel of the
+// step writes (weights, the step's inputs, state from earlier steps that
+// the kernels still running do not touch) and writes nothing.
 __device__ __forceinline__ void allow_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 __device__ __forceinline__ void wait_for_prerequisite() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 

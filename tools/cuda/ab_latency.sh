@@ -10,6 +10,8 @@
 #   HYLLM_AB_CASES="CONFIG:INPUT:BATCH:MAX_MODEL_LEN ..."  configs under tests/data/configs
 #       (default: qwen3_5_35b_a3b_fp8:128:1:1024 qwen3_5_27b_fp8:128:1:1024)
 #   HYLLM_AB_REPS=2   HYLLM_AB_OUTPUT_LEN=64   HYLLM_AB_ITERS=3   HYLLM_AB_ARGS="..." extra flags
+#   HYLLM_AB_METRIC=prefill   the median prefill (time to every prompt's first token) instead of the
+#       decode step (then e.g. HYLLM_AB_OUTPUT_LEN=2 HYLLM_AB_ITERS=5)
 # Logs go to $OUT (default /tmp/hyllm-ab).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -22,6 +24,12 @@ REPS=${HYLLM_AB_REPS:-2}
 OUTPUT_LEN=${HYLLM_AB_OUTPUT_LEN:-64}
 ITERS=${HYLLM_AB_ITERS:-3}
 EXTRA=${HYLLM_AB_ARGS:-}
+METRIC=${HYLLM_AB_METRIC:-decode}
+case $METRIC in
+  decode) PATTERN='s/^Decode step (batch [0-9]*): .*median \([0-9.]*\) ms.*/\1/p' ;;
+  prefill) PATTERN='s/^Prefill (batch .*): .*median \([0-9.]*\) ms.*/\1/p' ;;
+  *) echo "ab_latency: HYLLM_AB_METRIC must be decode or prefill" >&2; exit 2 ;;
+esac
 
 names=()
 paths=()
@@ -38,13 +46,13 @@ run_one() {  # path config input batch max_model_len log
     --output-len "$OUTPUT_LEN" --batch-size "$4" --max-model-len "$5" --num-iters-warmup 1 \
     --num-iters "$ITERS" $EXTRA > "$log" 2>&1  # EXTRA: flags, split on purpose
   local ms
-  ms=$(sed -n 's/^Decode step (batch [0-9]*): .*median \([0-9.]*\) ms.*/\1/p' "$log" | head -1)
+  ms=$(sed -n "$PATTERN" "$log" | head -1)
   echo "${ms:-fail}"
 }
 
 median() { tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -g | awk '{v[NR]=$1} END {if (NR==0) print "fail"; else if (NR%2) print v[(NR+1)/2]; else printf "%.3f\n", (v[NR/2]+v[NR/2+1])/2}'; }
 
-table="| config | input | batch | max-model-len |"
+table="| config ($METRIC) | input | batch | max-model-len |"
 sep="|---|---:|---:|---:|"
 for n in "${names[@]}"; do table+=" $n (ms) |"; sep+="---:|"; done
 for n in "${names[@]:1}"; do table+=" $n vs ${names[0]} |"; sep+="---:|"; done

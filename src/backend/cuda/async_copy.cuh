@@ -4,6 +4,8 @@
 // instructions, holds no registers for them while they are in flight, and
 // waits on the barrier that counts their bytes. Included only by .cu files.
 
+#include <cuda.h>
+
 #include <cstdint>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -45,6 +47,16 @@ __device__ __forceinline__ void bulk_copy_streamed(void* dst, const void* src, u
       " cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], "
       "policy;\n}\n" ::"r"(smem_addr(dst)),
       "l"(src), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+}
+
+// The box at (column x, row y) of a tensor map (tensor_map.h) into dst;
+// completes its bytes on bar (reads past the matrix fill zeros and count).
+__device__ __forceinline__ void tma_load_box(void* dst, const CUtensorMap* map, uint64_t* bar, int x, int y) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::
+          "r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(x), "r"(y)
       : "memory");
 }
 

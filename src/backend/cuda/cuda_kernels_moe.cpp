@@ -315,10 +315,9 @@ void CudaKernels::moe_grouped(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs)
     g.hidden_q = hidden_q;
     g.hidden_scale = hidden_scale;
     g.hidden_scale_ld = rows;
-    cuda::launch_moe_up_grouped_fp8(g, stream_);
-    check_launch("moe (grouped fp8 gate_up)");
-    cuda::launch_moe_down_grouped_fp8(g, stream_);
-    check_launch("moe (grouped fp8 down)");
+    if (!cuda::launch_moe_up_grouped_fp8(g, stream_) || !cuda::launch_moe_down_grouped_fp8(g, stream_))
+      fail(ErrorCode::kUnsupported, "moe: the driver cannot map the FP8 experts' weights for TMA");
+    check_launch("moe (grouped fp8)");
   } else {
     cuda::launch_moe_up_grouped(g, stream_);
     check_launch("moe (grouped gate_up)");

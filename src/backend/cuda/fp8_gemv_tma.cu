@@ -66,14 +66,6 @@ struct Schedule {
   int cluster = 1;  // blocks sharing one row block (split K)
 };
 
-// Box at (column x, row y) of the map into dst; completes bytes on bar.
-__device__ __forceinline__ void tma_load_box(void* dst, const CUtensorMap* map, uint64_t* bar, int x, int y) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::
-          "r"(smem_addr(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(x), "r"(y)
-      : "memory");
-}
 // The scales of one K block a consumer lane needs (block scales): the weight
 // block's and, per n-tile, tokens 2t and 2t + 1's.
 template <int NT>

@@ -14,6 +14,12 @@
 // per-block sum (cpu_linear.cpp), and it keeps the FP8 MMAs' internal
 // accumulation, narrower than fp32, to 128 products.
 //
+// The weight tiles come by TMA (four 64-row boxes a stage, asked for by one
+// thread and counted on the stage's barrier), the A rows by cp.async (rows
+// gathered by token): the kernel is bound by its warps' instruction latency
+// more than by memory (one block of 8 warps an SM), so the weight copies must
+// cost the warps nothing.
+//
 // Warpgroup w multiplies the tile's 64 A rows by B rows [128 w, 128 w + 128):
 // for gate_up those are gate then up rows of intermediate columns
 // n0 + 64 w .. n0 + 64 w + 63, so each thread holds the gate and up values
@@ -21,9 +27,11 @@
 // for down they are
 // output columns n0 + 128 w ... Each warpgroup's 128 weight rows lie in one
 // 128-row scale block (n0 is a multiple of 128, so are I and H).
+#include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/dynamic_smem.cuh"
 #include "backend/cuda/fp8_common.cuh"
 #include "backend/cuda/moe_common.cuh"
+#include "backend/cuda/tensor_map.h"
 #include "backend/cuda/wgmma.cuh"
 
 namespace hyllm::cuda {
@@ -39,6 +47,7 @@ constexpr int kStages = 5;
 constexpr int kAStage = kRows * kRowBytes;
 constexpr int kBStage = kBRows * kRowBytes;
 constexpr int kStageBytes = kAStage + kBStage;
+constexpr int kBoxRows = 64;  // weight rows per TMA box; a stage's B tile is kBRows / kBoxRows boxes
 constexpr size_t kStagesBytes = static_cast<size_t>(kStages) * kStageBytes;
 // The stages (1024-aligned, hence the slack), then the slot tables.
 size_t smem_bytes(int experts) { return kStagesBytes + 1024 + moe_detail::slot_tables_bytes(experts); }
@@ -58,19 +67,18 @@ struct ItemOperands {
   moe_detail::GroupedItem it;
   int n0;
   int kblocks;
-  const uint8_t* W;  // the expert's codes, [rows][K]
-  const float* ws;   // its block scales, [rows / 128][K / 128]
+  int wrow0;        // the expert's first row in its weight map (the shared expert has a map of its own)
+  const float* ws;  // its block scales, [rows / 128][K / 128]
 
   __device__ __forceinline__ ItemOperands(const MoeGroupedGemmParams& p, const moe_detail::SlotTables& t, int item) {
     it = moe_detail::grouped_item<kRows>(p, t, item);
     n0 = it.col_tile * (kUp ? kMoeUpColTile : kMoeDownColTile);
     kblocks = (kUp ? p.w.hidden : it.inter) / kBK;
     const int64_t e = it.expert;
+    wrow0 = it.shared ? 0 : static_cast<int>(e * (kUp ? 2 * it.inter : p.w.hidden));
     if (kUp) {
-      W = it.shared ? p.w.shared_gate_up_q : p.w.gate_up_q + e * 2 * it.inter * p.w.hidden;
       ws = it.shared ? p.w.shared_gate_up_scale : p.w.gate_up_scale + e * p.w.gate_up_scale_stride;
     } else {
-      W = it.shared ? p.w.shared_down_q : p.w.down_q + e * p.w.hidden * it.inter;
       ws = it.shared ? p.w.shared_down_scale : p.w.down_scale + e * p.w.down_scale_stride;
     }
   }
@@ -126,12 +134,24 @@ __device__ __forceinline__ void up_epilogue_quantize(const MoeGroupedGemmParams&
 
 // kUp: A = x's codes gathered by token, output the SwiGLU rows' codes and
 // scales. Otherwise A = the hidden rows' codes, output y.
+// wmap: the routed experts' codes as one [experts x rows, K] byte matrix
+// (gate_up: [E * 2I, H], down: [E * H, I]); smap: the shared expert's.
 template <bool kUp>
-__global__ void __launch_bounds__(kThreads, 1) grouped_fp8_kernel(MoeGroupedGemmParams p) {
+__global__ void __launch_bounds__(kThreads, 1)
+    grouped_fp8_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap smap,
+                       const MoeGroupedGemmParams p) {
 #ifdef HYLLM_WGMMA
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   __shared__ float s_amax[2][kRows];
+  __shared__ uint64_t full[kStages];  // a stage's weight boxes have landed
+  if (threadIdx.x == 0) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&wmap)) : "memory");
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&smap)) : "memory");
+    for (int i = 0; i < kStages; ++i) mbar_init(&full[i], 1);
+    mbar_init_fence();
+  }
+  // (stage_slot_tables ends with a barrier, after which the barriers are used.)
   const MoeGroupedPlan& pl = p.plan;
   const moe_detail::SlotTables tables = moe_detail::stage_slot_tables<kUp>(p, smem + kStagesBytes);
   const int total = tables.item_begin[tables.num_slots];
@@ -163,27 +183,26 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_fp8_kernel(MoeGroupedGemm
     if (li < total) {
       uint8_t* sa = smem + stage * kStageBytes;
       uint8_t* sb = sa + kAStage;
-      const int64_t K = static_cast<int64_t>(lop.kblocks) * kBK, k0 = static_cast<int64_t>(lk) * kBK;
+      const int64_t k0 = static_cast<int64_t>(lk) * kBK;
       const int c = tid & 7;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = (tid >> 3) + 32 * h, src = a_src[h];
         cp_async16(sa + swizzled(r, c), A + (src >= 0 ? src * lda + k0 + c * 16 : 0), src >= 0);
       }
-      const int I = lop.it.inter;
-      for (int i = tid; i < kBRows * 8; i += kThreads) {
-        const int r = i >> 3, cc = i & 7;
-        int wrow;
-        bool ok;
-        if (kUp) {
-          const int j = lop.n0 + 64 * (r >> 7) + (r & 63);
-          ok = j < I;
-          wrow = ((r & 64) ? I : 0) + j;
-        } else {
-          wrow = lop.n0 + r;
-          ok = wrow < p.w.hidden;
+      if (tid == 0) {
+        // Box b holds B rows [64 b, 64 b + 64): for gate_up, gate rows when
+        // b is even and up rows when odd, intermediate columns n0 + 64 (b / 2)
+        // on (n0 + 128 <= I: both multiples of 128); for down, output columns
+        // n0 + 64 b on (rows past H read the next expert's or zeros, and their
+        // columns are not stored).
+        const CUtensorMap* map = lop.it.shared ? &smap : &wmap;
+        mbar_expect_bytes(&full[stage], kBStage);
+#pragma unroll
+        for (int b = 0; b < kBRows / kBoxRows; ++b) {
+          const int row = kUp ? ((b & 1) ? lop.it.inter : 0) + lop.n0 + kBoxRows * (b >> 1) : lop.n0 + kBoxRows * b;
+          tma_load_box(sb + b * kBoxRows * kRowBytes, map, &full[stage], static_cast<int>(k0), lop.wrow0 + row);
         }
-        cp_async16(sb + swizzled(r, cc), lop.W + (ok ? wrow * K + k0 + cc * 16 : 0), ok);
       }
       if (++lk == lop.kblocks) {
         lk = 0;
@@ -214,6 +233,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_fp8_kernel(MoeGroupedGemm
     for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
     for (int kt = 0; kt < op.kblocks; ++kt, ++step) {
       cp_async_wait<kStages - 2>();
+      mbar_wait(&full[step % kStages], static_cast<uint32_t>((step / kStages) & 1));
       fence_proxy_async();
       __syncthreads();
       const uint8_t* stage = smem + (step % kStages) * kStageBytes;
@@ -235,11 +255,12 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_fp8_kernel(MoeGroupedGemm
       // barrier: its stage may be refilled.
       load_next((step + kStages - 1) % kStages);
       // Accumulator j: row r0 + 8 ((j / 2) % 2), column 8 (j / 4) + 2 (lane % 4) + j % 2.
+      // One scale per (row, weight block): a single FMA per accumulator.
+      const float s00 = sa0 * sb0, s10 = sa1 * sb0, s01 = sa0 * sb1, s11 = sa1 * sb1;
 #pragma unroll
       for (int j = 0; j < 64; ++j) {
-        const float sa = ((j >> 1) & 1) ? sa1 : sa0;
-        const float sb = (kUp && j >= 32) ? sb1 : sb0;
-        acc[j] += (part[j] * sa) * sb;
+        const bool odd_row = (j >> 1) & 1, second = kUp && j >= 32;
+        acc[j] = fmaf(part[j], odd_row ? (second ? s11 : s10) : (second ? s01 : s00), acc[j]);
       }
     }
     if constexpr (kUp) {
@@ -261,22 +282,35 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_fp8_kernel(MoeGroupedGemm
 }
 
 template <bool kUp>
-void launch_grouped_fp8(const MoeGroupedGemmParams& p, int max_items, cudaStream_t stream) {
+bool launch_grouped_fp8(const MoeGroupedGemmParams& p, int max_items, cudaStream_t stream) {
+  const MoeExpertPtrs& w = p.w;
+  const int64_t E = w.experts, H = w.hidden, I = w.inter, Is = w.shared_inter;
+  CUtensorMap wmap, smap;
+  if (!encode_swizzled_byte_map(&wmap, kUp ? w.gate_up_q : w.down_q, E * (kUp ? 2 * I : H), kUp ? H : I, kBoxRows,
+                                kRowBytes))
+    return false;
+  if (!w.has_shared()) {
+    smap = wmap;  // no item reads it
+  } else if (!encode_swizzled_byte_map(&smap, kUp ? w.shared_gate_up_q : w.shared_down_q, kUp ? 2 * Is : H,
+                                       kUp ? H : Is, kBoxRows, kRowBytes)) {
+    return false;
+  }
   const size_t smem = smem_bytes(p.w.experts);
   allow_dynamic_smem(reinterpret_cast<const void*>(grouped_fp8_kernel<kUp>), smem);
   const int grid = p.grid < max_items ? p.grid : max_items;
-  if (grid <= 0) return;
-  grouped_fp8_kernel<kUp><<<grid, kThreads, smem, stream>>>(p);
+  if (grid <= 0) return true;
+  grouped_fp8_kernel<kUp><<<grid, kThreads, smem, stream>>>(wmap, smap, p);
+  return true;
 }
 
 }  // namespace
 
-void launch_moe_up_grouped_fp8(const MoeGroupedGemmParams& p, cudaStream_t stream) {
-  launch_grouped_fp8<true>(p, p.max_up_items, stream);
+bool launch_moe_up_grouped_fp8(const MoeGroupedGemmParams& p, cudaStream_t stream) {
+  return launch_grouped_fp8<true>(p, p.max_up_items, stream);
 }
 
-void launch_moe_down_grouped_fp8(const MoeGroupedGemmParams& p, cudaStream_t stream) {
-  launch_grouped_fp8<false>(p, p.max_down_items, stream);
+bool launch_moe_down_grouped_fp8(const MoeGroupedGemmParams& p, cudaStream_t stream) {
+  return launch_grouped_fp8<false>(p, p.max_down_items, stream);
 }
 
 }  // namespace hyllm::cuda

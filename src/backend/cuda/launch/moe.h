@@ -241,8 +241,9 @@ void launch_moe_combine(const MoeGroupedGemmParams& p, cudaStream_t stream);
 // SwiGLU rows as a producer would: quantised per row and 128 columns with the
 // CPU quantiser's arithmetic, into hidden_q / hidden_scale (routed rows have
 // `inter` columns, the shared expert's rows `shared_inter`); `hidden` is not
-// used.
-void launch_moe_up_grouped_fp8(const MoeGroupedGemmParams& p, cudaStream_t stream);
-void launch_moe_down_grouped_fp8(const MoeGroupedGemmParams& p, cudaStream_t stream);
+// used. The weight tiles are read through TMA: false (nothing enqueued) when
+// the driver cannot map the experts' codes.
+bool launch_moe_up_grouped_fp8(const MoeGroupedGemmParams& p, cudaStream_t stream);
+bool launch_moe_down_grouped_fp8(const MoeGroupedGemmParams& p, cudaStream_t stream);
 
 }  // namespace hyllm::cuda

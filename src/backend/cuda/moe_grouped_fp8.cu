@@ -4,15 +4,16 @@
 // (expert slot, 128 intermediate or 256 output columns, here always 64 rows),
 // but both operands stay e4m3 in memory and in the MMAs: the rows of x as
 // the producer norm quantised them, or the SwiGLU rows as the gate_up
-// epilogue quantised them, and the experts' codes as stored. Prefill is bound by reading every expert's weights once per layer,
-// so reading one byte per weight instead of expanding them to bf16 first is
-// the whole point.
+// epilogue quantised them, and the experts' codes as stored. Prefill is
+// bound by reading every expert's weights once per layer, so reading one
+// byte per weight instead of expanding them to bf16 first is the whole point.
 //
 // A k tile is 128 codes: exactly one scale block of both operands. Each
 // tile's FP8 MMAs go into a fresh fp32 accumulator that is then added to the
-// result times (row scale x block scale). That is the CPU reference's
-// per-block sum (cpu_linear.cpp), and it keeps the FP8 MMAs' internal
-// accumulation, narrower than fp32, to 128 products.
+// result times (row scale x block scale), in one FMA. That is the CPU
+// reference's per-block sum (cpu_linear.cpp) but for the rounding of the
+// scales' product, and it keeps the FP8 MMAs' internal accumulation,
+// narrower than fp32, to 128 products.
 //
 // The weight tiles come by TMA (four 64-row boxes a stage, asked for by one
 // thread and counted on the stage's barrier), the A rows by cp.async (rows

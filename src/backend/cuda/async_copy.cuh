@@ -50,6 +50,12 @@ __device__ __forceinline__ void bulk_copy_streamed(void* dst, const void* src, u
       : "memory");
 }
 
+// Brings a kernel-parameter tensor map into the descriptor cache ahead of
+// its first TMA copy.
+__device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
 // The box at (column x, row y) of a tensor map (tensor_map.h) into dst;
 // completes its bytes on bar (reads past the matrix fill zeros and count).
 __device__ __forceinline__ void tma_load_box(void* dst, const CUtensorMap* map, uint64_t* bar, int x, int y) {

@@ -123,8 +123,8 @@ __global__ void __launch_bounds__(kThreads, NT == 1 ? 3 : 2)
 
   if (warp == kConsumerWarps) {
     if (lane == 0) {
-      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&wmap)) : "memory");
-      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&xmap)) : "memory");
+      prefetch_tensor_map(&wmap);
+      prefetch_tensor_map(&xmap);
       // Launched programmatically, the block may run before the kernel
       // that writes x ends: the first stages' weights, which nothing writes,
       // are asked for before the wait, their tokens after it.

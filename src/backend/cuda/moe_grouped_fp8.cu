@@ -147,8 +147,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ float s_amax[2][kRows];
   __shared__ uint64_t full[kStages];  // a stage's weight boxes have landed
   if (threadIdx.x == 0) {
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&wmap)) : "memory");
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&smap)) : "memory");
+    prefetch_tensor_map(&wmap);
+    prefetch_tensor_map(&smap);
     for (int i = 0; i < kStages; ++i) mbar_init(&full[i], 1);
     mbar_init_fence();
   }

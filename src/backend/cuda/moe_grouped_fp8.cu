@@ -88,12 +88,16 @@ struct ItemOperands {
   }
 };
 
+// A barrier of the two consumer warpgroups alone (the producer warp does not
+// take part); barrier 0 is __syncthreads'.
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory"); }
+
 // The up epilogue: SwiGLU of the gate and up accumulators, rounded to bf16
 // as the CPU reference's hidden rows, quantised straight to e4m3 codes and a
 // scale per (row, 128 columns) with the CPU quantiser's arithmetic
 // (fp8_common.cuh). The tile's 128 columns are one scale group, split
 // between the two warpgroups, which exchange their row maxima through
-// s_amax. Every thread of the block calls it (it has a barrier).
+// s_amax. Every consumer thread calls it (it has barriers).
 __device__ __forceinline__ void up_epilogue_quantize(const MoeGroupedGemmParams& p,
                                                      const ItemOperands<true>& op, const float (&acc)[64],
                                                      float (*s_amax)[kRows]) {
@@ -113,14 +117,21 @@ __device__ __forceinline__ void up_epilogue_quantize(const MoeGroupedGemmParams&
     amax[i] = fmaxf(amax[i], __shfl_xor_sync(0xffffffffu, amax[i], 2));
     if ((lane & 3) == 0) s_amax[wg][r0 + 8 * i] = amax[i];
   }
-  __syncthreads();
+  consumers_sync();
+  // The group maxima leave s_amax before the second barrier: with no block
+  // barrier in the k loop, a warp may reach the next item's epilogue while
+  // another still reads this one's.
+  float row_amax[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) row_amax[i] = fmaxf(s_amax[0][r0 + 8 * i], s_amax[1][r0 + 8 * i]);
+  consumers_sync();
   // Every column of the group is below I or none is (I and n0 are multiples of 128).
   if (op.n0 >= op.it.inter) return;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int r = r0 + 8 * i;
     if (r >= op.it.nrows) continue;
-    const float s = __fdiv_rn(fmaxf(fmaxf(s_amax[0][r], s_amax[1][r]), 1e-10f), 448.0f);
+    const float s = __fdiv_rn(fmaxf(row_amax[i], 1e-10f), 448.0f);
     const int64_t pos = op.it.pos_begin + op.it.m0 + r;
     if (wg == 0 && (lane & 3) == 0) p.hidden_scale[(op.n0 / kBK) * p.hidden_scale_ld + pos] = s;
     uint8_t* dst = p.hidden_q + pos * p.hidden_ld + op.n0 + 64 * wg + 2 * (lane & 3);
@@ -137,88 +148,97 @@ __device__ __forceinline__ void up_epilogue_quantize(const MoeGroupedGemmParams&
 // scales. Otherwise A = the hidden rows' codes, output y.
 // wmap: the routed experts' codes as one [experts x rows, K] byte matrix
 // (gate_up: [E * 2I, H], down: [E * H, I]); smap: the shared expert's.
+//
+// Warp-specialised: warps 0-7 (two consumer warpgroups) only wait, multiply
+// and promote; warp 8 (the producer) fills the stages. A stage is full when
+// its weight boxes have landed (TMA bytes on the `full` barrier, with the
+// producer's lane 0 arriving as it asks for them) and the producer's 32
+// lanes have arrived after their A copies completed and they fenced them
+// for the async proxy; it is empty again when the 8 consumer warps have
+// arrived after their MMAs on it. Nothing in the k loop waits at a block
+// barrier.
 template <bool kUp>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kThreads + 32, 1)
     grouped_fp8_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap smap,
                        const MoeGroupedGemmParams p) {
 #ifdef HYLLM_WGMMA
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   __shared__ float s_amax[2][kRows];
-  __shared__ uint64_t full[kStages];  // a stage's weight boxes have landed
+  __shared__ uint64_t full[kStages], empty[kStages];
   if (threadIdx.x == 0) {
     prefetch_tensor_map(&wmap);
     prefetch_tensor_map(&smap);
-    for (int i = 0; i < kStages; ++i) mbar_init(&full[i], 1);
+    for (int i = 0; i < kStages; ++i) {
+      mbar_init(&full[i], 32 + 1);
+      mbar_init(&empty[i], kThreads / 32);
+    }
     mbar_init_fence();
   }
   // (stage_slot_tables ends with a barrier, after which the barriers are used.)
   const MoeGroupedPlan& pl = p.plan;
   const moe_detail::SlotTables tables = moe_detail::stage_slot_tables<kUp>(p, smem + kStagesBytes);
   const int total = tables.item_begin[tables.num_slots];
-  const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
-  const uint8_t* A = kUp ? p.xq : p.hidden_q;
-  const int64_t lda = kUp ? p.w.hidden : p.hidden_ld;
-  const float* as = kUp ? p.x_scale : p.hidden_scale;
-  const int64_t as_ld = kUp ? p.x_scale_ld : p.hidden_scale_ld;
+  const int tid = threadIdx.x, lane = tid & 31;
 
-  // The loader's position in the step stream: item `li`, k tile `lk`. This
-  // thread copies 16-byte chunk tid % 8 of A rows tid / 8 and tid / 8 + 32,
-  // whose sources it keeps in registers; `next` and next_src are the same
-  // for the loader's next item.
-  static_assert(kRows * 8 == 2 * kThreads, "two A chunks per thread");
-  auto resolve = [&](int item, ItemOperands<kUp>& op, int (&src)[2]) {
-    if (item >= total) return;
-    op = ItemOperands<kUp>(p, tables, item);
-    src[0] = op.row_source(pl, tid >> 3);
-    src[1] = op.row_source(pl, (tid >> 3) + 32);
-  };
-  int li = blockIdx.x, lk = 0;
-  ItemOperands<kUp> lop(p, tables, 0), next = lop;
-  int a_src[2] = {-1, -1}, next_src[2] = {-1, -1};
-  resolve(li, lop, a_src);
-  resolve(li + gridDim.x, next, next_src);
-  // Copies the next step's tiles into `stage` (nothing past the last item),
-  // then advances the loader; one commit group per call either way.
-  auto load_next = [&](int stage) {
-    if (li < total) {
-      uint8_t* sa = smem + stage * kStageBytes;
-      uint8_t* sb = sa + kAStage;
-      const int64_t k0 = static_cast<int64_t>(lk) * kBK;
-      const int c = tid & 7;
+  if (tid >= kThreads) {
+    // The producer. Lane l copies A rows l and l + 32 (rows past the item's
+    // are not copied: their products land in accumulator rows that are never
+    // stored). Its copies of step n are waited for at step n + kLag, so
+    // that several steps' copies are in flight.
+    constexpr int kLag = kStages - 2;
+    const uint8_t* A = kUp ? p.xq : p.hidden_q;
+    const int64_t lda = kUp ? p.w.hidden : p.hidden_ld;
+    int n = 0;  // steps asked for so far
+    auto arrive_full = [&](int step) {
+      fence_proxy_async();
+      mbar_arrive(&full[step % kStages]);
+    };
+    for (int item = blockIdx.x; item < total; item += gridDim.x) {
+      const ItemOperands<kUp> op(p, tables, item);
+      const int src[2] = {op.row_source(pl, lane), op.row_source(pl, lane + 32)};
+      const CUtensorMap* map = op.it.shared ? &smap : &wmap;
+      for (int kt = 0; kt < op.kblocks; ++kt, ++n) {
+        const int st = n % kStages;
+        if (n >= kStages) mbar_wait(&empty[st], static_cast<uint32_t>(((n / kStages) & 1) ^ 1));
+        uint8_t* sa = smem + st * kStageBytes;
+        uint8_t* sb = sa + kAStage;
+        const int64_t k0 = static_cast<int64_t>(kt) * kBK;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = (tid >> 3) + 32 * h, src = a_src[h];
-        cp_async16(sa + swizzled(r, c), A + (src >= 0 ? src * lda + k0 + c * 16 : 0), src >= 0);
-      }
-      if (tid == 0) {
-        // Box b holds B rows [64 b, 64 b + 64): for gate_up, gate rows when
-        // b is even and up rows when odd, intermediate columns n0 + 64 (b / 2)
-        // on (n0 + 128 <= I: both multiples of 128); for down, output columns
-        // n0 + 64 b on (rows past H read the next expert's or zeros, and their
-        // columns are not stored).
-        const CUtensorMap* map = lop.it.shared ? &smap : &wmap;
-        mbar_expect_bytes(&full[stage], kBStage);
+        for (int h = 0; h < 2; ++h) {
+          if (src[h] < 0) continue;
+          const uint8_t* row = A + src[h] * lda + k0;
 #pragma unroll
-        for (int b = 0; b < kBRows / kBoxRows; ++b) {
-          const int row = kUp ? ((b & 1) ? lop.it.inter : 0) + lop.n0 + kBoxRows * (b >> 1) : lop.n0 + kBoxRows * b;
-          tma_load_box(sb + b * kBoxRows * kRowBytes, map, &full[stage], static_cast<int>(k0), lop.wrow0 + row);
+          for (int c = 0; c < 8; ++c) cp_async16(sa + swizzled(lane + 32 * h, c), row + c * 16, true);
+        }
+        cp_async_commit();
+        if (lane == 0) {
+          // Box b holds B rows [64 b, 64 b + 64): for gate_up, gate rows when
+          // b is even and up rows when odd, intermediate columns n0 + 64 (b / 2)
+          // on (n0 + 128 <= I: both multiples of 128); for down, output
+          // columns n0 + 64 b on (rows past H read the next expert's or zeros,
+          // and their columns are not stored).
+          mbar_expect_bytes(&full[st], kBStage);
+#pragma unroll
+          for (int b = 0; b < kBRows / kBoxRows; ++b) {
+            const int row = kUp ? ((b & 1) ? op.it.inter : 0) + op.n0 + kBoxRows * (b >> 1) : op.n0 + kBoxRows * b;
+            tma_load_box(sb + b * kBoxRows * kRowBytes, map, &full[st], static_cast<int>(k0), op.wrow0 + row);
+          }
+        }
+        if (n >= kLag) {
+          cp_async_wait<kLag>();
+          arrive_full(n - kLag);
         }
       }
-      if (++lk == lop.kblocks) {
-        lk = 0;
-        li += gridDim.x;
-        lop = next;
-        a_src[0] = next_src[0];
-        a_src[1] = next_src[1];
-        resolve(li + gridDim.x, next, next_src);
-      }
     }
-    cp_async_commit();
-  };
-#pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) load_next(st);
+    cp_async_wait<0>();
+    for (int m = n > kLag ? n - kLag : 0; m < n; ++m) arrive_full(m);
+    return;
+  }
 
+  const int wg = tid >> 7, warp = (tid >> 5) & 3;
+  const float* as = kUp ? p.x_scale : p.hidden_scale;
+  const int64_t as_ld = kUp ? p.x_scale_ld : p.hidden_scale_ld;
   int step = 0;  // this block's steps so far: step s's tiles are in stage s % kStages
   for (int item = blockIdx.x; item < total; item += gridDim.x) {
     const ItemOperands<kUp> op(p, tables, item);
@@ -233,11 +253,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
     for (int kt = 0; kt < op.kblocks; ++kt, ++step) {
-      cp_async_wait<kStages - 2>();
-      mbar_wait(&full[step % kStages], static_cast<uint32_t>((step / kStages) & 1));
-      fence_proxy_async();
-      __syncthreads();
-      const uint8_t* stage = smem + (step % kStages) * kStageBytes;
+      const int st = step % kStages;
+      mbar_wait(&full[st], static_cast<uint32_t>((step / kStages) & 1));
+      const uint8_t* stage = smem + st * kStageBytes;
       const uint64_t da = smem_desc(stage);
       const uint64_t db = smem_desc(stage + kAStage + wg * 128 * kRowBytes);
       fence_operands(part);
@@ -252,9 +270,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       const float sb1 = __ldg(op.ws + static_cast<int64_t>(sb_row1) * op.kblocks + kt);
       wait<0>();
       fence_operands(part);
-      // Every warpgroup finished the previous step before this step's
-      // barrier: its stage may be refilled.
-      load_next((step + kStages - 1) % kStages);
+      // This warp's MMAs have read the stage: hand it back.
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[st]);
       // Accumulator j: row r0 + 8 ((j / 2) % 2), column 8 (j / 4) + 2 (lane % 4) + j % 2.
       // One scale per (row, weight block): a single FMA per accumulator.
       const float s00 = sa0 * sb0, s10 = sa1 * sb0, s01 = sa0 * sb1, s11 = sa1 * sb1;
@@ -278,7 +296,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   }
-  cp_async_wait<0>();
 #endif
 }
 
@@ -300,7 +317,7 @@ bool launch_grouped_fp8(const MoeGroupedGemmParams& p, int max_items, cudaStream
   allow_dynamic_smem(reinterpret_cast<const void*>(grouped_fp8_kernel<kUp>), smem);
   const int grid = p.grid < max_items ? p.grid : max_items;
   if (grid <= 0) return true;
-  grouped_fp8_kernel<kUp><<<grid, kThreads, smem, stream>>>(wmap, smap, p);
+  grouped_fp8_kernel<kUp><<<grid, kThreads + 32, smem, stream>>>(wmap, smap, p);
   return true;
 }
 

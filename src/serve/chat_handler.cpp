@@ -105,6 +105,7 @@ void handle_chat_completions(const ServingContext& ctx, ActivityCounter& activit
   options.include_usage = req.sampling.include_usage;
   options.continuous_usage = req.sampling.continuous_usage_stats;
   options.return_token_ids = req.sampling.return_token_ids;
+  options.tokens_as_token_ids = req.sampling.return_tokens_as_token_ids;
   auto formatter = make_chat_formatter(std::move(options), tok, std::move(echo), std::move(ids), std::move(parsing));
   if (req.sampling.stream) {
     respond_stream(res, std::move(generation), std::move(formatter), std::move(guard));

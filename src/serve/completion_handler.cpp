@@ -78,6 +78,7 @@ void handle_completions(const ServingContext& ctx, ActivityCounter& activity, co
   options.include_usage = req.sampling.include_usage;
   options.continuous_usage = req.sampling.continuous_usage_stats;
   options.return_token_ids = req.sampling.return_token_ids || !tok;
+  options.tokens_as_token_ids = req.sampling.return_tokens_as_token_ids;
   auto formatter = make_completion_formatter(std::move(options), tok, std::move(echo), std::move(prompt_ids),
                                              req.sampling.n);
   if (req.sampling.stream) {

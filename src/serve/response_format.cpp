@@ -7,7 +7,7 @@
 namespace hyllm::serve {
 
 std::string TokenizerText::text(int32_t token) const {
-  if (!tokenizer_) return fmt::format("token_id:{}", token);
+  if (spell_ids_) return fmt::format("token_id:{}", token);
   const int32_t one[] = {token};
   return tokenizer_->decode(one, false);
 }

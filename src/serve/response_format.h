@@ -16,16 +16,19 @@
 namespace hyllm::serve {
 
 // Token strings and bytes for logprobs, from the tokenizer. Without one
-// (--skip-tokenizer-init) a token is spelled "token_id:N", as vLLM spells it
-// with --return-tokens-as-token-ids.
+// (--skip-tokenizer-init), or when the request asks with
+// return_tokens_as_token_ids, a token is spelled "token_id:N", as vLLM spells
+// it: ids are unambiguous where several tokens decode to the same text.
 class TokenizerText final : public TokenText {
  public:
-  explicit TokenizerText(const Tokenizer* tokenizer) : tokenizer_(tokenizer) {}
+  explicit TokenizerText(const Tokenizer* tokenizer, bool spell_ids = false)
+      : tokenizer_(tokenizer), spell_ids_(spell_ids || tokenizer == nullptr) {}
   std::string text(int32_t token) const override;
   std::string bytes(int32_t token) const override;
 
  private:
   const Tokenizer* tokenizer_;
+  bool spell_ids_;
 };
 
 // A whole choice, accumulated from its events.
@@ -49,12 +52,13 @@ struct ResponseOptions {
   bool include_usage = false;        // stream: a last chunk with usage
   bool continuous_usage = false;     // stream: usage on every chunk
   bool return_token_ids = false;
+  bool tokens_as_token_ids = false;  // logprobs' tokens spelled "token_id:N"
 };
 
 class ResponseFormatter {
  public:
   ResponseFormatter(ResponseOptions options, const Tokenizer* tokenizer)
-      : options_(std::move(options)), text_(tokenizer) {}
+      : options_(std::move(options)), text_(tokenizer, options_.tokens_as_token_ids) {}
   ResponseFormatter(ResponseOptions options, const Tokenizer& tokenizer)
       : ResponseFormatter(std::move(options), &tokenizer) {}
   virtual ~ResponseFormatter() = default;

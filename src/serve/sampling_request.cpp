@@ -103,6 +103,7 @@ SamplingRequest parse_sampling_request(const FieldReader& r) {
   s.include_stop_str_in_output = r.boolean("include_stop_str_in_output").value_or(false);
   s.skip_special_tokens = r.boolean("skip_special_tokens").value_or(true);
   s.return_token_ids = r.boolean("return_token_ids").value_or(false);
+  s.return_tokens_as_token_ids = r.boolean("return_tokens_as_token_ids").value_or(false);
 
   s.stop = r.string_or_list("stop", kMaxStopStrings);
   for (const auto& stop : s.stop) {

@@ -37,6 +37,7 @@ struct SamplingRequest {
   bool include_usage = false;           // stream_options.include_usage
   bool continuous_usage_stats = false;  // stream_options.continuous_usage_stats
   bool return_token_ids = false;        // vLLM: prompt and output ids in the response
+  bool return_tokens_as_token_ids = false;  // vLLM: logprobs' tokens as "token_id:N"
 };
 
 // Parses everything but logprobs and max_tokens, whose spelling differs

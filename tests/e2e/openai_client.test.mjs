@@ -128,6 +128,26 @@ describe('completions', () => {
       assert.equal(Math.max(...Object.values(top)), lp.token_logprobs[i]);
     }
     assert.equal(lp.text_offset[0], 0);
+    // vLLM's return_tokens_as_token_ids: the same logprobs, tokens spelled by id.
+    const byId = await client.completions.create({
+      model: MODEL, prompt: PROMPT, max_tokens: 6, temperature: 0, logprobs: 3,
+      return_tokens_as_token_ids: true, return_token_ids: true,
+    });
+    const ids = byId.choices[0].token_ids;
+    assert.deepEqual(byId.choices[0].logprobs.tokens, ids.map((id) => `token_id:${id}`));
+    assert.equal(byId.choices[0].text, r.choices[0].text);
+    assert.deepEqual(byId.choices[0].logprobs.token_logprobs, lp.token_logprobs);
+    for (const top of byId.choices[0].logprobs.top_logprobs) {
+      for (const k of Object.keys(top)) assert.match(k, /^token_id:\d+$/);
+    }
+    const chat = await client.chat.completions.create({
+      model: MODEL, messages: [{ role: 'user', content: PROMPT }], max_tokens: 3, temperature: 0,
+      logprobs: true, top_logprobs: 2, return_tokens_as_token_ids: true,
+    });
+    for (const e of chat.choices[0].logprobs.content) {
+      assert.match(e.token, /^token_id:\d+$/);
+      for (const t of e.top_logprobs) assert.match(t.token, /^token_id:\d+$/);
+    }
   });
 
   it('stops at stop strings, in stream and non-stream alike', async () => {

@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -99,6 +100,10 @@ TEST(TokenizerText, WithoutATokenizerTokensAreSpelledAsIds) {
   TokenizerText with(&tok);
   const int32_t id = tok.encode("list", false).at(0);
   EXPECT_EQ(with.text(id), tok.decode(std::span<const int32_t>(&id, 1), false));
+  // return_tokens_as_token_ids: ids even with a tokenizer; the bytes stay the token's.
+  TokenizerText ids(&tok, true);
+  EXPECT_EQ(ids.text(id), fmt::format("token_id:{}", id));
+  EXPECT_EQ(ids.bytes(id), tok.token_bytes(id));
 }
 
 TEST(RequestText, IsTheEnginesStopHook) {

@@ -90,7 +90,7 @@ for c in "${cases[@]}"; do
     --max-tokens 32 $agree_args --log "$WORK/llama_$name.log" > "$WORK/agree_$name.txt" 2>&1
   rc=$?
   [[ $rc == 0 ]] || status=1
-  rows+=("| $name | $(grep '^| all' "$WORK/agree_$name.txt" | cut -d'|' -f4,5 | tr '|' ',' | tr -s ' ') | exit $rc, $(grep -o 'tie margin [0-9.]* nats' "$WORK/agree_$name.txt"), $WORK/agree_$name.txt |")
+  rows+=("| $name | $(grep '^| all' "$WORK/agree_$name.txt" | cut -d'|' -f4,5 | tr '|' ',' | tr -s ' ') | exit $rc, $(grep -o 'near-tie margin [0-9.]* nats' "$WORK/agree_$name.txt"), $WORK/agree_$name.txt |")
 done
 
 # The Q8_0 export byte for byte against llama.cpp's own quantiser (gguf-py

@@ -18,6 +18,7 @@
 #include "bench/svg_plot.h"
 #include "bench/tokenizer_adapter.h"
 #include "bench_offline.h"
+#include "build_commit.h"
 #include "command.h"
 #include "util/status.h"
 
@@ -241,13 +242,7 @@ void setup_bench(CLI::App& bench, int& exit_code) {
     o.gpu.bandwidth_bytes_per_s = bandwidth_gbs * 1e9;
     o.gpu_name = gpu_name;
     o.hyllm_binary = fs::canonical("/proc/self/exe").string();
-#ifdef HYLLM_SOURCE_DIR
-    if (FILE* p = popen("git -C " HYLLM_SOURCE_DIR " rev-parse --short HEAD 2>/dev/null", "r")) {
-      char buf[64] = {0};
-      if (fgets(buf, sizeof buf, p)) o.ours_commit = std::string(buf, strcspn(buf, "\n"));
-      pclose(p);
-    }
-#endif
+    o.ours_commit = kBuildCommit;
     o.command_line = "hyllm bench compare --peer " + peer_path + " --model " + cmp_model;
     for (const auto& kv : cmp_set) o.command_line += " --set " + kv;
     if (!markdown.empty()) o.markdown_path = markdown;

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "build_commit.h"
 #include "command.h"
 #include "util/log.h"
 #include "util/status.h"
@@ -25,7 +26,7 @@ int main(int argc, char** argv) {
   using namespace hyllm;
   CLI::App app{"hyllm: an inference engine and OpenAI-compatible server for hybrid linear-attention LLMs"};
   app.name("hyllm");
-  app.set_version_flag("--version", std::string("hyllm ") + kVersion);
+  app.set_version_flag("--version", std::string("hyllm ") + kVersion + " (commit " + kBuildCommit + ")");
   app.require_subcommand(0, 1);
 
   auto& commands = app::command_registry();

@@ -17,9 +17,9 @@
 //
 // The weight tiles come by TMA (four 64-row boxes a stage, asked for by one
 // thread and counted on the stage's barrier), the A rows by cp.async (rows
-// gathered by token): the kernel is bound by its warps' instruction latency
-// more than by memory (one block of 8 warps an SM), so the weight copies must
-// cost the warps nothing.
+// gathered by token), both from a producer warp: with one block an SM the
+// kernel is bound by its warps' instruction latency more than by memory, so
+// the consumers spend their issue slots on MMAs and promotion only.
 //
 // Warpgroup w multiplies the tile's 64 A rows by B rows [128 w, 128 w + 128):
 // for gate_up those are gate then up rows of intermediate columns

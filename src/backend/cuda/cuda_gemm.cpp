@@ -1,7 +1,10 @@
 #include "backend/cuda/cuda_gemm.h"
 
+#include <chrono>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/sanitizer_marks.h"
+#include "util/log.h"
 
 #define HYLLM_CUBLAS_CHECK(expr)                                                                    \
   do {                                                                                              \
@@ -108,9 +111,17 @@ const GemmRunner::Plan* GemmRunner::plan(Kind kind, int64_t M, int64_t N, int64_
                                                           &workspace_bytes_, sizeof(workspace_bytes_)));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
+  const auto t0 = std::chrono::steady_clock::now();
   const cublasStatus_t st =
       cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   cublasLtMatmulPreferenceDestroy(pref);
+  heuristic_ms_ += ms;
+  if (++heuristic_queries_ % 256 == 1) {
+    static constexpr const char* kKindNames[] = {"bf16", "fp8 per-tensor", "fp8 block"};
+    log::debug("cuBLASLt: {} heuristic queries, {:.1f} ms in all; the last ({}, M={} N={} K={}) took {:.3f} ms",
+               heuristic_queries_, heuristic_ms_, kKindNames[static_cast<int>(kind)], M, N, K, ms);
+  }
   if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
     cublasLtMatrixLayoutDestroy(p.a);
     cublasLtMatrixLayoutDestroy(p.b);

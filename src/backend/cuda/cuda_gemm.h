@@ -61,6 +61,11 @@ class GemmRunner {
   const Plan* plan(Kind kind, int64_t M, int64_t N, int64_t K, bool out_f32);
   static void destroy(Plan& p);
 
+  // The heuristic's cost on the host, logged at debug level: a prefill step
+  // with a new row count plans each of its GEMM shapes before enqueueing it.
+  uint64_t heuristic_queries_ = 0;
+  double heuristic_ms_ = 0.0;
+
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;

@@ -106,12 +106,16 @@ def llama_greedy(base, prompt_ids, n):
     r = post(f"{base}/completion", {"prompt": prompt_ids, "n_predict": n, "temperature": 0.0, "n_probs": TOP,
                                     "return_tokens": True, "cache_prompt": False, "seed": 0})
     tokens = r["tokens"]
-    # The server leaves out the entries of tokens that end inside a multi-byte
-    # UTF-8 character, so entries are matched to steps by their token ids, in
-    # order (a left-out step whose token equals the next entry's would take
-    # that entry: equal tokens in a row, where the steps' contexts differ by
-    # one token; accepted).
-    entries = r.get("completion_probabilities") or []
+    return tokens, r.get("stop_type") == "eos", align_entries(tokens, r.get("completion_probabilities") or [])
+
+
+def align_entries(tokens, entries):
+    """llama-server's log-prob entries as one per step: {id: logprob} or None.
+    The server leaves out the entries of tokens that end inside a multi-byte
+    UTF-8 character, so entries are matched to steps by their token ids, in
+    order (a left-out step whose token equals the next entry's would take
+    that entry: equal tokens in a row, whose contexts differ by one token;
+    accepted)."""
     steps, e = [], 0
     for t in tokens:
         if e < len(entries) and entries[e]["id"] == t:
@@ -119,7 +123,7 @@ def llama_greedy(base, prompt_ids, n):
             e += 1
         else:
             steps.append(None)
-    return tokens, r.get("stop_type") == "eos", steps
+    return steps
 
 
 def hyllm_greedy(base, prompt_ids, n):
@@ -143,6 +147,55 @@ def percentile(values, q):
         return float("nan")
     v = sorted(values)
     return v[min(len(v) - 1, int(q * len(v)))]
+
+
+def first_divergence(ours, ours_eos, theirs, theirs_eos):
+    """(ours, theirs, k, n): the first step k where the two differ (None if
+    none) over n common steps; an ending where the other went on counts as
+    a step whose token is -1."""
+    if ours_eos and theirs_eos and len(ours) == len(theirs) + 1:
+        theirs = theirs + ours[-1:]  # llama.cpp leaves the end-of-sequence token out of "tokens"
+    n = min(len(ours), len(theirs))
+    k = next((j for j in range(n) if ours[j] != theirs[j]), None)
+    if k is None and len(ours) != len(theirs):
+        k = n
+        theirs = theirs + [-1] if len(theirs) == n else theirs
+        ours = ours + [-1] if len(ours) == n else ours
+    return ours, theirs, k, n
+
+
+def run_noise(run, our_lp, their_lp):
+    """pair_noise over the steps before the divergence that both engines scored."""
+    _, _, k, n = run
+    noise = []
+    for j in range(min(k if k is not None else n, len(our_lp), len(their_lp))):
+        if our_lp[j] is not None and their_lp[j] is not None:
+            noise += pair_noise(our_lp[j], their_lp[j])
+    return noise
+
+
+def classify(ours, theirs, our_lp, their_lp, k, margin):
+    """("near-tie" | "mismatch" | "unclassified", verdict text) of the divergence at step k."""
+    name = lambda t: "end" if t == -1 else str(t)
+    what = f"hyllm {name(ours[k])}, llama.cpp {name(theirs[k])}"
+    ll = (their_lp[k] if k < len(their_lp) else None) or {}
+    hy = (our_lp[k] if k < len(our_lp) else None) or {}
+    a, b = ours[k], theirs[k]
+    if a in ll and b in ll and a in hy and b in hy:
+        g_llama, g_hyllm = ll[b] - ll[a], hy[a] - hy[b]
+        d = g_llama + g_hyllm
+        gaps = f"d {d:.3f} = g_llama {g_llama:.3f} + g_hyllm {g_hyllm:.3f}"
+        if d < margin:
+            return "near-tie", f"near-tie at step {k} ({gaps}: {what})"
+        return "mismatch", f"MISMATCH at step {k} ({gaps}: {what})"
+    if ll and hy and b in ll and a in hy:
+        # A choice outside the other engine's top list scores at most that
+        # list's lowest log-prob: d is at least this bound.
+        d = (ll[b] - ll.get(a, min(ll.values()))) + (hy[a] - hy.get(b, min(hy.values())))
+        if d >= margin:
+            return "mismatch", f"MISMATCH at step {k} (d >= {d:.3f}, a choice outside a top-{TOP}: {what})"
+        return "unclassified", f"unclassified at step {k} (d >= {d:.3f}, a choice outside a top-{TOP}: {what})"
+    return "unclassified", f"unclassified at step {k} (no log-probs for a choice: {what})"
 
 
 def main():
@@ -198,59 +251,24 @@ def main():
         proc.wait(timeout=60)
 
     # The noise: every step both engines took from the same context.
-    noise = []
-    divergences = []
+    noise, runs = [], []
     for (ours, ours_eos, our_lp), (theirs, theirs_eos, their_lp) in zip(ours_all, theirs_all):
-        if ours_eos and theirs_eos and len(ours) == len(theirs) + 1:
-            theirs = theirs + ours[-1:]  # llama.cpp leaves the end-of-sequence token out of "tokens"
-        n = min(len(ours), len(theirs))
-        k = next((j for j in range(n) if ours[j] != theirs[j]), None)
-        if k is None and len(ours) != len(theirs):
-            k = n  # one engine ended where the other went on
-            theirs = theirs + [-1] if len(theirs) == n else theirs
-            ours = ours + [-1] if len(ours) == n else ours
-        for j in range(min(k if k is not None else n, len(our_lp), len(their_lp))):
-            if their_lp[j] is not None:
-                noise += pair_noise(our_lp[j], their_lp[j])
-        divergences.append((ours, theirs, our_lp, their_lp, k, n, ours_eos))
+        run = first_divergence(ours, ours_eos, theirs, theirs_eos)
+        noise += run_noise(run, our_lp, their_lp)
+        runs.append((run, our_lp, their_lp, ours_eos))
     p99 = percentile(noise, 0.99)
     margin = max(args.tie_margin, args.noise_factor * p99) if noise else args.tie_margin
 
     rows, mismatches, unclassified, total_equal, total_steps = [], 0, 0, 0, 0
-    for i, (p, (ours, theirs, our_lp, their_lp, k, n, ours_eos)) in enumerate(zip(prompts, divergences)):
+    for i, (p, (run, our_lp, their_lp, ours_eos)) in enumerate(zip(prompts, runs)):
+        ours, theirs, k, n = run
         if k is None:
             verdict, equal = ("equal (both ended)" if ours_eos else "equal"), n
         else:
             equal = k
-            name = lambda t: "end" if t == -1 else str(t)
-            what = f"hyllm {name(ours[k])}, llama.cpp {name(theirs[k])}"
-            ll = (their_lp[k] if k < len(their_lp) else None) or {}
-            hy = our_lp[k] if k < len(our_lp) else {}
-            if ours[k] in ll and theirs[k] in ll and ours[k] in hy and theirs[k] in hy:
-                g_llama = ll[theirs[k]] - ll[ours[k]]
-                g_hyllm = hy[ours[k]] - hy[theirs[k]]
-                d = g_llama + g_hyllm
-                gaps = f"d {d:.3f} = g_llama {g_llama:.3f} + g_hyllm {g_hyllm:.3f}"
-                if d < margin:
-                    verdict = f"near-tie at step {k} ({gaps}: {what})"
-                else:
-                    verdict = f"MISMATCH at step {k} ({gaps}: {what})"
-                    mismatches += 1
-            elif ll and hy and theirs[k] in ll and ours[k] in hy:
-                # A choice outside the other engine's top list scores at most
-                # that list's lowest log-prob: d is at least this bound.
-                g_llama = ll[theirs[k]] - ll.get(ours[k], min(ll.values()))
-                g_hyllm = hy[ours[k]] - hy.get(theirs[k], min(hy.values()))
-                d = g_llama + g_hyllm
-                if d >= margin:
-                    verdict = f"MISMATCH at step {k} (d >= {d:.3f}, a choice outside a top-{TOP}: {what})"
-                    mismatches += 1
-                else:
-                    verdict = f"unclassified at step {k} (d >= {d:.3f}, a choice outside a top-{TOP}: {what})"
-                    unclassified += 1
-            else:
-                verdict = f"unclassified at step {k} (no log-probs for a choice: {what})"
-                unclassified += 1
+            kind, verdict = classify(ours, theirs, our_lp, their_lp, k, margin)
+            mismatches += kind == "mismatch"
+            unclassified += kind == "unclassified"
         total_equal += equal
         total_steps += args.max_tokens
         rows.append((i, len(p), equal, verdict))

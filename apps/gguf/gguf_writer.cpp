@@ -148,9 +148,13 @@ void GgufWriter::write(const std::filesystem::path& path,
   std::vector<std::byte> buf;
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const Tensor& t = tensors_[i];
-    buf.assign(padded(t.nbytes), std::byte{0});
+    // The producer writes all t.nbytes; only the alignment padding is zeroed
+    // here (a fill of the whole buffer per tensor doubles the export's passes).
+    if (buf.size() < padded(t.nbytes)) buf.resize(padded(t.nbytes));
+    std::fill(buf.begin() + static_cast<std::ptrdiff_t>(t.nbytes),
+              buf.begin() + static_cast<std::ptrdiff_t>(padded(t.nbytes)), std::byte{0});
     t.produce(std::span<std::byte>(buf.data(), t.nbytes));
-    out.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size()));
+    out.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(padded(t.nbytes)));
     if (!out) fail(ErrorCode::kIo, "writing {} failed (disk full?)", path.string());
     if (on_tensor) on_tensor(i + 1, tensors_.size(), t.name);
   }

@@ -5,12 +5,14 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "gguf/ggml_quants.h"
 #include "tensor/float_conversions.h"
 #include "util/status.h"
+#include "util/thread_pool.h"
 
 namespace hyllm::gguf {
 
@@ -20,10 +22,39 @@ constexpr uint32_t kFileTypeMostlyBf16 = 32;  // llama_ftype LLAMA_FTYPE_MOSTLY_
 constexpr uint32_t kFileTypeMostlyQ8_0 = 7;   // llama_ftype LLAMA_FTYPE_MOSTLY_Q8_0
 constexpr uint32_t kQuantizationVersion = 2;  // GGML_QNT_VERSION
 
-std::vector<std::byte> read_raw(const WeightSource& w, const std::string& name) {
-  const TensorInfo& t = w.info(name);
-  std::vector<std::byte> raw(t.nbytes);
-  w.read(name, raw.data());
+// fn(begin, end) over [0, n) on the process's thread pool, in chunks of at
+// least `grain` items, when there are two chunks or more: a layer's matrix
+// takes seconds per pass on one core, and the export makes one pass to
+// convert and one to quantise every matrix.
+void for_chunks(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n < 2 * grain) return fn(0, n);
+  ThreadPool::global().parallel_for(0, n, fn, grain);
+}
+
+// A buffer that grows and is never zero-filled or given back: the export
+// passes every matrix through such buffers, and a fresh allocation of a
+// layer's size per tensor costs more in page faults and zeroing than the
+// conversion itself. Producers run one at a time on the writer's thread.
+class Scratch {
+ public:
+  std::byte* get(size_t bytes) {
+    if (bytes > capacity_) {
+      data_.reset();
+      data_.reset(new std::byte[bytes]);
+      capacity_ = bytes;
+    }
+    return data_.get();
+  }
+
+ private:
+  std::unique_ptr<std::byte[]> data_;
+  size_t capacity_ = 0;
+};
+thread_local Scratch raw_scratch, staged_scratch, fused_scratch;
+
+const std::byte* read_raw(const WeightSource& w, const std::string& name) {
+  std::byte* raw = raw_scratch.get(w.info(name).nbytes);
+  w.read(name, raw);
   return raw;
 }
 
@@ -49,16 +80,18 @@ void convert_into(const WeightSource& w, const std::string& name, GgmlType type,
     w.read(name, out);
     return;
   }
-  const std::vector<std::byte> raw = read_raw(w, name);
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = element(raw.data(), t.dtype, i);
-    if (type == GgmlType::kF32) {
-      std::memcpy(out + i * 4, &v, 4);
-    } else {
-      const uint16_t h = type == GgmlType::kF16 ? f32_to_f16(v) : f32_to_bf16(v);
-      std::memcpy(out + i * 2, &h, 2);
+  const std::byte* raw = read_raw(w, name);
+  for_chunks(n, int64_t{1} << 16, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float v = element(raw, t.dtype, i);
+      if (type == GgmlType::kF32) {
+        std::memcpy(out + i * 4, &v, 4);
+      } else {
+        const uint16_t h = type == GgmlType::kF16 ? f32_to_f16(v) : f32_to_bf16(v);
+        std::memcpy(out + i * 2, &h, 2);
+      }
     }
-  }
+  });
 }
 
 // Fills a tensor's bytes `out` of `type`: fill(dst, t) writes the values as
@@ -67,9 +100,13 @@ void convert_into(const WeightSource& w, const std::string& name, GgmlType type,
 void produce_as(GgmlType type, std::span<std::byte> out, const std::function<void(std::byte*, GgmlType)>& fill) {
   if (type != GgmlType::kQ8_0) return fill(out.data(), type);
   const int64_t n = static_cast<int64_t>(out.size() / ggml_type_size(type)) * ggml_block_size(type);
-  std::vector<float> staged(static_cast<size_t>(n));
-  fill(reinterpret_cast<std::byte*>(staged.data()), GgmlType::kF32);
-  quantize_q8_0(staged.data(), n, out.data());
+  auto* staged = reinterpret_cast<float*>(staged_scratch.get(static_cast<size_t>(n) * sizeof(float)));
+  fill(reinterpret_cast<std::byte*>(staged), GgmlType::kF32);
+  // Whole blocks per chunk: a chunk's blocks start at its first value / 32.
+  const int64_t block_bytes = static_cast<int64_t>(ggml_type_size(type));
+  for_chunks(n / kQ8Block, int64_t{1} << 12, [&](int64_t b0, int64_t b1) {
+    quantize_q8_0(staged + b0 * kQ8Block, (b1 - b0) * kQ8Block, out.data() + b0 * block_bytes);
+  });
 }
 
 // Value heads of one GDN layer: hk key heads, r value heads per key head.
@@ -187,10 +224,10 @@ struct Mapper {
                        [ws = &w, fused, part, E, I, H, type](std::span<std::byte> buf) {
                          produce_as(type, buf, [&](std::byte* d, GgmlType t) {
                            const size_t half = static_cast<size_t>(I * H) * ggml_type_size(t);
-                           std::vector<std::byte> all(2 * static_cast<size_t>(E) * half);
-                           convert_into(*ws, fused, t, all.data());
+                           std::byte* all = fused_scratch.get(2 * static_cast<size_t>(E) * half);
+                           convert_into(*ws, fused, t, all);
                            for (int64_t e = 0; e < E; ++e)
-                             std::memcpy(d + e * half, all.data() + (2 * e + part) * half, half);
+                             std::memcpy(d + e * half, all + (2 * e + part) * half, half);
                          });
                        });
       }

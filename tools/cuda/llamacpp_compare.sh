@@ -29,7 +29,8 @@
 #
 #   HYLLM_BIN=path/to/hyllm (CUDA build)   HYLLM_TOKENIZER=dir with a Qwen tokenizer.json
 #   HYLLM_LLAMA_ARCHIVE=.carry/llama/<source.archive.file of the peer file>.xz (or the .tar)
-#   HYLLM_LLAMA_MODELS="qwen3_5_27b qwen3_5_35b_a3b"   configs under tests/data/configs (also *_fp8)
+#   HYLLM_LLAMA_MODELS="qwen3_5_27b qwen3_5_35b_a3b"   configs under tests/data/configs (also *_fp8);
+#       CFG@N is CFG cut to its first N layers (a depth sweep of the agreement, BF16 configs only)
 #   HYLLM_GGUF_DIR=/dev/shm                             where the GGUF files go
 #   HYLLM_COMPARE_WORKLOAD=full|quick                   HYLLM_LLAMA_JOBS=16
 #   HYLLM_LLAMA_PREBUILT=.carry/llama/<archive>.tar.xz  a llama-server built on the Debian machine
@@ -99,37 +100,63 @@ build_stage() {
   tables+=("llama.cpp build: $((SECONDS - t0)) s with $JOBS jobs ($("$SERVER" --version 2>&1 | head -1))")
 }
 
+# model_dir CFG: tests/data/configs/CFG, or for CFG@N a copy of that
+# directory whose config keeps only the first N layers (under $OUT/configs).
+model_dir() {
+  local cfg=$1
+  if [[ $cfg != *@* ]]; then echo "tests/data/configs/$cfg"; return 0; fi
+  local base=${cfg%@*} n=${cfg#*@}
+  local dir=$OUT/configs/${base}_L$n
+  [[ $base != *_fp8 && -d tests/data/configs/$base ]] || { echo "$cfg: cuts are of BF16 configs under tests/data/configs" >&2; return 1; }
+  if [[ ! -f $dir/config.json ]]; then
+    mkdir -p "$dir" && cp tests/data/configs/"$base"/*.json "$dir"/ || return 1
+    python3 - "$dir/config.json" "$n" <<'PY' || { rm -rf "$dir"; return 1; }
+import json, sys
+path, n = sys.argv[1], int(sys.argv[2])
+c = json.load(open(path))
+t = c.get("text_config", c)
+if not 0 < n <= t["num_hidden_layers"]:
+    sys.exit(f"cannot cut {t['num_hidden_layers']} layers to {n}")
+t["num_hidden_layers"] = n
+t["layer_types"] = t["layer_types"][:n]
+json.dump(c, open(path, "w"), indent=1)
+PY
+  fi
+  echo "$dir"
+}
+
 # gguf_for CFG: writes (once) the GGUF of hyllm's dummy weights of CFG and
 # prints its path; for CFG_fp8, the Q8_0 GGUF of CFG's (BF16) dummy weights.
 gguf_for() {
   local cfg=$1 outtype=bf16
   if [[ $cfg == *_fp8 ]]; then cfg=${cfg%_fp8} outtype=q8_0; fi
-  local path=$GGUF_DIR/hyllm-$cfg-dummy-seed0-$outtype.gguf
+  local path=$GGUF_DIR/hyllm-${cfg/@/_L}-dummy-seed0-$outtype.gguf dir
+  dir=$(model_dir "$cfg") || return 1
   if [[ ! -s $path ]]; then
     # BF16: about 2 bytes per parameter (27B: 54 GB, 35B-A3B: 69 GB); the
     # default /dev/shm is half the host memory.
     echo "$cfg: $(df -h --output=avail "$GGUF_DIR" | tail -1) free in $GGUF_DIR before export" >> "$OUT/export.txt"
     local t0=$SECONDS
-    if ! "$BIN" export-gguf --model "tests/data/configs/$cfg" --load-format dummy --seed 0 --tokenizer "$TOK" \
-        --outtype "$outtype" --out "$path" > "$OUT/export_${cfg}_$outtype.log" 2>&1; then
-      echo "export-gguf $cfg ($outtype) failed: $(tail -2 "$OUT/export_${cfg}_$outtype.log")" | tee -a "$OUT/export.txt" >&2
+    if ! "$BIN" export-gguf --model "$dir" --load-format dummy --seed 0 --tokenizer "$TOK" \
+        --outtype "$outtype" --out "$path" > "$OUT/export_${cfg/@/_L}_$outtype.log" 2>&1; then
+      echo "export-gguf $cfg ($outtype) failed: $(tail -2 "$OUT/export_${cfg/@/_L}_$outtype.log")" | tee -a "$OUT/export.txt" >&2
       rm -f "$path"
       return 1
     fi
-    echo "export-gguf $cfg ($outtype) in $((SECONDS - t0)) s: $(tail -1 "$OUT/export_${cfg}_$outtype.log")" >> "$OUT/export.txt"
+    echo "export-gguf $cfg ($outtype) in $((SECONDS - t0)) s: $(tail -1 "$OUT/export_${cfg/@/_L}_$outtype.log")" >> "$OUT/export.txt"
   fi
   echo "$path"
 }
 
 agree_stage() {
-  local cfg=$1 gguf=$2
-  python3 tools/gguf/greedy_agreement.py --hyllm "$BIN" --llama-server "$SERVER" --model "tests/data/configs/$cfg" \
+  local cfg=$1 gguf=$2 name=${1/@/_L}
+  python3 tools/gguf/greedy_agreement.py --hyllm "$BIN" --llama-server "$SERVER" --model "$(model_dir "$cfg")" \
     --gguf "$gguf" --load-format dummy --device "${HYLLM_AGREE_DEVICE:-cuda}" --text-prompts --max-tokens 32 --threads 8 \
-    --llama-arg=-ngl --llama-arg=all --llama-arg=-fa --llama-arg=on --log "$OUT/agree_llama_$cfg.log" \
-    > "$OUT/agree_$cfg.txt" 2>&1
+    --llama-arg=-ngl --llama-arg=all --llama-arg=-fa --llama-arg=on --log "$OUT/agree_llama_$name.log" \
+    > "$OUT/agree_$name.txt" 2>&1
   local rc=$?
-  tables+=("$(sed -n '/^greedy agreement/,$p' "$OUT/agree_$cfg.txt")")
-  [[ $rc == 0 ]] || tables+=("agreement $cfg: exit $rc (see agree_$cfg.txt)")
+  tables+=("$(sed -n '/^greedy agreement/,$p' "$OUT/agree_$name.txt")")
+  [[ $rc == 0 ]] || tables+=("agreement $cfg: exit $rc (see agree_$name.txt)")
 }
 
 compare_stage() {
@@ -140,7 +167,7 @@ compare_stage() {
       min_prompts=4 all_at_once_prompts=0 | tee -a "$OUT/workload.txt"
   fi
   local gpu; gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-  "$BIN" bench compare --peer "$peer_file" --model "tests/data/configs/$cfg" --tokenizer "$TOK" \
+  "$BIN" bench compare --peer "$peer_file" --model "$(model_dir "$cfg")" --tokenizer "$TOK" \
     --set load_format=dummy --set "gguf=$gguf" --set "llama_server=$SERVER" --gpu-name "$gpu" \
     --out-dir "$OUT/compare_$cfg" --append-markdown "$OUT/compare_$cfg.md" > "$OUT/compare_$cfg.log" 2>&1
   local rc=$?

@@ -1,6 +1,6 @@
 // The FP8 linear for few rows (decode), weights streamed by the tensor memory
 // accelerator: y[m, n] = sum_k x[m, k] W[n, k], e4m3 operands on the tensor
-// cores (mma.sync m16n8k32), the scales of ops.h's linear.
+// cores, the scales of ops.h's linear.
 //
 // Why TMA: at one to eight tokens the linear is a read of the weights, and a
 // warp that loads its own weight fragments keeps only a few kilobytes in
@@ -17,13 +17,19 @@
 // atomics, fences or scratch). C is chosen per shape so that the grid is one
 // wave of resident blocks and as many as fit stream at once.
 //
-// Fragments: the boxes land with the 128-byte swizzle (16-byte chunk c of box
-// row r at chunk c ^ (r % 8)), so the 32 lanes reading rows g and g + 8 (or
-// token rows g of each 8) hit every bank group four times, the fewest
-// wavefronts for 512 bytes. Lane (g, t) takes chunks t and t + 4 of its
-// weight rows and of token row g, and one K block's products are summed by
+// Products: the boxes land with the 128-byte swizzle (16-byte chunk c of box
+// row r at chunk c ^ (r % 8)), which is the K-major layout warpgroup MMAs
+// read from shared memory: on sm_90a each warpgroup runs four e4m3 wgmma
+// (m64 n8NT k32) over its 64 weight rows of the box. sm_90 has no e4m3
+// mma.sync of its own (ptxas unpacks every code to f16 and runs f16 MMAs),
+// and those unpacks, 48 per warp and box, bound the kernel by instruction
+// issue below the copy rate. Other targets take mma.sync m16n8k32 fragments
+// from the same boxes: lane (g, t) reads chunks t and t + 4 of its weight
+// rows g, g + 8 and of token row g, every bank group four times, the fewest
+// wavefronts for 512 bytes. Either way one K block's products are summed by
 // the tensor cores, then promoted into fp32 with the block's scales:
-// acc += (P * sx) * sw.
+// acc += (P * sx) * sw. The accumulator fragments of both are the same
+// (row 16 warp + g (+ 8), tokens 2t, 2t + 1 of each 8).
 #include <algorithm>
 #include <array>
 #include <mutex>
@@ -35,6 +41,7 @@
 #include "backend/cuda/fp8_common.cuh"
 #include "backend/cuda/fp8_gemv_tma.h"
 #include "backend/cuda/tensor_map.h"
+#include "backend/cuda/wgmma.cuh"
 
 namespace hyllm::cuda {
 namespace {
@@ -148,7 +155,6 @@ __global__ void __launch_bounds__(kThreads, NT == 1 ? 3 : 2)
     }
     __syncwarp();
   } else {
-    const int g = lane >> 2, t = lane & 3;
     const int64_t w_scale_row = static_cast<int64_t>(row_block) * s.num_kb;
     wait_for_prerequisite();  // x's scales and the output
     BoxScales<NT> next{};
@@ -158,6 +164,28 @@ __global__ void __launch_bounds__(kThreads, NT == 1 ? 3 : 2)
       const BoxScales<NT> cur = next;
       if (p.block_scales && kb + 1 < kb_end) load_scales<NT>(p, kb + 1, w_scale_row, next);
       mbar_wait(&full[st], static_cast<uint32_t>((k / kStages) & 1));
+      float prod[NT][4];
+#ifdef HYLLM_WGMMA
+      // Warpgroup w multiplies weight rows [64 w, 64 w + 64) by the tokens,
+      // both straight from the stage (the boxes' 128-byte swizzle is the
+      // MMA's K-major layout); the stage goes back once the MMAs are done.
+      {
+        const uint8_t* stage = ring + st * kStageBytes;
+        const uint64_t da = wgmma::smem_desc(stage + (warp / 4) * 64 * kBoxBytes);
+        const uint64_t db = wgmma::smem_desc(stage + kWeightBoxBytes);
+        float (&d)[NT * 4] = *reinterpret_cast<float (*)[NT * 4]>(&prod[0][0]);
+        wgmma::fence_operands(d);
+        wgmma::fence();
+#pragma unroll
+        for (int k32 = 0; k32 < kBoxBytes / 32; ++k32) wgmma::m64nk32_e4m3<NT>(d, da + 2 * k32, db + 2 * k32, k32);
+        wgmma::commit();
+        wgmma::wait<0>();
+        wgmma::fence_operands(d);
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[st]);
+#else
+      const int g = lane >> 2, t = lane & 3;
       const uint8_t* rows = ring + st * kStageBytes + (warp * 16 + g) * kBoxBytes;
       const uint8_t* tokens = ring + st * kStageBytes + kWeightBoxBytes + g * kBoxBytes;
       uint4 lo[2], hi[2], xv[NT][2];
@@ -175,7 +203,6 @@ __global__ void __launch_bounds__(kThreads, NT == 1 ? 3 : 2)
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[st]);
 
-      float prod[NT][4];
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
@@ -183,6 +210,7 @@ __global__ void __launch_bounds__(kThreads, NT == 1 ? 3 : 2)
 #pragma unroll
         for (int c = 0; c < 2; ++c) mma_k64(prod[nt], lo[c], hi[c], xv[nt][c]);
       }
+#endif
       if (p.block_scales) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {

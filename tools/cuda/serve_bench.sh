@@ -27,7 +27,7 @@
 #   HYLLM_DECODE_BATCHES="1 8 32"      HYLLM_SERVE_ARGS="..." extra serve flags
 #   HYLLM_THROUGHPUT_PROMPTS=1000      also vLLM's published throughput workload: random
 #                                      1024 in / 128 out, that many prompts sent at once
-#                                      (total tok/s; no % of floor)
+#                                      (total tok/s; no % of floor; unset or 0: not run)
 #   HYLLM_STRUCTURED_BENCH=1           also: the TPOT of 16 unconstrained requests while 16 more
 #                                      share the batch, plain or with a json_schema (target: < 3% change)
 #   HYLLM_PREFIX_BENCH=1               the prefix-cache workloads (max-model-len 8192 unless set);
@@ -161,7 +161,7 @@ for cfg in $MODELS; do
     row "$cfg" "decode batch $b (median TPOT)" "$(metric "$LOGS/${cfg}_decode_b$b.json" median_tpot_ms)" \
       "$(floor "$dir" "$b" 128 256 decode_step_ms)"
   done
-  if [[ -n "${HYLLM_THROUGHPUT_PROMPTS:-}" ]]; then
+  if [[ ${HYLLM_THROUGHPUT_PROMPTS:-0} -gt 0 ]]; then
     n=$HYLLM_THROUGHPUT_PROMPTS
     bench "${cfg}_throughput" 1024 128 "$n" "$n"
     add_row "$(printf '| %s | random 1024/128 x %s at once: total tok/s (output tok/s, median TPOT ms) | %s (%s, %s) | | |' \

@@ -39,8 +39,8 @@ class Scratch {
  public:
   std::byte* get(size_t bytes) {
     if (bytes > capacity_) {
-      data_.reset();
-      data_.reset(new std::byte[bytes]);
+      data_.reset();  // the old buffer goes before the new one comes
+      data_ = std::make_unique_for_overwrite<std::byte[]>(bytes);
       capacity_ = bytes;
     }
     return data_.get();

@@ -16,21 +16,13 @@
 #include <string>
 #include <vector>
 
+#include "../bench_check.cuh"
 #include "backend/cuda/cuda_gemm.h"
 #include "backend/cuda/launch/fp8.h"
 
 namespace {
 
 constexpr double kCopyBandwidth = 4.28e12;
-
-#define CHECK(x)                                                                             \
-  do {                                                                                       \
-    cudaError_t e = (x);                                                                     \
-    if (e != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (0)
 
 struct ShapeCase {
   const char* name;

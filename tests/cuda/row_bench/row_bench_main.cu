@@ -13,19 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "../bench_check.cuh"
 #include "backend/cuda/launch/dense.h"
 #include "backend/cuda/launch/fp8.h"
 
 namespace {
-
-#define CHECK(x)                                                                             \
-  do {                                                                                       \
-    cudaError_t e = (x);                                                                     \
-    if (e != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (0)
 
 // bf16 values of a hash in (-2, 2): no NaN or infinity.
 __global__ void fill_bf16(uint16_t* p, size_t n, uint32_t seed) {

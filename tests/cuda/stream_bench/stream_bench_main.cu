@@ -4,9 +4,12 @@
 // of box_rows rows x 128 bytes, k tile after k tile: each box touches
 // box_rows separate 128-byte pieces K bytes apart. The same boxes over a
 // k-tile-major copy of the matrix (each box's bytes contiguous) read the
-// same bytes in the same order of boxes. Nothing is computed: a consumer
-// warp waits for each stage and hands it back, so the rates are the copy
-// engine's and DRAM's alone.
+// same bytes in the same order of boxes. Nothing is computed there: a
+// consumer warp waits for each stage and hands it back, so the rates are the
+// copy engine's and DRAM's alone. A second table streams in the decode
+// linear's launch geometry and adds the linear's per-stage work one piece at
+// a time (consumer warps, tokens' box, scale loads, cluster and programmatic
+// launch, the e4m3 MMAs, the prerequisite wait), to place its shortfall.
 //
 // Prints, per pattern, GB/s read and the percent of the device-to-device
 // copy rate (2 x bytes / time of cudaMemcpyAsync), the rate the project's
@@ -19,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "../bench_check.cuh"
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/dynamic_smem.cuh"
 #include "backend/cuda/fp8_common.cuh"
@@ -27,15 +31,6 @@
 namespace {
 
 using namespace hyllm::cuda;
-
-#define CHECK(x)                                                                             \
-  do {                                                                                       \
-    cudaError_t e = (x);                                                                     \
-    if (e != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (0)
 
 constexpr int kMaxStages = 8;
 

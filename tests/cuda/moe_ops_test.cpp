@@ -29,6 +29,9 @@ TEST_F(CudaOpTest, MoeRoute) {
 }
 
 constexpr int64_t kMoeSmallTokens = 32;  // launch/moe.h kMoeSmallMaxTokens
+// launch/moe.h kMoeUpTmaMinTokens: from this many tokens the small regime's
+// block-FP8 gate|up projection runs on TMA (on sm_90, as the grouped cases expect).
+constexpr int64_t kMoeUpTmaTokens = 1;
 
 struct MoeCase {
   const char* name;
@@ -101,6 +104,8 @@ TEST_P(MoeTest, MatchesCpu) {
     EXPECT_EQ(after.grouped - before.grouped, 2) << "the grouped regime did not run";
   } else if (T <= kMoeSmallTokens) {
     EXPECT_EQ(after.small - before.small, 2) << "the small regime did not run";
+    EXPECT_EQ(after.small_up_tma - before.small_up_tma, fp8 && T >= kMoeUpTmaTokens ? 2 : 0)
+        << "the small regime's gate|up projection did not take the intended kernel";
   } else {
     EXPECT_EQ(after.chunked - before.chunked, 2) << "the chunked small regime did not run";
   }
@@ -134,18 +139,36 @@ INSTANTIATE_TEST_SUITE_P(
                       MoeCase{"no_shared_grouped", shape(16, 4, 128, 64, 0, false, false), 70, true},
                       MoeCase{"fp8_a3b_decode_b1", shape(256, 8, 2048, 512, 512, true, true, false, kFp8), 1, false},
                       MoeCase{"fp8_a3b_decode_b2", shape(256, 8, 2048, 512, 512, true, true, false, kFp8), 2, false},
+                      // past the lean launches: the TMA up kernel launched without programmatic serialisation
+                      MoeCase{"fp8_a3b_decode_b3", shape(256, 8, 2048, 512, 512, true, true, false, kFp8), 3, false},
                       MoeCase{"fp8_a3b_decode_b32", shape(256, 8, 2048, 512, 512, true, true, false, kFp8), 32, false},
-                      // 24 K blocks: the bulk-copy up kernel's 8-warp instance, 3 blocks per warp
+                      // 24 K blocks: 24 steps an item in the TMA up kernel (elsewhere than sm_90: the
+                      // bulk-copy up kernel's 8-warp instance, 3 blocks per warp)
                       MoeCase{"fp8_h3072_decode_b1", shape(64, 8, 3072, 256, 256, true, true, false, kFp8), 1, false},
-                      // the split down kernel's fallback for block-FP8 experts
+                      // the split down kernel's fallback for block-FP8 experts (25 rows per token)
                       MoeCase{"fp8_topk24_small", shape(64, 24, 128, 128, 128, true, true, false, kFp8), 30, false},
                       MoeCase{"fp8_a3b_decode_hot", shape(256, 8, 2048, 512, 512, true, true, true, kFp8), 20, false},
+                      MoeCase{"fp8_a3b_decode_b8", shape(256, 8, 2048, 512, 512, true, true, false, kFp8), 8, false},
+                      // hot experts and the shared expert with 9 rows: items of 8 rows and of 1
+                      MoeCase{"fp8_a3b_decode_b9_hot", shape(256, 8, 2048, 512, 512, true, true, true, kFp8), 9,
+                              false},
+                      MoeCase{"fp8_a3b_decode_b16", shape(256, 8, 2048, 512, 512, true, true, false, kFp8), 16, false},
+                      MoeCase{"fp8_a3b_no_shared_b16", shape(256, 8, 2048, 512, 0, false, false, false, kFp8), 16,
+                              false},
+                      // 128 routed rows over 16 experts: several items per expert, of 1 to 8 rows
+                      MoeCase{"fp8_e16_decode_b32", shape(16, 4, 256, 128, 128, true, true, false, kFp8), 32, false},
                       MoeCase{"fp8_a3b_prefill_200", shape(256, 8, 2048, 512, 512, true, true, false, kFp8), 200, true},
                       MoeCase{"fp8_a3b_prefill_hot", shape(256, 8, 2048, 512, 512, true, true, true, kFp8), 150, true},
                       MoeCase{"fp8_tiny_grouped", shape(8, 2, 256, 128, 256, true, true, false, kFp8), 70, true},
                       // routed rows narrower than the shared expert's in the small regime: the hidden
                       // rows share one pitch, and each down reads only its own row width
                       MoeCase{"fp8_tiny_small", shape(8, 2, 256, 128, 256, true, true, false, kFp8), 11, false},
+                      // the same at one token: the TMA up kernel's zero columns past the routed I in
+                      // blocks of one item each
+                      MoeCase{"fp8_tiny_small_b1", shape(8, 2, 256, 128, 256, true, true, false, kFp8), 1, false},
+                      // hot experts at the most tokens: four 8-row items per hot expert and the shared one
+                      MoeCase{"fp8_a3b_decode_b32_hot", shape(256, 8, 2048, 512, 512, true, true, true, kFp8), 32,
+                              false},
                       // several 64-row tiles per expert in the FP8 grouped GEMMs
                       MoeCase{"fp8_tiles_many", shape(8, 2, 256, 128, 256, true, true, false, kFp8), 400, true},
                       MoeCase{"fp8_no_shared", shape(16, 4, 256, 128, 0, false, false, false, kFp8), 9, false},

@@ -30,9 +30,10 @@ void cuda_poison_scratch(Backend& cuda_backend, uint8_t byte);
 // Which MoE regime the moe op took, per call (or per chunk), so that tests can
 // check that the intended kernels ran.
 struct CudaMoeCounts {
-  int64_t small = 0;    // fused router + small-batch expert kernels
-  int64_t grouped = 0;  // router GEMM + grouped wgmma expert GEMMs
-  int64_t chunked = 0;  // calls split into small-regime chunks (no grouped GEMMs for this GPU)
+  int64_t small = 0;         // fused router + small-batch expert kernels
+  int64_t grouped = 0;       // router GEMM + grouped wgmma expert GEMMs
+  int64_t chunked = 0;       // calls split into small-regime chunks (no grouped GEMMs for this GPU)
+  int64_t small_up_tma = 0;  // small-regime block-FP8 gate|up projections on TMA (launch/moe.h)
 };
 CudaMoeCounts cuda_moe_counts(Backend& cuda_backend);
 

@@ -188,7 +188,12 @@ void CudaKernels::moe_small(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs, i
   m.tokens = static_cast<int>(T);
   m.top_k = static_cast<int>(k);
   if (fp8) {
-    cuda::launch_moe_up_small_fp8(m, stream_);
+    // Block-FP8 gate|up projection on TMA (launch/moe.h kMoeUpTmaMinTokens).
+    if (grouped_moe_ && T >= cuda::kMoeUpTmaMinTokens && cuda::launch_moe_up_tma_fp8(m, stream_)) {
+      ++moe_counts_.small_up_tma;
+    } else {
+      cuda::launch_moe_up_small_fp8(m, stream_);
+    }
     check_launch("moe (fp8 experts gate_up)");
     // The down projection's input quantised once for every block that reads
     // it (ops.h's quantisation of the SwiGLU rows, as the CPU does).

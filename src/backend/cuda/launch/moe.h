@@ -10,6 +10,8 @@
 //      cut into work items of at most 8 rows (the shared expert's rows last).
 //   2. up_small: per (item, 16 intermediate columns): the gate and up rows
 //      times the item's x rows on tensor cores, SwiGLU, bf16 hidden rows.
+//      Block-FP8 experts from kMoeUpTmaMinTokens tokens on sm_90a: up_tma,
+//      the same rows from weights streamed by TMA into warpgroup MMAs.
 //   3. down_small: per 16 output columns: every item's down projection, then
 //      each token's weighted sum in ascending expert id plus the gated shared
 //      expert, written straight to the output.
@@ -150,6 +152,19 @@ void launch_moe_down_small(const MoeSmallParams& p, cudaStream_t stream);
 // The same for block-FP8 experts (launch/moe.h MoeExpertPtrs _q pointers).
 void launch_moe_up_small_fp8(const MoeSmallParams& p, cudaStream_t stream);
 void launch_moe_down_small_fp8(const MoeSmallParams& p, cudaStream_t stream);
+
+// The block-FP8 gate|up projection on TMA and e4m3 warpgroup MMAs
+// (moe_up_tma_fp8.cu), for devices where moe_grouped_supported() (other
+// targets compile it empty), from this many tokens. It streams whole weight
+// boxes several steps ahead where the register-fed kernels wait on chains of
+// loads, and at every token count the up projection is a read of the routed
+// experts' gate|up rows, so it starts at one token, where it is no slower
+// than the bulk-copy kernel (docs/BENCHMARKS.md).
+inline constexpr int kMoeUpTmaMinTokens = 1;
+// False (nothing enqueued) when it cannot take the call: H not a multiple of
+// 128, an intermediate size not one of 32, experts not one [E * 2I, H]
+// matrix, or codes TMA or 16-byte copies cannot address.
+bool launch_moe_up_tma_fp8(const MoeSmallParams& p, cudaStream_t stream);
 
 // Grouped regime. Slots are the experts that received rows, ascending, then
 // the shared expert; a slot's rows are cut into tiles of tile_rows, and its

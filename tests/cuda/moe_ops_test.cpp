@@ -109,6 +109,15 @@ TEST_P(MoeTest, MatchesCpu) {
   } else {
     EXPECT_EQ(after.chunked - before.chunked, 2) << "the chunked small regime did not run";
   }
+  if (!fp8 || c.grouped || T > kMoeSmallTokens) return;
+  // The same case on the register-fed gate|up kernels, which GPUs without
+  // the TMA kernel take.
+  cuda_allow_moe_small_tma(*gpu_, false);
+  run_gpu_poisoned([&] { moe(*gpu_, ga); }, {&dout, &dids, &dtw});
+  cuda_allow_moe_small_tma(*gpu_, true);
+  EXPECT_EQ(cuda_moe_counts(*gpu_).small_up_tma, after.small_up_tma) << "the TMA gate|up kernel ran when not allowed";
+  expect_equal("moe ids (" + tag + ", register-fed)", dids, ids);
+  expect_close("moe out (" + tag + ", register-fed)", dout, out, kTolMoe);
 }
 
 // 35B-A3B: E 256, top 8, H 2048, I = shared I = 512.

@@ -36,6 +36,10 @@ struct CudaMoeCounts {
   int64_t small_up_tma = 0;  // small-regime block-FP8 gate|up projections on TMA (launch/moe.h)
 };
 CudaMoeCounts cuda_moe_counts(Backend& cuda_backend);
+// Whether the moe op may take its sm_90a-only small-regime kernels where the
+// device has them (true by default): a test turns this off to run the kernels
+// other GPUs take on the same cases.
+void cuda_allow_moe_small_tma(Backend& cuda_backend, bool allow);
 
 // The GPU sampler of a CUDA backend (backend/device_sampler.h).
 std::unique_ptr<DeviceSampler> make_cuda_sampler(Backend& cuda_backend);

@@ -52,6 +52,7 @@ class CudaKernels final : public Kernels {
   // into freed memory.
   uint64_t scratch_generation() const { return scratch_generation_; }
   const CudaMoeCounts& moe_counts() const { return moe_counts_; }
+  void allow_moe_small_tma(bool allow) { moe_small_tma_ = allow; }
 
  protected:
   const char* table_name() const override { return "the cuda backend"; }
@@ -75,6 +76,7 @@ class CudaKernels final : public Kernels {
   // The split-KV attention merge's per-group block counters (zero between launches).
   int32_t* attn_split_counters_ = nullptr;
   bool grouped_moe_ = false;
+  bool moe_small_tma_ = true;  // cuda_backend.h cuda_allow_moe_small_tma
   CudaMoeCounts moe_counts_;
 };
 

@@ -189,7 +189,7 @@ void CudaKernels::moe_small(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs, i
   m.top_k = static_cast<int>(k);
   if (fp8) {
     // Block-FP8 gate|up projection on TMA (launch/moe.h kMoeUpTmaMinTokens).
-    if (grouped_moe_ && T >= cuda::kMoeUpTmaMinTokens && cuda::launch_moe_up_tma_fp8(m, stream_)) {
+    if (grouped_moe_ && moe_small_tma_ && T >= cuda::kMoeUpTmaMinTokens && cuda::launch_moe_up_tma_fp8(m, stream_)) {
       ++moe_counts_.small_up_tma;
     } else {
       cuda::launch_moe_up_small_fp8(m, stream_);

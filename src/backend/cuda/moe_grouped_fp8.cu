@@ -190,10 +190,7 @@ __global__ void __launch_bounds__(kThreads + 32, 1)
     const uint8_t* A = kUp ? p.xq : p.hidden_q;
     const int64_t lda = kUp ? p.w.hidden : p.hidden_ld;
     int n = 0;  // steps asked for so far
-    auto arrive_full = [&](int step) {
-      fence_proxy_async();
-      mbar_arrive(&full[step % kStages]);
-    };
+    const LaggedCopyArrivals<kStages, kLag> copies{full};
     for (int item = blockIdx.x; item < total; item += gridDim.x) {
       const ItemOperands<kUp> op(p, tables, item);
       const int src[2] = {op.row_source(pl, lane), op.row_source(pl, lane + 32)};
@@ -225,14 +222,10 @@ __global__ void __launch_bounds__(kThreads + 32, 1)
             tma_load_box(sb + b * kBoxRows * kRowBytes, map, &full[st], static_cast<int>(k0), op.wrow0 + row);
           }
         }
-        if (n >= kLag) {
-          cp_async_wait<kLag>();
-          arrive_full(n - kLag);
-        }
+        copies.step_committed(n);
       }
     }
-    cp_async_wait<0>();
-    for (int m = n > kLag ? n - kLag : 0; m < n; ++m) arrive_full(m);
+    copies.finish(n);
     return;
   }
 

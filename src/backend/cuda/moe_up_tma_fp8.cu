@@ -74,7 +74,6 @@ size_t smem_bytes(int tokens, int hb, int cap) {
 static_assert(kMoeItemRows == 8, "an item's rows are the n8 side of the MMA");
 static_assert(kHalfBytes % 1024 == 0 && kStageBytes % 1024 == 0, "boxes start on the swizzle's period");
 static_assert(128 % kCols == 0, "a block's gate (or up) rows lie in one 128-row scale block");
-static_assert(kLag >= 1 && kLag <= kStages - 1, "a stage's gather completes before the producer needs it back");
 
 // The block's items: expert, first row position, rows, and the token of
 // each row (-1 past the item's rows).
@@ -230,10 +229,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     // steps' copies are in flight.
     const int r = lane >> 2, c0 = 2 * (lane & 3);
     int n = 0;  // steps asked for so far
-    auto arrive_full = [&](int step) {
-      wgmma::fence_proxy_async();
-      mbar_arrive(&full[step % kStages]);
-    };
+    const wgmma::LaggedCopyArrivals<kStages, kLag> copies{full};
     for (int i = 0; i < n_items; ++i) {
       if (!has_work(p, items, i, n0)) continue;
       const int e = items.expert[i], I = expert_inter(p, e), tok = items.token[i][r];
@@ -257,14 +253,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
           cp_async16(xs + wgmma::swizzled(r, c0 + 1), xrow + kb * kBoxBytes + 16, true);
         }
         cp_async_commit();
-        if (n >= kLag) {
-          cp_async_wait<kLag>();
-          arrive_full(n - kLag);
-        }
+        copies.step_committed(n);
       }
     }
-    cp_async_wait<0>();
-    for (int m = n > kLag ? n - kLag : 0; m < n; ++m) arrive_full(m);
+    copies.finish(n);
     return;
   }
 

@@ -7,6 +7,7 @@
 // architectures in the build get empty kernels.
 #include <cstdint>
 
+#include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_common.cuh"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -46,6 +47,33 @@ __device__ __forceinline__ void wait() {
 // Makes shared-memory writes of the generic proxy (cp.async) visible to the
 // async proxy that wgmma reads through.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// A producer warp's cp.async copies into a ring of kStages stages, one commit
+// group per step: each lane waits for step n's copies kLag steps later (so
+// that several steps' copies are in flight), fences them for the MMAs' async
+// proxy and arrives on the stage's full barrier (which counts the warp's 32
+// lanes among its arrivals).
+template <int kStages, int kLag>
+struct LaggedCopyArrivals {
+  static_assert(kLag >= 1 && kLag <= kStages - 1, "a stage's copies complete before the producer needs it back");
+  uint64_t* full;
+  // After step n's commit.
+  __device__ __forceinline__ void step_committed(int n) const {
+    if (n >= kLag) {
+      cp_async_wait<kLag>();
+      arrive(n - kLag);
+    }
+  }
+  // After the last of n steps: the steps not yet arrived for.
+  __device__ __forceinline__ void finish(int n) const {
+    cp_async_wait<0>();
+    for (int m = n > kLag ? n - kLag : 0; m < n; ++m) arrive(m);
+  }
+  __device__ __forceinline__ void arrive(int step) const {
+    fence_proxy_async();
+    mbar_arrive(&full[step % kStages]);
+  }
+};
 
 // The 64 fp32 accumulators of an m64n128 MMA: their PTX operands %0..%63 and
 // their constraints; the descriptors follow as %64, %65 and scale_d as %66.

@@ -125,11 +125,12 @@ struct Fp8Weights {
 // cuBLASLt declines), prefill rows on cuBLASLt; K not a multiple of 128
 // (a partial scale block), of 16 (the register-tile kernel); N not a multiple
 // of 16; real 27B and 35B-A3B widths (row blocks whose K blocks are split
-// across a cluster of the TMA kernel's blocks); 9..40 rows on the TMA kernel
-// where cuBLASLt's block-scaled kernels are not taken (N % 128 != 0); row
-// counts that cuBLASLt's block-scaled kernels refuse (not a multiple of
-// kFp8BlockRowMultiple), in views without row room: the leading rows on
-// cuBLASLt, the rest on fp8_gemv.
+// across a cluster of the TMA kernel's blocks, at 1, 24 and 32 rows: the
+// partial sums of up to 8 blocks meeting in each warp's owner block); 9..40
+// rows on the TMA kernel where cuBLASLt's block-scaled kernels are not taken
+// (N % 128 != 0); row counts that cuBLASLt's block-scaled kernels refuse (not
+// a multiple of kFp8BlockRowMultiple), in views without row room: the
+// leading rows on cuBLASLt, the rest on fp8_gemv.
 TEST_F(CudaOpTest, LinearFp8BothFormats) {
   Rng rng(seed_);
   struct Shape3 {
@@ -142,7 +143,7 @@ TEST_F(CudaOpTest, LinearFp8BothFormats) {
                          Shape3{131, 768, 320}, Shape3{64, 512, 128}, Shape3{1, 34816, 512},
                          Shape3{3, 20480, 256}, Shape3{2, 3200, 1024}, Shape3{4, 1600, 2048},
                          Shape3{20, 8200, 2048}, Shape3{40, 8200, 2048}, Shape3{1283, 1024, 2048},
-                         Shape3{45, 2048, 1024}}) {
+                         Shape3{45, 2048, 1024}, Shape3{24, 5120, 6144}, Shape3{32, 5120, 6144}}) {
     SCOPED_TRACE(testing::Message() << "M=" << s.M << " N=" << s.N << " K=" << s.K);
     HostTensor x = bf16_tensor({s.M, s.K});
     x.fill_normal(rng);

@@ -14,7 +14,10 @@
 // Work: a block owns a row block of 128 and a contiguous share of its K
 // blocks; the C blocks sharing a row block form a cluster and add their
 // partial sums through distributed shared memory at the end (no global
-// atomics, fences or scratch). C is chosen per shape so that the grid is one
+// atomics, fences or scratch): the 16 rows of consumer warp w are finished
+// by one block of the cluster (see owners()), to which the others send that
+// warp's sums, which keeps the received sums small enough for clusters of 8
+// at every token-tile count. C is chosen per shape so that the grid is one
 // wave of resident blocks and as many as fit stream at once.
 //
 // Products: the boxes land with the 128-byte swizzle (16-byte chunk c of box
@@ -31,7 +34,6 @@
 // acc += (P * sx) * sw. The accumulator fragments of both are the same
 // (row 16 warp + g (+ 8), tokens 2t, 2t + 1 of each 8).
 #include <algorithm>
-#include <array>
 #include <mutex>
 #include <tuple>
 #include <unordered_map>
@@ -57,15 +59,24 @@ constexpr int kStages = 2;
 constexpr int stage_bytes(int nt) { return kWeightBoxBytes + nt * 8 * kBoxBytes; }
 constexpr int kTokensPerGridRow = kFp8GemvRowsPerPass;  // 4 mma n-tiles
 constexpr int kMaxCluster = 8;         // the portable cluster size
-// Partial sums sent to a cluster's first block: (C - 1) * NT <= this, so that
-// three blocks fit an SM.
-constexpr int kMaxReceivedTiles = 7;
+
+// Blocks of a cluster of C that finish rows: warp w's rows are finished by
+// block w % owners. One token tile's sums (4 KiB a block) all go to the
+// first block: spread, they would shrink the blocks' shared memory so far
+// that an SM takes more of them and the grid packs onto fewer SMs, which
+// streams slower on the large 27B shapes (bench_cuda_gemm). More tiles' sums
+// would not fit the first block beside the ring, so they are spread.
+__host__ __device__ constexpr int owners(int cluster, int nt) { return nt == 1 ? 1 : cluster; }
+// Consumer warps whose rows one owner finishes.
+__host__ __device__ constexpr int owned_warps(int cluster, int nt) {
+  return (kConsumerWarps + owners(cluster, nt) - 1) / owners(cluster, nt);
+}
 
 // Ring (1024-aligned: the swizzle's period), barriers, then the partial sums
-// the other blocks of a cluster send to its first block.
+// the other blocks of a cluster send to this one, [C - 1][owned warps][NT * 4][32].
 constexpr size_t smem_bytes(int cluster, int nt) {
   return size_t{kStages} * stage_bytes(nt) + 1024 + 2 * kStages * sizeof(uint64_t) +
-         size_t(cluster - 1) * kConsumerWarps * nt * 4 * 32 * sizeof(float);
+         size_t(cluster - 1) * owned_warps(cluster, nt) * nt * 4 * 32 * sizeof(float);
 }
 
 struct Schedule {
@@ -104,7 +115,7 @@ __global__ void __launch_bounds__(kThreads, NT == 1 ? 3 : 2)
   uint8_t* ring = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   uint64_t* full = reinterpret_cast<uint64_t*>(ring + kStages * kStageBytes);
   uint64_t* empty = full + kStages;
-  float* received = reinterpret_cast<float*>(empty + kStages);  // [cluster - 1][warps][NT * 4][32]
+  float* received = reinterpret_cast<float*>(empty + kStages);  // see smem_bytes
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
@@ -230,18 +241,24 @@ __global__ void __launch_bounds__(kThreads, NT == 1 ? 3 : 2)
 
   if (s.cluster > 1) {
     cluster_wait();
-    // The other blocks' sums go to the first block's `received`, slot part - 1.
-    if (part > 0 && warp < kConsumerWarps) {
-      float* slot = received + ((static_cast<size_t>(part - 1) * kConsumerWarps + warp) * NT * 4) * 32 + lane;
+    // Warp w's sums go to its owner, block w % owners, in the slot of this
+    // sender (the blocks other than the owner, in rank order) and of w among
+    // the owner's warps (w / owners).
+    const int num_owners = owners(s.cluster, NT);
+    const int owner = warp % num_owners;
+    const int owned = owned_warps(s.cluster, NT);
+    if (warp < kConsumerWarps && owner != part) {
+      const int sender = part < owner ? part : part - 1;
+      float* slot = received + ((static_cast<size_t>(sender) * owned + warp / num_owners) * NT * 4) * 32 + lane;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) store_remote(slot + (nt * 4 + i) * 32, 0, acc[nt][i]);
+        for (int i = 0; i < 4; ++i) store_remote(slot + (nt * 4 + i) * 32, owner, acc[nt][i]);
     }
     cluster_sync();
-    if (part > 0 || warp == kConsumerWarps) return;
+    if (warp == kConsumerWarps || owner != part) return;
     for (int q = 0; q < s.cluster - 1; ++q) {
-      const float* slot = received + ((static_cast<size_t>(q) * kConsumerWarps + warp) * NT * 4) * 32 + lane;
+      const float* slot = received + ((static_cast<size_t>(q) * owned + warp / num_owners) * NT * 4) * 32 + lane;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -293,17 +310,12 @@ bool byte_map(const void* base, int rows, int cols, int box_rows, CUtensorMap* m
   return true;
 }
 
-template <int NT>
-constexpr int max_cluster() {
-  return std::min(kMaxCluster, kMaxReceivedTiles / NT + 1);
-}
-
 // A cluster launch that may begin before the stream's previous kernel ends
-// (the kernel waits for it before reading x).
-cudaLaunchConfig_t launch_config(int cluster, int nt, cudaLaunchAttribute (&attr)[2]) {
+// (the kernel waits for it before reading x), with `smem` bytes a block.
+cudaLaunchConfig_t launch_config(int cluster, size_t smem, cudaLaunchAttribute (&attr)[2]) {
   cudaLaunchConfig_t cfg{};
   cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = smem_bytes(cluster, nt);
+  cfg.dynamicSmemBytes = smem;
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = cluster;
   attr[0].val.clusterDim.y = 1;
@@ -315,28 +327,51 @@ cudaLaunchConfig_t launch_config(int cluster, int nt, cudaLaunchAttribute (&attr
   return cfg;
 }
 
-// Clusters of each size that the GPU holds at once (clusters live inside
-// one GPC, so this is not the per-SM occupancy times SMs divided by size).
+// How a weight of `row_blocks` x `num_kb` boxes is launched: the K split
+// and each block's shared memory.
+struct Plan {
+  int cluster = 1;
+  size_t smem = 0;
+};
+
+// The widest K split whose grid is one wave of resident clusters (clusters
+// live inside one GPC, so the runtime's cluster occupancy says, not the
+// per-SM occupancy times SMs divided by size), each block keeping at least
+// two boxes.
 template <int NT>
-const std::array<int, kMaxCluster + 1>& cluster_capacity() {
-  static const std::array<int, kMaxCluster + 1> cap = [] {
+Plan make_plan(int row_blocks, int num_kb) {
+  static const bool sized = [] {
+    size_t most = 0;
+    for (int c = 1; c <= kMaxCluster; ++c) most = std::max(most, smem_bytes(c, NT));
     cudaFuncSetAttribute(fp8_gemv_tma_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(smem_bytes(max_cluster<NT>(), NT)));
-    std::array<int, kMaxCluster + 1> c{};
-    for (int size = 1; size <= max_cluster<NT>(); ++size) {
-      cudaLaunchAttribute attr[2];
-      cudaLaunchConfig_t cfg = launch_config(size, NT, attr);
-      cfg.gridDim = dim3(size);
-      int n = 0;
-      if (cudaOccupancyMaxActiveClusters(&n, fp8_gemv_tma_kernel<NT>, &cfg) != cudaSuccess) {
-        cudaGetLastError();
-        n = 0;
-      }
-      c[size] = n;
-    }
-    return c;
+                         static_cast<int>(most));
+    cudaGetLastError();
+    return true;
   }();
-  return cap;
+  (void)sized;
+  for (int c = std::min(kMaxCluster, std::max(1, num_kb / 2)); c > 1; --c) {
+    cudaLaunchAttribute attr[2];
+    cudaLaunchConfig_t cfg = launch_config(c, smem_bytes(c, NT), attr);
+    cfg.gridDim = dim3(c);
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, fp8_gemv_tma_kernel<NT>, &cfg) != cudaSuccess) {
+      cudaGetLastError();
+      continue;
+    }
+    if (row_blocks <= clusters) return Plan{c, smem_bytes(c, NT)};
+  }
+  return Plan{1, smem_bytes(1, NT)};
+}
+
+// Plans are made once per weight shape.
+template <int NT>
+Plan plan_for(int row_blocks, int num_kb) {
+  static std::mutex mu;
+  static std::unordered_map<int64_t, Plan> plans;
+  const int64_t key = (static_cast<int64_t>(row_blocks) << 32) | static_cast<uint32_t>(num_kb);
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = plans.find(key); it != plans.end()) return it->second;
+  return plans.emplace(key, make_plan<NT>(row_blocks, num_kb)).first->second;
 }
 
 template <int NT>
@@ -346,16 +381,10 @@ bool launch_nt(const Fp8GemvParams& p, cudaStream_t stream) {
   Schedule s;
   s.num_kb = ceil_div(p.K, kBoxBytes);
   const int row_blocks = ceil_div(p.N, kRows);
-  // The widest K split whose grid is one wave, each block keeping two boxes.
-  const auto& capacity = cluster_capacity<NT>();
-  for (int c = std::min(max_cluster<NT>(), std::max(1, s.num_kb / 2)); c > 1; --c) {
-    if (row_blocks <= capacity[c]) {
-      s.cluster = c;
-      break;
-    }
-  }
+  const Plan plan = plan_for<NT>(row_blocks, s.num_kb);
+  s.cluster = plan.cluster;
   cudaLaunchAttribute attr[2];
-  cudaLaunchConfig_t cfg = launch_config(s.cluster, NT, attr);
+  cudaLaunchConfig_t cfg = launch_config(s.cluster, plan.smem, attr);
   cfg.gridDim = dim3(row_blocks * s.cluster, ceil_div(p.M, kTokensPerGridRow));
   cfg.stream = stream;
   if (cudaLaunchKernelEx(&cfg, fp8_gemv_tma_kernel<NT>, wmap, xmap, p, s) == cudaSuccess) return true;
@@ -364,6 +393,18 @@ bool launch_nt(const Fp8GemvParams& p, cudaStream_t stream) {
 }
 
 }  // namespace
+
+Fp8GemvTmaPlan fp8_gemv_tma_plan(int N, int K, int M) {
+  const int row_blocks = ceil_div(N, kRows), num_kb = ceil_div(K, kBoxBytes);
+  Plan plan;
+  switch (ceil_div(std::min(M, kTokensPerGridRow), 8)) {
+    case 1: plan = plan_for<1>(row_blocks, num_kb); break;
+    case 2: plan = plan_for<2>(row_blocks, num_kb); break;
+    case 3: plan = plan_for<3>(row_blocks, num_kb); break;
+    default: plan = plan_for<4>(row_blocks, num_kb); break;
+  }
+  return {plan.cluster, plan.smem};
+}
 
 bool launch_fp8_gemv_tma(const Fp8GemvParams& p, cudaStream_t stream) {
   switch (ceil_div(std::min(p.M, kTokensPerGridRow), 8)) {

@@ -13,4 +13,13 @@ namespace hyllm::cuda {
 // multiple of 16 bytes, base not 16-byte aligned).
 bool launch_fp8_gemv_tma(const Fp8GemvParams& p, cudaStream_t stream);
 
+// How the kernel launches an N x K weight for M rows: the blocks splitting
+// each 128-row block's K (a cluster) and each block's shared memory
+// (bench_cuda_gemm prints it beside the timings).
+struct Fp8GemvTmaPlan {
+  int cluster = 1;
+  size_t smem_bytes = 0;
+};
+Fp8GemvTmaPlan fp8_gemv_tma_plan(int N, int K, int M);
+
 }  // namespace hyllm::cuda

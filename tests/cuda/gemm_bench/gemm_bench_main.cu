@@ -18,6 +18,7 @@
 
 #include "../bench_check.cuh"
 #include "backend/cuda/cuda_gemm.h"
+#include "backend/cuda/fp8_gemv_tma.h"
 #include "backend/cuda/launch/fp8.h"
 
 namespace {
@@ -249,6 +250,16 @@ int main(int argc, char** argv) {
     cudaFree(x8);
     cudaFree(x16);
     cudaFree(out);
+  }
+  // The TMA kernel's launch per shape (where the weights are large enough for it).
+  std::printf("\n| shape | M | TMA kernel: blocks per 128-row block | shared memory per block |\n|---|---:|---:|---:|\n");
+  for (const ShapeCase& sc : shapes) {
+    if (static_cast<int64_t>(sc.N) * sc.K < hyllm::cuda::kFp8GemvTmaMinWeightBytes) continue;
+    for (int M : ms) {
+      if (M > std::min(max_m, hyllm::cuda::kFp8GemvRowsPerPass)) continue;
+      const auto plan = hyllm::cuda::fp8_gemv_tma_plan(sc.N, sc.K, M);
+      std::printf("| %s | %d | %d | %.1f KiB |\n", sc.name, M, plan.cluster, plan.smem_bytes / 1024.0);
+    }
   }
   return 0;
 }

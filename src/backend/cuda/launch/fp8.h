@@ -77,11 +77,13 @@ void launch_fp8_gemv(const Fp8GemvParams& p, int num_sms, cudaStream_t stream);
 // kernel (below it, its fixed cost per block outweighs its deeper pipeline).
 inline constexpr int64_t kFp8GemvTmaMinWeightBytes = int64_t{16} << 20;
 // The most rows for which the linear prefers fp8_gemv to cuBLASLt, per scale
-// format (cuBLASLt has no block-scaled algorithm below 4 rows, and up to 16
-// rows its block-scaled kernels read the weights slower than fp8_gemv on all
-// but the widest 27B shape, bench_cuda_gemm; with per-tensor scales it
-// streams the weights well from one row on).
+// format (cuBLASLt has no block-scaled algorithm below 4 rows; up to 16 rows
+// its block-scaled kernels read the weights slower than fp8_gemv on all but
+// the widest 27B shape, and up to 32 rows slower than fp8_gemv's TMA kernel,
+// which weights of kFp8GemvTmaMinWeightBytes and more take, bench_cuda_gemm;
+// with per-tensor scales it streams the weights well from one row on).
 inline constexpr int kFp8GemvMaxRowsBlock = 16;
+inline constexpr int kFp8GemvTmaMaxRowsBlock = 32;
 inline constexpr int kFp8GemvMaxRowsTensor = 0;
 // cuBLASLt's block-scaled FP8 algorithms on sm_90a take only row counts that
 // are multiples of this (bench_cuda_gemm --probe-rows lists them).

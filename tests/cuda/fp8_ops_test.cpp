@@ -176,6 +176,35 @@ TEST_F(CudaOpTest, LinearFp8BothFormats) {
   }
 }
 
+// Every launch plan the TMA decode linear takes from its measured table
+// (fp8_gemv_tma_plans.inc: cluster sizes up to 8 that split K unevenly,
+// shared memory padded past the kernel's own), at the fewest rows of each
+// token-tile count, against the CPU reference.
+TEST_F(CudaOpTest, LinearFp8MeasuredPlans) {
+  struct PlanRow {
+    int n, k, nt, cluster, per_sm;
+  };
+  constexpr PlanRow kPlans[] = {
+#include "backend/cuda/fp8_gemv_tma_plans.inc"
+  };
+  Rng rng(seed_);
+  for (const PlanRow& plan : kPlans) {
+    const int64_t M = (plan.nt - 1) * 8 + 1, N = plan.n, K = plan.k;
+    SCOPED_TRACE(testing::Message() << "M=" << M << " N=" << N << " K=" << K);
+    HostTensor x = bf16_tensor({M, K});
+    x.fill_normal(rng);
+    Mirror dx(*gpu_, x);
+    Fp8Weights w(*gpu_, rng, N, K);
+    Fp8Pair xq(*gpu_, ActQuantMode::kGroup128, M, K, 0.0f);
+    quantize_fp8(*gpu_, {dx.view(), xq.dev});
+    HostTensor out(DType::kF32, {M, N});
+    linear(*cpu_, {x.view(), w.host(WeightFormat::kFp8Block), out.view()});
+    Mirror dout(*gpu_, out);
+    run_gpu_poisoned([&] { linear(*gpu_, {{}, w.dev(WeightFormat::kFp8Block), dout.view(), xq.dev}); }, {&dout});
+    expect_close("linear fp8-block, measured plan", dout, out, kTolFp8F32);
+  }
+}
+
 // Block-FP8 row counts that cuBLASLt's block-scaled kernels refuse, with the
 // row room of ops.h's kActivationRowPad (codes and output backed for
 // padded_rows(M) rows, flagged): one GEMM over the rows rounded up, which

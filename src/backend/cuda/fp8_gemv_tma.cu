@@ -366,10 +366,61 @@ const std::array<int, kMaxCluster + 1>& cluster_capacity() {
   return cap;
 }
 
-// The widest K split whose grid is one wave, each block keeping two boxes.
+// Launch plans measured on a GH100 of 132 SMs (H100 SXM, H200) for the
+// large linears of the Qwen3.5 models: `bench_cuda_gemm --sweep-tma` times
+// every cluster size and shared-memory padding, and tools/cuda/tma_plan_table.py
+// writes these rows from its log. Padding a block's shared memory to an SM's
+// share (less kPadHeadroom) caps the blocks an SM takes at per_sm, which
+// spreads a grid over more SMs than the runtime's packing would; which
+// cluster size and cap stream fastest depends on the shape in ways no rule
+// tried predicted (docs/BENCHMARKS.md). Other shapes and GPUs take the
+// capacity rule of plan_for.
+struct MeasuredPlan {
+  int n, k, nt;
+  int cluster;
+  int per_sm;  // 0: the kernel's own shared memory
+};
+constexpr MeasuredPlan kGh100Plans[] = {
+#include "backend/cuda/fp8_gemv_tma_plans.inc"
+};
+constexpr int kGh100Sms = 132;
+// Shared memory left free on an SM beside padded blocks, for the kernels
+// launched programmatically around this one.
+constexpr size_t kPadHeadroom = size_t{24} << 10;
+// A/B switch: the measured plans (true) against the capacity rule alone
+// (false). Off until measured end to end: padding that streamed faster on
+// bench_cuda_gemm has been slower in whole decode steps before. Removal
+// condition: once tools/cuda/ab_latency.sh on 27B FP8 b1 / b16 / b32 and
+// 35B-A3B FP8 b1 / b32 has decided, delete the losing side (the table, the
+// script and the sweep stay if the table wins).
+constexpr bool kUseMeasuredPlans = false;
+
+bool is_gh100_132() {
+  static const bool yes = [] {
+    int dev = 0, major = 0, minor = 0, sms = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    return major == 9 && minor == 0 && sms == kGh100Sms;
+  }();
+  return yes;
+}
+
+// The measured plan of an N x K weight at NT token tiles, else the widest K
+// split whose grid is one wave, each block keeping two boxes.
 template <int NT>
 Fp8GemvTmaPlan plan_for(int n, int k) {
   const auto& capacity = cluster_capacity<NT>();  // also raises the kernel's shared-memory limit
+  if (kUseMeasuredPlans && is_gh100_132()) {
+    for (const MeasuredPlan& m : kGh100Plans) {
+      if (m.n != n || m.k != k || m.nt != NT) continue;
+      size_t smem = smem_bytes(m.cluster, NT);
+      if (m.per_sm > 0)
+        smem = std::max(smem, (static_cast<size_t>(sm_shared_memory()) - kPadHeadroom) / m.per_sm - 1024);
+      return {m.cluster, smem};
+    }
+  }
   const int row_blocks = ceil_div(n, kRows), num_kb = ceil_div(k, kBoxBytes);
   int c = std::min(kMaxCluster, std::max(1, num_kb / 2));
   while (c > 1 && row_blocks > capacity[c]) --c;

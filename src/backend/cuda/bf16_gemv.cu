@@ -48,7 +48,13 @@ __global__ void bf16_gemv_kernel(Bf16GemvParams p) {
   load_weight_tile(wrow, 0, chunks, live, wv);
   wait_for_prerequisite();
   allow_dependents();  // the next kernel (the GDN conv) may take its weights meanwhile
-  for (int i = threadIdx.x; i < p.M * chunks; i += blockDim.x) xs[i] = reinterpret_cast<const uint4*>(p.x)[i];
+  // Asynchronous copies, all in flight at once: a narrow W's block has few
+  // threads, and a plain load-then-store loop would wait one L2 round trip
+  // per pass over x (ten passes for a 5120-wide row and two warps).
+  const uint4* xg = reinterpret_cast<const uint4*>(p.x);
+  for (int i = threadIdx.x; i < p.M * chunks; i += blockDim.x) cp_async16(xs + i, xg + i, true);
+  cp_async_commit();
+  cp_async_wait<0>();
   __syncthreads();
   if (!live) return;
   float acc[MT];

@@ -10,6 +10,7 @@
 #   tools/cuda/pack_serve_bundle.sh [BUILD_DIR] [OUT_ARCHIVE]
 #   HYLLM_BUNDLE_EXTRA="build/tests/cuda/test_cuda_ops ..."   more binaries, stripped into bin/,
 #                                                            their libraries into lib/ as well
+#                                                            (an A/B's variants: tools/cuda/build_variants.sh)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$ROOT/build}

@@ -328,15 +328,26 @@ cudaLaunchConfig_t launch_config(int cluster, size_t smem, cudaLaunchAttribute (
   return cfg;
 }
 
-// An SM's shared memory (bench_cuda_gemm's sweep pads blocks up to it).
-int sm_shared_memory() {
-  static const int bytes = [] {
-    int dev = 0, b = 0;
+// What the plans read of the device, once.
+struct DeviceLimits {
+  int sm_smem = 0;         // shared memory of an SM
+  int block_smem = 0;      // the most one block may opt in to
+  bool gh100_132 = false;  // compute capability 9.0 with 132 SMs (H100 SXM, H200)
+};
+const DeviceLimits& device_limits() {
+  static const DeviceLimits d = [] {
+    DeviceLimits r;
+    int dev = 0, major = 0, minor = 0, sms = 0;
     cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&b, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
-    return b;
+    cudaDeviceGetAttribute(&r.sm_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
+    cudaDeviceGetAttribute(&r.block_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    r.gh100_132 = major == 9 && minor == 0 && sms == 132;
+    return r;
   }();
-  return bytes;
+  return d;
 }
 
 // Clusters of each size that the GPU holds at once (clusters live inside
@@ -344,11 +355,10 @@ int sm_shared_memory() {
 template <int NT>
 const std::array<int, kMaxCluster + 1>& cluster_capacity() {
   static const std::array<int, kMaxCluster + 1> cap = [] {
-    // Any shared memory up to one block an SM: bench_cuda_gemm's sweep
-    // launches every padding (Fp8GemvParams::tma_smem).
-    const size_t most = static_cast<size_t>(sm_shared_memory()) - 2048;
+    // Any shared memory up to one block an SM: padded plans, and
+    // bench_cuda_gemm's sweep launches every padding (Fp8GemvParams::tma_smem).
     cudaFuncSetAttribute(fp8_gemv_tma_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(most));
+                         device_limits().block_smem);
     std::array<int, kMaxCluster + 1> c{};
     for (int size = 1; size <= kMaxCluster; ++size) {
       cudaLaunchAttribute attr[2];
@@ -383,7 +393,6 @@ struct MeasuredPlan {
 constexpr MeasuredPlan kGh100Plans[] = {
 #include "backend/cuda/fp8_gemv_tma_plans.inc"
 };
-constexpr int kGh100Sms = 132;
 // Shared memory left free on an SM beside padded blocks, for the kernels
 // launched programmatically around this one.
 constexpr size_t kPadHeadroom = size_t{24} << 10;
@@ -395,29 +404,16 @@ constexpr size_t kPadHeadroom = size_t{24} << 10;
 // script and the sweep stay if the table wins).
 constexpr bool kUseMeasuredPlans = false;
 
-bool is_gh100_132() {
-  static const bool yes = [] {
-    int dev = 0, major = 0, minor = 0, sms = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    return major == 9 && minor == 0 && sms == kGh100Sms;
-  }();
-  return yes;
-}
-
 // The measured plan of an N x K weight at NT token tiles, else the widest K
 // split whose grid is one wave, each block keeping two boxes.
 template <int NT>
 Fp8GemvTmaPlan plan_for(int n, int k) {
   const auto& capacity = cluster_capacity<NT>();  // also raises the kernel's shared-memory limit
-  if (kUseMeasuredPlans && is_gh100_132()) {
+  if (kUseMeasuredPlans && device_limits().gh100_132) {
     for (const MeasuredPlan& m : kGh100Plans) {
       if (m.n != n || m.k != k || m.nt != NT) continue;
       size_t smem = smem_bytes(m.cluster, NT);
-      if (m.per_sm > 0)
-        smem = std::max(smem, (static_cast<size_t>(sm_shared_memory()) - kPadHeadroom) / m.per_sm - 1024);
+      if (m.per_sm > 0) smem = std::max(smem, fp8_gemv_tma_padded_smem(m.per_sm, kPadHeadroom));
       return {m.cluster, smem};
     }
   }
@@ -447,6 +443,12 @@ bool launch_nt(const Fp8GemvParams& p, cudaStream_t stream) {
 }
 
 }  // namespace
+
+size_t fp8_gemv_tma_padded_smem(int per_sm, size_t headroom) {
+  // Each block takes its shared memory plus the 1 KiB the runtime reserves.
+  const size_t bytes = (static_cast<size_t>(device_limits().sm_smem) - headroom) / per_sm - 1024;
+  return std::min(bytes, static_cast<size_t>(device_limits().block_smem));
+}
 
 Fp8GemvTmaPlan fp8_gemv_tma_plan(int N, int K, int M) {
   switch (ceil_div(std::min(M, kTokensPerGridRow), 8)) {

@@ -22,4 +22,9 @@ struct Fp8GemvTmaPlan {
 };
 Fp8GemvTmaPlan fp8_gemv_tma_plan(int N, int K, int M);
 
+// Shared memory per block that caps the blocks an SM takes at per_sm, with
+// `headroom` bytes of the SM left free (at most what one block may take):
+// the padding of the measured plans and of bench_cuda_gemm's sweep.
+size_t fp8_gemv_tma_padded_smem(int per_sm, size_t headroom);
+
 }  // namespace hyllm::cuda

@@ -33,57 +33,92 @@ __global__ void swiglu_kernel(SwigluParams p) {
   }
 }
 
-// The FP8-output kernels below give each warp one (row, 128-column group):
-// lane l holds columns 4l .. 4l+3 of the group in registers, so a row is
-// spread over ceil(groups / kGroupWarps) blocks and even one row fills
-// several SMs. The grid is rows * blocks_per_row blocks of kGroupWarps warps.
-constexpr int kGroupWarps = 4;
+// The FP8-output kernels below: lane l holds columns 8l .. 8l+7 of a warp's
+// 256 columns of one row (two 128-column groups, a half-warp each: the group
+// maxima are half-warp reductions), an item. Warp w takes items [kItems w,
+// kItems w + kItems) in row-major order and asks for all their loads before
+// it quantises any, so that each lane has 2 x kItems 16-byte loads in flight:
+// one item per warp (decode rows) keeps the blocks many and the wait one
+// memory round trip; two per warp (many rows) keep the copy rate with fewer,
+// longer-lived warps.
+constexpr int kLaneCols = 8;
+constexpr int kItemCols = 32 * kLaneCols;
 
-struct GroupSlot {
-  int row;
-  int k;      // first of the lane's 4 columns
-  bool live;  // false for the warps past the row's last group (whole warps)
+struct GroupItems {
+  int per_row;  // items per row
+  int64_t total;
+  __host__ __device__ GroupItems(int rows, int cols)
+      : per_row((cols + kItemCols - 1) / kItemCols), total(static_cast<int64_t>(rows) * per_row) {}
+  __device__ int row(int64_t item) const { return static_cast<int>(item / per_row); }
+  // This lane's first column of the item.
+  __device__ int col(int64_t item) const {
+    return static_cast<int>(item % per_row) * kItemCols + static_cast<int>(threadIdx.x & 31) * kLaneCols;
+  }
 };
 
-__device__ __forceinline__ GroupSlot group_slot(int cols) {
-  const int groups = (cols + kFp8Group - 1) / kFp8Group;
-  const int blocks_per_row = (groups + kGroupWarps - 1) / kGroupWarps;
-  const int group = static_cast<int>(blockIdx.x % blocks_per_row) * kGroupWarps + static_cast<int>(threadIdx.x / 32);
-  return {static_cast<int>(blockIdx.x / blocks_per_row), group * kFp8Group + static_cast<int>(threadIdx.x & 31) * 4,
-          group < groups};
-}
+// Items per warp and threads per block for `rows` rows.
+struct ItemLaunch {
+  int items_per_warp;
+  int threads;
+  int blocks;
+  ItemLaunch(int rows, int cols) {
+    items_per_warp = rows >= 64 ? 2 : 1;
+    threads = items_per_warp == 2 ? 256 : 128;
+    const int64_t warps = (GroupItems(rows, cols).total + items_per_warp - 1) / items_per_warp;
+    blocks = static_cast<int>((warps + threads / 32 - 1) / (threads / 32));
+  }
+};
 
-inline int group_blocks(int rows, int cols) {
-  const int groups = (cols + kFp8Group - 1) / kFp8Group;
-  return rows * ((groups + kGroupWarps - 1) / kGroupWarps);
+__device__ __forceinline__ int64_t first_item(int items_per_warp) {
+  return (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32 * items_per_warp;
 }
 
 // The FP8-output SwiGLU: the bf16 results (also written to out when given)
 // are quantised from registers.
+template <int kItems>
 __global__ void swiglu_fp8_kernel(SwigluParams p) {
   allow_dependents();  // the FP8 linears reading the codes start their weight stream
-  const GroupSlot s = group_slot(p.inter);
-  if (!s.live) return;
-  const uint16_t* row = p.x + static_cast<int64_t>(s.row) * p.x_stride;
-  float g[4], u[4], o[4];
-  load4_bf16(row, s.k, p.inter, g);
-  load4_bf16(row + p.inter, s.k, p.inter, u);
+  const GroupItems items(p.rows, p.inter);
+  const int64_t first = first_item(kItems);
+  float g[kItems][kLaneCols], u[kItems][kLaneCols];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) o[i] = s.k + i < p.inter ? round_bf(__fmul_rn(silu(g[i]), u[i])) : 0.0f;
-  if (p.out) store4_bf16(p.out + static_cast<int64_t>(s.row) * p.inter, s.k, p.inter, o);
-  quantize_group_regs<4>(o, s.k, s.row, p.fp8);
+  for (int i = 0; i < kItems; ++i) {
+    if (first + i >= items.total) continue;  // whole warps
+    const uint16_t* row = p.x + static_cast<int64_t>(items.row(first + i)) * p.x_stride;
+    load_bf16<kLaneCols>(row, items.col(first + i), p.inter, g[i]);
+    load_bf16<kLaneCols>(row + p.inter, items.col(first + i), p.inter, u[i]);
+  }
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    if (first + i >= items.total) continue;
+    const int r = items.row(first + i), k = items.col(first + i);
+    float o[kLaneCols];
+#pragma unroll
+    for (int j = 0; j < kLaneCols; ++j) o[j] = k + j < p.inter ? round_bf(__fmul_rn(silu(g[i][j]), u[i][j])) : 0.0f;
+    if (p.out) store_bf16<kLaneCols>(p.out + static_cast<int64_t>(r) * p.inter, k, p.inter, o);
+    quantize_group_regs<kLaneCols>(o, k, r, p.fp8);
+  }
 }
 
 // Launched programmatically: its blocks are resident before the kernel that
 // writes x ends, and wait only for x.
+template <int kItems>
 __global__ void quantize_fp8_kernel(QuantizeFp8Params p) {
   allow_dependents();
   wait_for_prerequisite();
-  const GroupSlot s = group_slot(p.out.cols);
-  if (!s.live) return;
-  float v[4];
-  load4_bf16(p.x + static_cast<int64_t>(s.row) * p.x_stride, s.k, p.out.cols, v);
-  quantize_group_regs<4>(v, s.k, s.row, p.out);
+  const GroupItems items(p.out.rows, p.out.cols);
+  const int64_t first = first_item(kItems);
+  float v[kItems][kLaneCols];
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    if (first + i >= items.total) continue;
+    load_bf16<kLaneCols>(p.x + static_cast<int64_t>(items.row(first + i)) * p.x_stride, items.col(first + i),
+                         p.out.cols, v[i]);
+  }
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    if (first + i < items.total) quantize_group_regs<kLaneCols>(v[i], items.col(first + i), items.row(first + i), p.out);
+  }
 }
 
 // Copies `row_bytes` from src to dst with one block, 16 bytes at a time when
@@ -142,7 +177,12 @@ __global__ void pack_group_scales_kernel(PackGroupScalesParams p) {
 void launch_swiglu(const SwigluParams& p, cudaStream_t stream) {
   if (p.rows == 0 || p.inter == 0) return;
   if (p.fp8.enabled()) {
-    swiglu_fp8_kernel<<<group_blocks(p.rows, p.inter), kGroupWarps * 32, 0, stream>>>(p);
+    const ItemLaunch l(p.rows, p.inter);
+    if (l.items_per_warp == 2) {
+      swiglu_fp8_kernel<2><<<l.blocks, l.threads, 0, stream>>>(p);
+    } else {
+      swiglu_fp8_kernel<1><<<l.blocks, l.threads, 0, stream>>>(p);
+    }
     return;
   }
   const bool vec = p.inter % 8 == 0 && p.x_stride % 8 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
@@ -158,7 +198,12 @@ void launch_swiglu(const SwigluParams& p, cudaStream_t stream) {
 
 void launch_quantize_fp8(const QuantizeFp8Params& p, cudaStream_t stream) {
   if (p.out.rows == 0 || p.out.cols == 0) return;
-  launch_maybe_pdl(quantize_fp8_kernel, true, dim3(group_blocks(p.out.rows, p.out.cols)), kGroupWarps * 32, 0, stream, p);
+  const ItemLaunch l(p.out.rows, p.out.cols);
+  if (l.items_per_warp == 2) {
+    launch_maybe_pdl(quantize_fp8_kernel<2>, true, dim3(l.blocks), l.threads, 0, stream, p);
+  } else {
+    launch_maybe_pdl(quantize_fp8_kernel<1>, true, dim3(l.blocks), l.threads, 0, stream, p);
+  }
 }
 
 void launch_pack_group_scales(const PackGroupScalesParams& p, cudaStream_t stream) {

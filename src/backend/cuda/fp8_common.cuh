@@ -75,29 +75,48 @@ __device__ __forceinline__ void quantize_group_regs(const float (&v)[N], int k, 
   }
 }
 
-// Loads 4 bf16 values vals[k .. k+3] as floats (zeros at and beyond n), with
-// one 8-byte load when they are in range and aligned.
-__device__ __forceinline__ void load4_bf16(const uint16_t* vals, int k, int n, float (&v)[4]) {
-  if (k + 4 <= n && (reinterpret_cast<uintptr_t>(vals + k) & 7) == 0) {
-    const uint2 raw = *reinterpret_cast<const uint2*>(vals + k);
-    v[0] = __uint_as_float(raw.x << 16);
-    v[1] = __uint_as_float(raw.x & 0xffff0000u);
-    v[2] = __uint_as_float(raw.y << 16);
-    v[3] = __uint_as_float(raw.y & 0xffff0000u);
+// Loads N (4 or 8) bf16 values vals[k .. k+N-1] as floats (zeros at and
+// beyond n), with one 8- or 16-byte load when they are in range and aligned.
+template <int N>
+__device__ __forceinline__ void load_bf16(const uint16_t* vals, int k, int n, float (&v)[N]) {
+  static_assert(N == 4 || N == 8, "4 or 8 values");
+  if (k + N <= n && (reinterpret_cast<uintptr_t>(vals + k) & (2 * N - 1)) == 0) {
+    uint32_t raw[N / 2];
+    if constexpr (N == 8) {
+      const uint4 r = *reinterpret_cast<const uint4*>(vals + k);
+      raw[0] = r.x, raw[1] = r.y, raw[2] = r.z, raw[3] = r.w;
+    } else {
+      const uint2 r = *reinterpret_cast<const uint2*>(vals + k);
+      raw[0] = r.x, raw[1] = r.y;
+    }
+#pragma unroll
+    for (int q = 0; q < N / 2; ++q) {
+      v[2 * q] = __uint_as_float(raw[q] << 16);
+      v[2 * q + 1] = __uint_as_float(raw[q] & 0xffff0000u);
+    }
   } else {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) v[i] = k + i < n ? bf2f(vals[k + i]) : 0.0f;
+    for (int i = 0; i < N; ++i) v[i] = k + i < n ? bf2f(vals[k + i]) : 0.0f;
   }
 }
 
-// Stores 4 floats, already bf16-exact, as bf16 at vals[k .. k+3] (those below n).
-__device__ __forceinline__ void store4_bf16(uint16_t* vals, int k, int n, const float (&v)[4]) {
-  if (k + 4 <= n && (reinterpret_cast<uintptr_t>(vals + k) & 7) == 0) {
-    *reinterpret_cast<uint2*>(vals + k) = make_uint2(__float_as_uint(v[0]) >> 16 | (__float_as_uint(v[1]) & 0xffff0000u),
-                                                     __float_as_uint(v[2]) >> 16 | (__float_as_uint(v[3]) & 0xffff0000u));
+// Stores N (4 or 8) floats, already bf16-exact, as bf16 at vals[k .. k+N-1]
+// (those below n).
+template <int N>
+__device__ __forceinline__ void store_bf16(uint16_t* vals, int k, int n, const float (&v)[N]) {
+  static_assert(N == 4 || N == 8, "4 or 8 values");
+  if (k + N <= n && (reinterpret_cast<uintptr_t>(vals + k) & (2 * N - 1)) == 0) {
+    uint32_t w[N / 2];
+#pragma unroll
+    for (int q = 0; q < N / 2; ++q) w[q] = __float_as_uint(v[2 * q]) >> 16 | (__float_as_uint(v[2 * q + 1]) & 0xffff0000u);
+    if constexpr (N == 8) {
+      *reinterpret_cast<uint4*>(vals + k) = make_uint4(w[0], w[1], w[2], w[3]);
+    } else {
+      *reinterpret_cast<uint2*>(vals + k) = make_uint2(w[0], w[1]);
+    }
   } else {
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < N; ++i)
       if (k + i < n) vals[k + i] = static_cast<uint16_t>(__float_as_uint(v[i]) >> 16);
   }
 }
@@ -108,7 +127,7 @@ __device__ __forceinline__ void store4_bf16(uint16_t* vals, int k, int n, const 
 __device__ __forceinline__ void quantize_group_warp(const uint16_t* vals, int group, int row, const Fp8Out& o) {
   const int k = group * kFp8Group + (threadIdx.x & 31) * 4;
   float v[4];
-  load4_bf16(vals, k, o.cols, v);
+  load_bf16<4>(vals, k, o.cols, v);
   quantize_group_regs<4>(v, k, row, o);
 }
 

@@ -173,12 +173,64 @@ __global__ void __launch_bounds__(1024) rms_norm_regs_kernel(RmsNormParams p) {
   }
 }
 
-// One warp per (row, head): lane l holds columns 4l .. 4l+3 of each 128
-// columns of the head. With FP8 (head_dim a multiple of 128, so the loop is
-// uniform over the warp) each warp quantises its head's groups from registers.
-template <bool FP8>
-__global__ void gated_rms_norm_kernel(GatedRmsNormParams p) {
+// Head dims that are multiples of 128 (every Qwen3.5 GDN head): a half-warp
+// per (row, head), lane l of the half holding columns 8l .. 8l+7 of each of
+// the head's kChunks 128-column groups. x, z and the weights stay in
+// registers from their loads (all asked for at once, the weights before the
+// wait) to the store: one memory round trip. A warp takes two heads; the sum
+// of squares and the group maxima are half-warp reductions.
+template <bool FP8, int kChunks>
+__global__ void gated_rms_norm_half_warp_kernel(GatedRmsNormParams p) {
   if constexpr (FP8) allow_dependents();
+  const int lane = threadIdx.x & 15;
+  float w[kChunks][8];
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) load_weights<8>(p.weight, p.weight_f32, 128 * c + 8 * lane, p.head_dim, w[c]);
+  wait_for_prerequisite();  // launched programmatically: x and z come from the kernels before
+  const int64_t total = static_cast<int64_t>(p.rows) * p.num_heads;
+  const int64_t warp_first = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32 * 2;
+  if (warp_first >= total) return;  // whole warps
+  // The second half of the warp past the last head (an odd count) repeats
+  // the last head's arithmetic, for the shuffles, and writes nothing.
+  const int64_t want = warp_first + ((threadIdx.x >> 4) & 1);
+  const bool live = want < total;
+  const int64_t item = live ? want : total - 1;
+  const int t = static_cast<int>(item / p.num_heads), h = static_cast<int>(item % p.num_heads);
+  const int64_t W = static_cast<int64_t>(p.num_heads) * p.head_dim;
+  const uint16_t* x = p.x + t * W + static_cast<int64_t>(h) * p.head_dim;
+  const uint16_t* z = p.z + t * p.z_stride + static_cast<int64_t>(h) * p.head_dim;
+  float xv[kChunks][8], zv[kChunks][8];
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    load_bf16<8>(x, 128 * c + 8 * lane, p.head_dim, xv[c]);
+    load_bf16<8>(z, 128 * c + 8 * lane, p.head_dim, zv[c]);
+  }
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) sum_sq += xv[c][i] * xv[c][i];
+  }
+#pragma unroll
+  for (int o = 8; o > 0; o >>= 1) sum_sq += __shfl_xor_sync(0xffffffffu, sum_sq, o);
+  const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(p.head_dim) + p.eps);
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int d = 128 * c + 8 * lane;
+    float o[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float n = round_bf(__fmul_rn(xv[c][i], inv));
+      o[i] = round_bf(__fmul_rn(__fmul_rn(n, w[c][i]), silu(zv[c][i])));
+    }
+    if (p.out != nullptr && live) store_bf16<8>(p.out + t * W + static_cast<int64_t>(h) * p.head_dim, d, p.head_dim, o);
+    if constexpr (FP8) quantize_group_regs<8>(o, live ? h * p.head_dim + d : p.fp8.cols, t, p.fp8);
+  }
+}
+
+// Any other head dim, bf16 output: one warp per (row, head), lane l holding
+// columns 4l .. 4l+3 of each 128 columns of the head.
+__global__ void gated_rms_norm_kernel(GatedRmsNormParams p) {
   wait_for_prerequisite();  // launched programmatically: x and z come from the kernels before
   const int warps = blockDim.x / 32;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * warps + threadIdx.x / 32;
@@ -188,11 +240,11 @@ __global__ void gated_rms_norm_kernel(GatedRmsNormParams p) {
   const int64_t W = static_cast<int64_t>(p.num_heads) * p.head_dim;
   const uint16_t* x = p.x + t * W + static_cast<int64_t>(h) * p.head_dim;
   const uint16_t* z = p.z + t * p.z_stride + static_cast<int64_t>(h) * p.head_dim;
-  uint16_t* out = p.out ? p.out + t * W + static_cast<int64_t>(h) * p.head_dim : nullptr;
+  uint16_t* out = p.out + t * W + static_cast<int64_t>(h) * p.head_dim;
   float sum_sq = 0.0f;
   for (int d = 4 * lane; d < p.head_dim; d += 128) {
     float v[4];
-    load4_bf16(x, d, p.head_dim, v);
+    load_bf16<4>(x, d, p.head_dim, v);
 #pragma unroll
     for (int i = 0; i < 4; ++i) sum_sq += v[i] * v[i];
   }
@@ -200,16 +252,15 @@ __global__ void gated_rms_norm_kernel(GatedRmsNormParams p) {
   const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(p.head_dim) + p.eps);
   for (int d = 4 * lane; d < p.head_dim; d += 128) {
     float xv[4], zv[4], w[4], o[4];
-    load4_bf16(x, d, p.head_dim, xv);
-    load4_bf16(z, d, p.head_dim, zv);
+    load_bf16<4>(x, d, p.head_dim, xv);
+    load_bf16<4>(z, d, p.head_dim, zv);
     load_weights<4>(p.weight, p.weight_f32, d, p.head_dim, w);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const float n = round_bf(__fmul_rn(xv[i], inv));
       o[i] = d + i < p.head_dim ? round_bf(__fmul_rn(__fmul_rn(n, w[i]), silu(zv[i]))) : 0.0f;
     }
-    if (out) store4_bf16(out, d, p.head_dim, o);
-    if constexpr (FP8) quantize_group_regs<4>(o, h * p.head_dim + d, t, p.fp8);
+    store_bf16<4>(out, d, p.head_dim, o);
   }
 }
 
@@ -242,6 +293,18 @@ __global__ void gated_rms_norm_fp8_kernel(GatedRmsNormParams p) {
   }
   __syncthreads();
   quantize_row_block(s_row, t, p.fp8);
+}
+
+template <bool FP8>
+bool launch_gated_half_warp(const GatedRmsNormParams& p, int64_t items, cudaStream_t stream) {
+  constexpr int kThreads = 256;
+  const dim3 grid(static_cast<unsigned>(ceil_div(ceil_div(items, 2), kThreads / 32)));
+  switch (p.head_dim) {
+    case 128: launch_maybe_pdl(gated_rms_norm_half_warp_kernel<FP8, 1>, true, grid, kThreads, 0, stream, p); return true;
+    case 256: launch_maybe_pdl(gated_rms_norm_half_warp_kernel<FP8, 2>, true, grid, kThreads, 0, stream, p); return true;
+    case 512: launch_maybe_pdl(gated_rms_norm_half_warp_kernel<FP8, 4>, true, grid, kThreads, 0, stream, p); return true;
+    default: return false;
+  }
 }
 
 }  // namespace
@@ -279,11 +342,8 @@ void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
 void launch_gated_rms_norm(const GatedRmsNormParams& p, cudaStream_t stream) {
   const int64_t items = static_cast<int64_t>(p.rows) * p.num_heads;
   if (items == 0) return;
-  if (p.fp8.enabled() && p.head_dim % kFp8Group == 0) {
-    launch_maybe_pdl(gated_rms_norm_kernel<true>, true, dim3(ceil_div(items, kHeadWarps)), kHeadWarps * 32, 0, stream,
-                     p);
+  if (p.fp8.enabled() ? launch_gated_half_warp<true>(p, items, stream) : launch_gated_half_warp<false>(p, items, stream))
     return;
-  }
   if (p.fp8.enabled()) {
     const size_t smem = static_cast<size_t>(p.num_heads) * p.head_dim * 2;
     if (smem > 48 * 1024)
@@ -291,8 +351,7 @@ void launch_gated_rms_norm(const GatedRmsNormParams& p, cudaStream_t stream) {
     launch_maybe_pdl(gated_rms_norm_fp8_kernel, true, dim3(p.rows), 256, smem, stream, p);
     return;
   }
-  launch_maybe_pdl(gated_rms_norm_kernel<false>, true, dim3(ceil_div(items, kHeadWarps)), kHeadWarps * 32, 0, stream,
-                   p);
+  launch_maybe_pdl(gated_rms_norm_kernel, true, dim3(ceil_div(items, kHeadWarps)), kHeadWarps * 32, 0, stream, p);
 }
 
 }  // namespace hyllm::cuda

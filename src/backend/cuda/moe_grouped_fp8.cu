@@ -60,9 +60,7 @@ static_assert(kBK == kFp8Group, "a k tile is one scale block");
 // tile) steps; the copies run kStages - 1 steps ahead of the MMAs across item
 // boundaries, so an item's first tiles arrive while the previous item's last
 // ones are multiplied and its epilogue runs, and a short item (a down item is
-// I / 128 k tiles) never waits for a refilled pipeline. The loader resolves
-// each item one item ahead of its first copy, so that the row sources it
-// reads from global memory have arrived by then.
+// I / 128 k tiles) never waits for a refilled pipeline.
 template <bool kUp>
 struct ItemOperands {
   moe_detail::GroupedItem it;
@@ -191,9 +189,21 @@ __global__ void __launch_bounds__(kThreads + 32, 1)
     const int64_t lda = kUp ? p.w.hidden : p.hidden_ld;
     int n = 0;  // steps asked for so far
     const LaggedCopyArrivals<kStages, kLag> copies{full};
+    // Items are resolved one ahead: the next item's row sources (global loads
+    // for gate_up) are asked for before this item's copies, so that an item
+    // switch does not hold back the copies, and with them the lagged arrivals
+    // of the previous item's last steps, for a memory round trip.
+    auto resolve = [&](int item, int (&src)[2]) {
+      const ItemOperands<kUp> op(p, tables, item < total ? item : blockIdx.x);
+      src[0] = item < total ? op.row_source(pl, lane) : -1;
+      src[1] = item < total ? op.row_source(pl, lane + 32) : -1;
+    };
+    int next_src[2];
+    resolve(blockIdx.x, next_src);
     for (int item = blockIdx.x; item < total; item += gridDim.x) {
       const ItemOperands<kUp> op(p, tables, item);
-      const int src[2] = {op.row_source(pl, lane), op.row_source(pl, lane + 32)};
+      const int src[2] = {next_src[0], next_src[1]};
+      resolve(item + gridDim.x, next_src);
       const CUtensorMap* map = op.it.shared ? &smap : &wmap;
       for (int kt = 0; kt < op.kblocks; ++kt, ++n) {
         const int st = n % kStages;

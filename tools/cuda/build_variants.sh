@@ -5,12 +5,14 @@
 # its binaries copied to .carry/ab/<binary>_<name>; the tree and the build
 # folder are left as they were found (the edits undone, the tree rebuilt).
 # Then tools/cuda/pack_serve_bundle.sh packs them beside the tree's own hyllm.
+# While it runs, a REV variant's files are in the index: commit nothing until it ends.
 #
 #   tools/cuda/build_variants.sh VARIANT...
 #   VARIANT = name                                the working tree as it is
 #           | name=FILE:OLD=>NEW[;FILE:OLD=>NEW...]  each OLD (a fixed string, which
 #                                                 must occur exactly once) replaced by NEW
-#           | name@REV                            the tree of git revision REV (src/ only)
+#           | name@REV                            the tree of git revision REV (src/ and tests/,
+#                                                 so that its test and bench binaries build too)
 #   HYLLM_VARIANT_TARGETS="hyllm tests/cuda/test_cuda_ops"   what each variant builds (build paths)
 #   HYLLM_BUILD=build                             the build folder
 #
@@ -52,10 +54,10 @@ restore() {
   done
   rm -f "$BACKUP"/*
   if [[ -n $REV_CHECKED_OUT ]]; then
-    # Back to HEAD's src/ (index and tree), without the files only REV has,
-    # then the uncommitted changes that were stashed.
-    git checkout -q HEAD -- src
-    git diff --name-only --diff-filter=A HEAD "$REV_CHECKED_OUT" -- src | xargs -r rm -f
+    # Back to HEAD's src/ and tests/ (index and tree), without the files
+    # only REV has, then the uncommitted changes that were stashed.
+    git checkout -q HEAD -- src tests
+    git diff --name-only --diff-filter=A HEAD "$REV_CHECKED_OUT" -- src tests | xargs -r rm -f
     REV_CHECKED_OUT=
     if [[ $STASHED == 1 ]]; then git stash pop -q; fi
     STASHED=0
@@ -68,9 +70,9 @@ for v in "$@"; do
     *@*)
       name=${v%%@*} rev=${v#*@}
       git rev-parse -q --verify "$rev^{commit}" > /dev/null || { echo "no revision $rev" >&2; exit 1; }
-      if ! git diff --quiet HEAD -- src; then git stash push -q -- src && STASHED=1; fi
+      if ! git diff --quiet HEAD -- src tests; then git stash push -q -- src tests && STASHED=1; fi
       REV_CHECKED_OUT=$(git rev-parse "$rev")
-      git checkout -q "$rev" -- src
+      git checkout -q "$rev" -- src tests
       ;;
     *=*)
       name=${v%%=*}

@@ -14,9 +14,9 @@
 // index in its quad): both operands' fragments come from one load each.
 //
 // Work split: a block owns 16 weight rows; its warps take the K blocks of 128
-// (the FP8 scale blocks) in turn, each keeping its next block of weights in
-// flight while it multiplies one, and add their partial sums in shared
-// memory at the end. Products of one K block are summed by the tensor cores,
+// (the FP8 scale blocks) in turn, each keeping its next one or two blocks of
+// weights in flight while it multiplies one, and add their partial sums in
+// shared memory at the end. Products of one K block are summed by the tensor cores,
 // then promoted into fp32 with the block's scales as ops.h defines:
 // acc += (P * sx) * sw.
 #include <algorithm>
@@ -134,19 +134,31 @@ __global__ void __launch_bounds__(kMaxWarps<NT> * 32) fp8_gemv_kernel(Fp8GemvPar
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
 
-  // The weights of the warp's next K block are in flight while it multiplies one.
-  WeightBlock cur{};
+  // The weights of the warp's next K blocks are in flight while it
+  // multiplies one: two up to 24 tokens, one beyond (where the registers
+  // would spill). Launched programmatically: the first of them, which no
+  // kernel writes, are asked for while the kernel that writes x still runs
+  // (on the narrow weights this kernel serves, with two K blocks per warp,
+  // that is every weight byte); x, its scales and every write of this kernel
+  // come after the wait.
+  constexpr bool kTwoAhead = NT <= 3;
+  WeightBlock cur{}, next{};
   if (warp < num_kb) load_weights<kAligned>(p, n0, warp, cur);
-  // Launched programmatically: the first weights, which no kernel writes, are
-  // in flight while the kernel that writes x still runs; x, its scales and
-  // every write of this kernel come after the wait.
+  if (kTwoAhead && warp + warps < num_kb) load_weights<kAligned>(p, n0, warp + warps, next);
   wait_for_prerequisite();
   allow_dependents();  // the next kernel (a norm) may take its weights meanwhile
   for (int j = warp; j < num_kb; j += warps) {
-    WeightBlock next{};
-    if (j + warps < num_kb) load_weights<kAligned>(p, n0, j + warps, next);
-    multiply_block<NT, kAligned>(p, cur, n0, m0, j, num_kb, acc);
-    cur = next;
+    if constexpr (kTwoAhead) {
+      WeightBlock after{};
+      if (j + 2 * warps < num_kb) load_weights<kAligned>(p, n0, j + 2 * warps, after);
+      multiply_block<NT, kAligned>(p, cur, n0, m0, j, num_kb, acc);
+      cur = next;
+      next = after;
+    } else {
+      if (j + warps < num_kb) load_weights<kAligned>(p, n0, j + warps, next);
+      multiply_block<NT, kAligned>(p, cur, n0, m0, j, num_kb, acc);
+      cur = next;
+    }
   }
 
   // The warps' partial sums, lane-minor so that the adds read distinct banks.

@@ -56,6 +56,13 @@ struct GroupItems {
   }
 };
 
+// Threads per block by items per warp, and the blocks an SM should hold:
+// 32 warps, whose 64 registers a thread hold two items' loads.
+template <int kItems>
+constexpr int kItemThreads = kItems == 2 ? 256 : 128;
+template <int kItems>
+constexpr int kItemBlocksPerSm = 1024 / kItemThreads<kItems>;
+
 // Items per warp and threads per block for `rows` rows.
 struct ItemLaunch {
   int items_per_warp;
@@ -63,7 +70,7 @@ struct ItemLaunch {
   int blocks;
   ItemLaunch(int rows, int cols) {
     items_per_warp = rows >= 64 ? 2 : 1;
-    threads = items_per_warp == 2 ? 256 : 128;
+    threads = items_per_warp == 2 ? kItemThreads<2> : kItemThreads<1>;
     const int64_t warps = (GroupItems(rows, cols).total + items_per_warp - 1) / items_per_warp;
     blocks = static_cast<int>((warps + threads / 32 - 1) / (threads / 32));
   }
@@ -76,7 +83,7 @@ __device__ __forceinline__ int64_t first_item(int items_per_warp) {
 // The FP8-output SwiGLU: the bf16 results (also written to out when given)
 // are quantised from registers.
 template <int kItems>
-__global__ void swiglu_fp8_kernel(SwigluParams p) {
+__global__ void __launch_bounds__(kItemThreads<kItems>, kItemBlocksPerSm<kItems>) swiglu_fp8_kernel(SwigluParams p) {
   allow_dependents();  // the FP8 linears reading the codes start their weight stream
   const GroupItems items(p.rows, p.inter);
   const int64_t first = first_item(kItems);
@@ -103,7 +110,8 @@ __global__ void swiglu_fp8_kernel(SwigluParams p) {
 // Launched programmatically: its blocks are resident before the kernel that
 // writes x ends, and wait only for x.
 template <int kItems>
-__global__ void quantize_fp8_kernel(QuantizeFp8Params p) {
+__global__ void __launch_bounds__(kItemThreads<kItems>, kItemBlocksPerSm<kItems>)
+    quantize_fp8_kernel(QuantizeFp8Params p) {
   allow_dependents();
   wait_for_prerequisite();
   const GroupItems items(p.out.rows, p.out.cols);

@@ -14,6 +14,8 @@ namespace {
 constexpr int kWarps = 4;
 // Rotary pairs (i, i + half) a lane owns: i = lane + 32 * j.
 constexpr int kMaxPairsPerLane = kMaxRotaryHalf / 32;
+// Head elements a lane holds.
+constexpr int kMaxPerLane = kMaxPrepHeadDim / 32;
 
 // kFp8: the cache holds e4m3 codes of k / k_scale and v / v_scale.
 template <bool kFp8>
@@ -51,17 +53,35 @@ __global__ void __launch_bounds__(kWarps * 32) attention_prep_kernel(const __gri
     }
   }
 
+  // Every global read first, so that one memory round trip serves them all:
+  // the head's values (element lane + 32 j), its norm weights, and the gate
+  // (q heads) or v (kv heads) the warp copies on.
+  const void* w = is_q ? p.q_norm : p.k_norm;
+  const bool w32 = is_q ? p.q_norm_f32 : p.k_norm_f32;
+  const uint16_t* copy_src = is_q ? src + D : p.v + t * p.v_stride + static_cast<int64_t>(h) * D;
+  float xv[kMaxPerLane], wv[kMaxPerLane];
+  uint16_t cv[kMaxPerLane];
+#pragma unroll
+  for (int j = 0; j < kMaxPerLane; ++j) {
+    const int d = lane + 32 * j;
+    if (d < D) {
+      xv[j] = bf2f(src[d]);
+      wv[j] = load_float(w, w32, d);
+      cv[j] = copy_src[d];
+    }
+  }
   float sum_sq = 0.0f;
-  for (int d = lane; d < D; d += 32) {
-    const float v = bf2f(src[d]);
-    buf[d] = v;
-    sum_sq += v * v;
+#pragma unroll
+  for (int j = 0; j < kMaxPerLane; ++j) {
+    if (lane + 32 * j < D) sum_sq += xv[j] * xv[j];
   }
   sum_sq = warp_sum(sum_sq);
   const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(D) + p.eps);
-  const void* w = is_q ? p.q_norm : p.k_norm;
-  const bool w32 = is_q ? p.q_norm_f32 : p.k_norm_f32;
-  for (int d = lane; d < D; d += 32) buf[d] = round_bf(__fmul_rn(__fmul_rn(buf[d], inv), load_float(w, w32, d) + 1.0f));
+#pragma unroll
+  for (int j = 0; j < kMaxPerLane; ++j) {
+    const int d = lane + 32 * j;
+    if (d < D) buf[d] = round_bf(__fmul_rn(__fmul_rn(xv[j], inv), wv[j] + 1.0f));
+  }
   __syncwarp();
   if (is_q || !kFp8) {
     uint16_t* dst = is_q ? p.q_out + (static_cast<int64_t>(t) * p.num_q_heads + h) * D
@@ -90,17 +110,22 @@ __global__ void __launch_bounds__(kWarps * 32) attention_prep_kernel(const __gri
     for (int d = p.rotary_dim + lane; d < D; d += 32) kd[d] = kv_fp8_code(buf[d], p.k_scale);
   }
   if (is_q) {
-    const uint16_t* g = src + D;
     uint16_t* go = p.gate_out + (static_cast<int64_t>(t) * p.num_q_heads + h) * D;
-    for (int d = lane; d < D; d += 32) go[d] = g[d];
+#pragma unroll
+    for (int j = 0; j < kMaxPerLane; ++j) {
+      if (lane + 32 * j < D) go[lane + 32 * j] = cv[j];
+    }
+  } else if constexpr (kFp8) {
+    uint8_t* vd = static_cast<uint8_t*>(p.v_cache) + cache_off;
+#pragma unroll
+    for (int j = 0; j < kMaxPerLane; ++j) {
+      if (lane + 32 * j < D) vd[lane + 32 * j] = kv_fp8_code(bf2f(cv[j]), p.v_scale);
+    }
   } else {
-    const uint16_t* vs = p.v + t * p.v_stride + static_cast<int64_t>(h) * D;
-    if constexpr (kFp8) {
-      uint8_t* vd = static_cast<uint8_t*>(p.v_cache) + cache_off;
-      for (int d = lane; d < D; d += 32) vd[d] = kv_fp8_code(bf2f(vs[d]), p.v_scale);
-    } else {
-      uint16_t* vd = static_cast<uint16_t*>(p.v_cache) + cache_off;
-      for (int d = lane; d < D; d += 32) vd[d] = vs[d];
+    uint16_t* vd = static_cast<uint16_t*>(p.v_cache) + cache_off;
+#pragma unroll
+    for (int j = 0; j < kMaxPerLane; ++j) {
+      if (lane + 32 * j < D) vd[lane + 32 * j] = cv[j];
     }
   }
 }

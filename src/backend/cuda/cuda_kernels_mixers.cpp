@@ -16,6 +16,10 @@ void CudaKernels::attention_prep(const AttentionPrepArgs& a) {
     fail(ErrorCode::kUnsupported, "attention_prep: rotary_dim {} exceeds the cuda kernel's {}", a.rotary_dim,
          2 * cuda::kMaxRotaryHalf);
   }
+  if (a.head_dim > cuda::kMaxPrepHeadDim) {
+    fail(ErrorCode::kUnsupported, "attention_prep: head_dim {} exceeds the cuda kernel's {}", a.head_dim,
+         cuda::kMaxPrepHeadDim);
+  }
   p.q_gate = col(a.q_gate);
   p.q_gate_stride = a.q_gate.stride();
   p.k = col(a.k);

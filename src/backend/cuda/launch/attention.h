@@ -9,6 +9,8 @@
 namespace hyllm::cuda {
 
 inline constexpr int kMaxRotaryHalf = 256;
+// attention_prep holds a head in registers: the attention kernels' largest head.
+inline constexpr int kMaxPrepHeadDim = 256;
 
 struct AttentionPrepParams {
   const uint16_t* q_gate = nullptr;

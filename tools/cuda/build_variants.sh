@@ -48,9 +48,11 @@ BACKUP=$(mktemp -d)
 STASHED=0
 REV_CHECKED_OUT=
 restore() {
-  for f in "$BACKUP"/*.orig; do
-    [[ -e $f ]] || continue
-    cp "$f" "$(cat "${f%.orig}.path")"
+  # Last edit first: edits to one file back up its content before each, so
+  # the first backup, restored last, is the file as found.
+  local i
+  for ((i = $(ls "$BACKUP" | grep -c '\.orig$') - 1; i >= 0; i--)); do
+    cp "$BACKUP/$i.orig" "$(cat "$BACKUP/$i.path")"
   done
   rm -f "$BACKUP"/*
   if [[ -n $REV_CHECKED_OUT ]]; then

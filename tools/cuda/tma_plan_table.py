@@ -9,9 +9,10 @@ times summed over the logged row counts of that tile count are least, among
 the unpadded launches and those padded with 24 KiB of headroom (padding that
 fills an SM leaves no room for the kernels launched programmatically beside
 the linear). Prints the C++ rows, each with its gain over the fastest
-unpadded launch of any cluster size.
+unpadded launch of any cluster size; with --token-tiles, only the rows of
+those tile counts (the others keep the kernel's capacity rule).
 
-  tools/cuda/tma_plan_table.py sweep.log
+  tools/cuda/tma_plan_table.py sweep.log [--token-tiles 1,2]
 """
 import re
 import sys
@@ -25,13 +26,18 @@ def token_tiles(m: int) -> int:
 
 
 def main() -> int:
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    keep = None
+    if len(args) == 3 and args[1] == "--token-tiles":
+        keep = {int(v) for v in args[2].split(",")}
+        args = args[:1]
+    if len(args) != 1:
         print(__doc__, file=sys.stderr)
         return 2
     # (N, K, NT) -> (C, per_sm) -> {M: us}
     times = defaultdict(lambda: defaultdict(dict))
     names = {}
-    with open(sys.argv[1]) as f:
+    with open(args[0]) as f:
         for raw in f:
             m = LINE.match(raw.strip())
             if not m:
@@ -47,6 +53,8 @@ def main() -> int:
         print("tma_plan_table: no sweep lines in the log", file=sys.stderr)
         return 1
     for (n, k, nt), plans in sorted(times.items()):
+        if keep is not None and nt not in keep:
+            continue
         rows_seen = set().union(*(set(v) for v in plans.values()))
         complete = {p: v for p, v in plans.items() if set(v) == rows_seen}
         total = {p: sum(v.values()) for p, v in complete.items()}

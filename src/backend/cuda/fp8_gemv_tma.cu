@@ -383,8 +383,11 @@ const std::array<int, kMaxCluster + 1>& cluster_capacity() {
 // share (less kPadHeadroom) caps the blocks an SM takes at per_sm, which
 // spreads a grid over more SMs than the runtime's packing would; which
 // cluster size and cap stream fastest depends on the shape in ways no rule
-// tried predicted (docs/BENCHMARKS.md). Other shapes and GPUs take the
-// capacity rule of plan_for.
+// tried predicted (docs/BENCHMARKS.md). The table holds one token tile's
+// plans (up to 8 rows: decode steps of few sequences), which made whole
+// decode steps faster; the plans measured for four tiles made 32-row steps
+// slower, and those of two were not timed end to end. Other shapes, tile
+// counts and GPUs take the capacity rule of plan_for.
 struct MeasuredPlan {
   int n, k, nt;
   int cluster;
@@ -396,20 +399,13 @@ constexpr MeasuredPlan kGh100Plans[] = {
 // Shared memory left free on an SM beside padded blocks, for the kernels
 // launched programmatically around this one.
 constexpr size_t kPadHeadroom = size_t{24} << 10;
-// A/B switch: the measured plans (true) against the capacity rule alone
-// (false). Off until measured end to end: padding that streamed faster on
-// bench_cuda_gemm has been slower in whole decode steps before. Removal
-// condition: once tools/cuda/ab_latency.sh on 27B FP8 b1 / b16 / b32 and
-// 35B-A3B FP8 b1 / b32 has decided, delete the losing side (the table, the
-// script and the sweep stay if the table wins).
-constexpr bool kUseMeasuredPlans = false;
 
 // The measured plan of an N x K weight at NT token tiles, else the widest K
 // split whose grid is one wave, each block keeping two boxes.
 template <int NT>
 Fp8GemvTmaPlan plan_for(int n, int k) {
   const auto& capacity = cluster_capacity<NT>();  // also raises the kernel's shared-memory limit
-  if (kUseMeasuredPlans && device_limits().gh100_132) {
+  if (device_limits().gh100_132) {
     for (const MeasuredPlan& m : kGh100Plans) {
       if (m.n != n || m.k != k || m.nt != NT) continue;
       size_t smem = smem_bytes(m.cluster, NT);

@@ -16,10 +16,11 @@
 #   HYLLM_VARIANT_TARGETS="hyllm tests/cuda/test_cuda_ops"   what each variant builds (build paths)
 #   HYLLM_BUILD=build                             the build folder
 #
-# Example: the measured TMA plans against main, and main at the previous commit:
+# Example: fp8_gemv one K block ahead against main, and main at the previous commit:
 #   tools/cuda/build_variants.sh main \
-#     'table=src/backend/cuda/fp8_gemv_tma.cu:kUseMeasuredPlans = false=>kUseMeasuredPlans = true' prev@HEAD~1
-# then on the GPU machine: HYLLM_AB_BINS="main=/tmp/sb/bin/hyllm_main table=/tmp/sb/bin/hyllm_table ..."
+#     'gemv1=src/backend/cuda/fp8_gemv.cu:bool kTwoAhead = NT <= 3=>bool kTwoAhead = false' prev@HEAD~1
+# then on the GPU machine: HYLLM_AB_BINS="main=/tmp/sb/bin/hyllm_main gemv1=/tmp/sb/bin/hyllm_gemv1 ..."
+# (an OLD or NEW holding ';' cannot be written: ';' separates edits).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"

@@ -16,8 +16,8 @@
 // Work split: a block owns 16 weight rows; its warps take the K blocks of 128
 // (the FP8 scale blocks) in turn, each keeping its next one or two blocks of
 // weights in flight while it multiplies one, and add their partial sums in
-// shared memory at the end. Products of one K block are summed by the tensor cores,
-// then promoted into fp32 with the block's scales as ops.h defines:
+// shared memory at the end. Products of one K block are summed by the tensor
+// cores, then promoted into fp32 with the block's scales as ops.h defines:
 // acc += (P * sx) * sw.
 #include <algorithm>
 

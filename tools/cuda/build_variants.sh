@@ -27,7 +27,7 @@ cd "$ROOT"
 BUILD=${HYLLM_BUILD:-build}
 TARGETS=${HYLLM_VARIANT_TARGETS:-hyllm}
 OUTDIR=$ROOT/.carry/ab
-[[ $# -ge 1 ]] || { sed -n '2,22p' "$0"; exit 2; }
+[[ $# -ge 1 ]] || { sed -n '2,23p' "$0"; exit 2; }
 [[ -f $BUILD/build.ninja ]] || { echo "no $BUILD/build.ninja: configure and build the tree first" >&2; exit 1; }
 mkdir -p "$OUTDIR"
 LOCK=/tmp/hyllm-build.lock

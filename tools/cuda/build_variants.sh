@@ -76,6 +76,9 @@ for v in "$@"; do
       if ! git diff --quiet HEAD -- src tests; then git stash push -q -- src tests && STASHED=1; fi
       REV_CHECKED_OUT=$(git rev-parse "$rev")
       git checkout -q "$rev" -- src tests
+      # Files HEAD has and REV lacks would build into REV's binaries: gone
+      # until the restore checks HEAD's src/ and tests/ out again.
+      git diff --name-only --diff-filter=A "$rev" HEAD -- src tests | xargs -r rm -f --
       ;;
     *=*)
       name=${v%%=*}

@@ -73,34 +73,14 @@ __global__ void __launch_bounds__(kThreads) chunk_output_kernel(GatedDeltaRulePa
 
   const int m0 = 16 * (warp & 3), n0 = (VB / 2) * (warp >> 2);
   float acc[NT][4] = {};
-#pragma unroll 4
-  for (int k0 = 0; k0 < DKP; k0 += 8) {
-    uint32_t aq[4];
-    load_a<false>(aq, Qs, Lay::kQ, m0, k0, g, t);
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      uint32_t b[2];
-      load_b<true>(b, Ss, Lay::kV, k0, n0 + 8 * nt, g, t);
-      mma_tf32(acc[nt], aq, b[0], b[1]);
-    }
-  }
+  mma_rows<NT, DKP, false, true>(acc, Qs, Lay::kQ, Ss, Lay::kV, m0, n0, g, t);
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
     const float gm = gamma[m0 + acc_row(e, g)];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) acc[nt][e] *= gm;
   }
-#pragma unroll
-  for (int k0 = 0; k0 < kDeltaChunk; k0 += 8) {
-    uint32_t ap[4];
-    load_a<true>(ap, Ps, Lay::kP, m0, k0, g, t);
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      uint32_t b[2];
-      load_b<true>(b, Us, Lay::kV, k0, n0 + 8 * nt, g, t);
-      mma_tf32(acc[nt], ap, b[0], b[1]);
-    }
-  }
+  mma_rows<NT, kDeltaChunk, true, true>(acc, Ps, Lay::kP, Us, Lay::kV, m0, n0, g, t);
   const int64_t out_stride = static_cast<int64_t>(Hv) * Dv;
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {

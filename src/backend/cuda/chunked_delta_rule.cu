@@ -326,17 +326,7 @@ __global__ void __launch_bounds__(kThreads, VB == 32 ? 2 : 1)
     // U = U~ - W S on this warp's tile, into shared memory for the update and
     // over U~ in the scratch for the output kernel.
     float acc_u[NT][4] = {};
-#pragma unroll 4
-    for (int k0 = 0; k0 < DKP; k0 += 8) {
-      uint32_t aw[4];
-      load_a<true>(aw, Ws, Lay::kW, m0, k0, g, t);
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        uint32_t b[2];
-        load_b<false>(b, Ss, Lay::kV, k0, n0 + 8 * nt, g, t);
-        mma_tf32(acc_u[nt], aw, b[0], b[1]);
-      }
-    }
+    mma_rows<NT, DKP, true, false>(acc_u, Ws, Lay::kW, Ss, Lay::kV, m0, n0, g, t);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll

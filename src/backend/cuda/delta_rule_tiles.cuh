@@ -53,6 +53,24 @@ __device__ __forceinline__ void load_bt(uint32_t (&b)[2], const float* M, int ld
   b[0] = to_tf32(M[(n0 + g) * ld + k0 + t]);
   b[1] = to_tf32(M[(n0 + g) * ld + k0 + t + 4]);
 }
+// acc[nt] += A[m0 .. m0 + 16)[0 .. K) B[0 .. K)[n0 + 8 nt .. n0 + 8 nt + 8)
+// for nt < NT, k ascending: A and B row-major (B as load_b reads it),
+// RoundedA / RoundedB when they already hold TF32 values.
+template <int NT, int K, bool RoundedA, bool RoundedB>
+__device__ __forceinline__ void mma_rows(float (&acc)[NT][4], const float* A, int lda, const float* B, int ldb, int m0,
+                                         int n0, int g, int t) {
+#pragma unroll 4
+  for (int k0 = 0; k0 < K; k0 += 8) {
+    uint32_t a[4];
+    load_a<RoundedA>(a, A, lda, m0, k0, g, t);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      uint32_t b[2];
+      load_b<RoundedB>(b, B, ldb, k0, n0 + 8 * nt, g, t);
+      mma_tf32(acc[nt], a, b[0], b[1]);
+    }
+  }
+}
 
 // Stages the first `rows` of `total_rows` rows of `cols4` float4s (zeros past
 // `valid_cols4` and past `rows`) with 16-byte asynchronous copies; src row r

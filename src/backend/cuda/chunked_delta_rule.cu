@@ -15,21 +15,127 @@
 // tensor cores and solves for W and U~ in fp32 by forward substitution, one
 // column per thread (no barrier inside the solve). Kernel 2 walks the chunks
 // of a sequence in order with a block of VB state columns (32 or 64) in shared
-// memory, forming U and the next state on tensor cores; it stages each chunk's
-// operands while the previous chunk's products run, and leaves every chunk's
-// start state and U behind. Kernel 3 (chunk_output.cu), parallel over chunks
-// again, forms O from them. Products take TF32 operands (10-bit
+// memory and runs its products on tensor cores; it stages each chunk's operands
+// while the previous chunk's products run. Products take TF32 operands (10-bit
 // mantissa, rounded to nearest) and accumulate in fp32; the state itself is
 // only ever accumulated in fp32 (the accumulator starts from gamma_last S).
 // BF16 operands, as other engines use, would carry 8 times the rounding.
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/delta_rule_scratch.cuh"
-#include "backend/cuda/delta_rule_tiles.cuh"
 
 namespace hyllm::cuda {
 namespace {
 
-using namespace delta_tiles;
+constexpr int kThreads = 256;  // eight warps in both kernels
+
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ float round_tf32(float x) { return __uint_as_float(to_tf32(x)); }
+
+// D = A B + D, m16n8k8 with TF32 operands. Fragment coordinates, lane =
+// 4 g + t: A holds (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4); B holds
+// (t, g), (t + 4, g); the accumulator (g, 2t), (g, 2t + 1), (g + 8, 2t),
+// (g + 8, 2t + 1).
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ int acc_row(int e, int g) { return g + (e >= 2 ? 8 : 0); }
+__device__ __forceinline__ int acc_col(int e, int t) { return 2 * t + (e & 1); }
+
+// A fragment of the row-major M at (m0, k0); `Rounded` when M already holds
+// TF32 values.
+template <bool Rounded>
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], const float* M, int ld, int m0, int k0, int g, int t) {
+  const float v[4] = {M[(m0 + g) * ld + k0 + t], M[(m0 + g + 8) * ld + k0 + t], M[(m0 + g) * ld + k0 + t + 4],
+                      M[(m0 + g + 8) * ld + k0 + t + 4]};
+#pragma unroll
+  for (int e = 0; e < 4; ++e) a[e] = Rounded ? __float_as_uint(v[e]) : to_tf32(v[e]);
+}
+// B fragment of B[k][n] = M[k * ld + n] at (k0, n0).
+template <bool Rounded>
+__device__ __forceinline__ void load_b(uint32_t (&b)[2], const float* M, int ld, int k0, int n0, int g, int t) {
+  const float v0 = M[(k0 + t) * ld + n0 + g], v1 = M[(k0 + t + 4) * ld + n0 + g];
+  b[0] = Rounded ? __float_as_uint(v0) : to_tf32(v0);
+  b[1] = Rounded ? __float_as_uint(v1) : to_tf32(v1);
+}
+// B fragment of B[k][n] = M[n * ld + k] (M^T) at (k0, n0).
+__device__ __forceinline__ void load_bt(uint32_t (&b)[2], const float* M, int ld, int k0, int n0, int g, int t) {
+  b[0] = to_tf32(M[(n0 + g) * ld + k0 + t]);
+  b[1] = to_tf32(M[(n0 + g) * ld + k0 + t + 4]);
+}
+
+// Stages `rows` valid rows of `cols4` float4s (zeros past `valid_cols4` and
+// past `rows`) with 16-byte asynchronous copies; src row r is at
+// src + r * src_stride.
+__device__ __forceinline__ void stage_rows16(float* dst, int ld, const float* src, int64_t src_stride, int rows,
+                                             int cols4, int valid_cols4) {
+  for (int i = threadIdx.x; i < kDeltaChunk * cols4; i += blockDim.x) {
+    const int r = i / cols4, c4 = i % cols4;
+    const bool ok = r < rows && c4 < valid_cols4;
+    cp_async16(dst + r * ld + 4 * c4, src + (ok ? r * src_stride + 4 * c4 : 0), ok);
+  }
+}
+// The same for rows whose length is not a multiple of four floats.
+__device__ __forceinline__ void load_rows(float* dst, int ld, const float* src, int64_t src_stride, int rows,
+                                          int cols, int valid_cols) {
+  for (int i = threadIdx.x; i < kDeltaChunk * cols; i += blockDim.x) {
+    const int r = i / cols, c = i % cols;
+    dst[r * ld + c] = (r < rows && c < valid_cols) ? src[r * src_stride + c] : 0.0f;
+  }
+}
+// The chunk's rows of q and k for key head kh ([T, Hk, Dk] scratch).
+__device__ __forceinline__ void stage_qk(float* dst, int ld, const float* src, const GatedDeltaRuleParams& p,
+                                         int64_t tb, int kh, int rows, int dk_pad) {
+  const int Dk = p.k_dim;
+  const float* at = src + (tb * p.num_k_heads + kh) * Dk;
+  const int64_t stride = static_cast<int64_t>(p.num_k_heads) * Dk;
+  if (Dk % 4 == 0) stage_rows16(dst, ld, at, stride, rows, dk_pad / 4, Dk / 4);
+  else load_rows(dst, ld, at, stride, rows, dk_pad, Dk);
+}
+
+// The chunks of one sequence of n tokens: kDeltaChunk tokens each from its
+// start. A prefix-cache save after `split` tokens (0 < split < n, ops.h
+// StateSaveArgs) cuts the sequence into two segments, [0, split) and
+// [split, n), chunked each from its own start: a chunk then ends at the
+// split, where the state kernel copies the state out, and that state is
+// the one a call over [0, split) alone computes (the same chunks). Both
+// kernels derive the same spans from the same arguments.
+struct ChunkSpans {
+  int n = 0;
+  int split = 0;   // 0: one segment
+  int before = 0;  // chunks of the first segment
+  __device__ int count() const {
+    return split > 0 ? before + (n - split + kDeltaChunk - 1) / kDeltaChunk : (n + kDeltaChunk - 1) / kDeltaChunk;
+  }
+  __device__ int start(int c) const { return c < before ? c * kDeltaChunk : split + (c - before) * kDeltaChunk; }
+  __device__ int end(int c) const {
+    return c < before ? min(split, (c + 1) * kDeltaChunk) : min(n, split + (c - before + 1) * kDeltaChunk);
+  }
+};
+
+// The save length of sequence seq (0: none); the sequence has n tokens.
+__device__ __forceinline__ int save_len_of(const GatedDeltaRuleParams& p, int seq, int n) {
+  if (p.save_slots == nullptr) return 0;
+  const int64_t slot = p.save_slots[seq];
+  const int len = p.save_lens[seq];
+  return slot >= 0 && slot < p.num_slots && len >= 1 && len <= n ? len : 0;
+}
+
+__device__ __forceinline__ ChunkSpans chunk_spans(const GatedDeltaRuleParams& p, int seq, int n) {
+  ChunkSpans c;
+  c.n = n;
+  const int len = save_len_of(p, seq, n);
+  c.split = len < n ? len : 0;
+  c.before = (c.split + kDeltaChunk - 1) / kDeltaChunk;
+  return c;
+}
 
 // ---------------------------------------------------------------------------
 // Kernel 1: per (chunk, value head, sequence).
@@ -196,38 +302,36 @@ __global__ void __launch_bounds__(kThreads) chunk_prepare_kernel(GatedDeltaRuleP
 // ---------------------------------------------------------------------------
 // Kernel 2: per (block of VB state columns, value head, sequence).
 //
-// The only sequential part: per chunk, U = U~ - W S and the state update.
-// It leaves each chunk's start state (hs) and U (over U~ in the scratch) for
-// the output kernel, which runs over all chunks at once, so that the walk
-// carries two products per chunk instead of four and stages half the rows.
-// The smaller block gives more blocks (two fit an SM); the larger one reads
-// the chunk's W and K (the same for every block of a head) half as often
-// (choose_v_block).
+// The smaller block gives more blocks; the larger one reads the chunk's W, Q,
+// K and P (the same for every block of a head) half as often. One block
+// fills an SM's shared memory either way, so VB = 32 wins while its grid fits
+// one wave and VB = 64 once it would not (choose_v_block).
 
 // Shared-memory layout in floats. Row strides are padded so that each
 // fragment load touches 32 distinct banks; every row starts 16-byte aligned.
 template <int DKP, int VB>
 struct StateSmem {
-  static constexpr int kW = DKP + 4;           // W, read as A rows
+  static constexpr int kQW = DKP + 4;          // W and Q, read as A rows
   static constexpr int kK = DKP + 8;           // K, read as A transposed
+  static constexpr int kP = kDeltaChunk + 4;   // P, read as A rows
   static constexpr int kV = VB + 8;            // S, U~ and U, read as B
   static constexpr int w = 0;
-  static constexpr int k = w + kDeltaChunk * kW;
-  static constexpr int ut = k + kDeltaChunk * kK;
+  static constexpr int q = w + kDeltaChunk * kQW;
+  static constexpr int k = q + kDeltaChunk * kQW;
+  static constexpr int p = k + kDeltaChunk * kK;
+  static constexpr int ut = p + kDeltaChunk * kP;
   static constexpr int un = ut + kDeltaChunk * kV;
   static constexpr int s = un + kDeltaChunk * kV;
-  static constexpr int to_last = s + DKP * kV;  // exp(G_last - G_i)
-  static constexpr int gamma_last = to_last + kDeltaChunk;
-  static constexpr int total = gamma_last + 4;
+  static constexpr int gamma = s + DKP * kV;            // exp(G_i)
+  static constexpr int to_last = gamma + kDeltaChunk;   // exp(G_last - G_i)
+  static constexpr int total = to_last + kDeltaChunk;
 };
 
 template <int DKP, int VB>
-__global__ void __launch_bounds__(kThreads, VB == 32 ? 2 : 1)
-    chunk_state_kernel(GatedDeltaRuleParams p, DeltaRuleScratch s) {
+__global__ void __launch_bounds__(kThreads) chunk_state_kernel(GatedDeltaRuleParams p, DeltaRuleScratch s) {
   using Lay = StateSmem<DKP, VB>;
   constexpr int NT = VB / 16;  // 8-column mma tiles per warp: two column halves of VB / 2
   extern __shared__ __align__(16) float sm[];
-  __shared__ int red[kThreads / 32];
   const int seq = blockIdx.z, vh = blockIdx.y, j0 = blockIdx.x * VB;
   const int t0 = p.query_start_loc[seq], n = p.query_start_loc[seq + 1] - t0;
   if (n < kChunkedFromTokens) return;
@@ -237,12 +341,14 @@ __global__ void __launch_bounds__(kThreads, VB == 32 ? 2 : 1)
   const int kh = vh / (Hv / Hk);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   float* Ws = sm + Lay::w;
+  float* Qs = sm + Lay::q;
   float* Ks = sm + Lay::k;
+  float* Ps = sm + Lay::p;
   float* Ut = sm + Lay::ut;
   float* Un = sm + Lay::un;
   float* Ss = sm + Lay::s;
+  float* gamma = sm + Lay::gamma;
   float* to_last = sm + Lay::to_last;
-  float* gamma_last_s = sm + Lay::gamma_last;
 
   float* state = p.state + (slot * Hv + vh) * static_cast<int64_t>(Dv) * Dk;
   // This block's columns of S into a slot's state (v-major).
@@ -255,32 +361,37 @@ __global__ void __launch_bounds__(kThreads, VB == 32 ? 2 : 1)
   const int save_len = save_len_of(p, seq, n);
   float* save = save_len > 0 ? p.state + (static_cast<int64_t>(p.save_slots[seq]) * Hv + vh) * Dv * Dk : nullptr;
 
+  const int64_t out_stride = static_cast<int64_t>(Hv) * Dv;
   // Steps over the chunk's 64 rows: warp -> rows 16 (warp % 4), columns VB / 2 (warp / 4).
   const int m0 = 16 * (warp & 3), n0 = (VB / 2) * (warp >> 2);
   const ChunkSpans spans = chunk_spans(p, seq, n);
   const int chunks = spans.count();
-  const int64_t u_stride = static_cast<int64_t>(Hv) * s.dv_pad;
 
   // Chunk c's operands are staged in two cp.async groups, each into buffers
   // that an earlier phase has finished with, so that the loads of chunk c + 1
-  // overlap the products of chunk c: group A (W, U~, read by the first
-  // phase) once the first phase of chunk c is done, group B (K, read by the
-  // update) once chunk c is done. Groups are committed in the order A(0)
-  // B(0) A(1) B(1) ..., one of each per chunk by every thread.
+  // overlap the products of chunk c: group A (W, Q, U~, read by the first
+  // phase) once the first phase of chunk c is done, group B (K, P, read by
+  // the later phases) once chunk c is done. Groups are committed in the
+  // order A(0) B(0) A(1) B(1) ..., one of each per chunk by every thread.
   auto stage_a = [&](int c) {
     const int64_t tb = t0 + spans.start(c);
     const int rows = spans.end(c) - spans.start(c);
-    stage_rows16(Ws, Lay::kW, s.w + (tb * Hv + vh) * DKP, static_cast<int64_t>(Hv) * DKP, rows, DKP / 4, DKP / 4);
-    stage_rows16(Ut, Lay::kV, s.u + (tb * Hv + vh) * s.dv_pad + j0, u_stride, rows, VB / 4, VB / 4);
+    stage_rows16(Ws, Lay::kQW, s.w + (tb * Hv + vh) * DKP, static_cast<int64_t>(Hv) * DKP, rows, DKP / 4, DKP / 4);
+    stage_rows16(Ut, Lay::kV, s.u + (tb * Hv + vh) * s.dv_pad + j0, static_cast<int64_t>(Hv) * s.dv_pad, rows,
+                 VB / 4, VB / 4);
+    stage_qk(Qs, Lay::kQW, s.qn, p, tb, kh, rows, DKP);
     cp_async_commit();
   };
   auto stage_b = [&](int c) {
     const int64_t tb = t0 + spans.start(c);
-    stage_qk(Ks, Lay::kK, s.kn, p, tb, kh, spans.end(c) - spans.start(c), DKP);
+    const int rows = spans.end(c) - spans.start(c);
+    stage_rows16(Ps, Lay::kP, s.p + (tb * Hv + vh) * kDeltaChunk, static_cast<int64_t>(Hv) * kDeltaChunk, rows,
+                 kDeltaChunk / 4, kDeltaChunk / 4);
+    stage_qk(Ks, Lay::kK, s.kn, p, tb, kh, rows, DKP);
     cp_async_commit();
   };
   // G_i and G_last of chunk c, for thread i < kDeltaChunk: read into
-  // registers one chunk ahead, written to to_last at the chunk's top.
+  // registers one chunk ahead, written to gamma / to_last at the chunk's top.
   float g_i = 0.0f, g_last = 0.0f;
   auto load_g = [&](int c) {
     if (tid < kDeltaChunk) {
@@ -300,53 +411,78 @@ __global__ void __launch_bounds__(kThreads, VB == 32 ? 2 : 1)
     const int jj = i / DKP, k = i % DKP, j = j0 + jj;
     Ss[k * Lay::kV + jj] = (init && k < Dk && j < Dv) ? state[static_cast<int64_t>(j) * Dk + k] : 0.0f;
   }
-  const int slot_base = chunk_slot_base(p, seq, red);
 
   for (int c = 0; c < chunks; ++c) {
     const int64_t tb = t0 + spans.start(c);
     const int rows = spans.end(c) - spans.start(c);
-    // to_last and gamma_last were last read before the barrier that ended chunk c - 1.
-    if (tid < kDeltaChunk) to_last[tid] = tid < rows ? expf(g_last - g_i) : 0.0f;
-    if (tid == 0) *gamma_last_s = expf(g_last);
+    // gamma and to_last were last read before the barrier that ended chunk c - 1.
+    if (tid < kDeltaChunk) {
+      gamma[tid] = expf(g_i);
+      to_last[tid] = tid < rows ? expf(g_last - g_i) : 0.0f;
+    }
     cp_async_wait<1>();  // group A(c); B(c) may still be in flight
     __syncthreads();
-    const float gamma_last = *gamma_last_s;
-    // The chunk's start state, for the output kernel: only ever a tensor-core
-    // operand there, so stored rounded.
-    {
-      float* hs = s.hs + ((static_cast<int64_t>(slot_base) + c) * Hv + vh) * DKP * s.dv_pad + j0;
-      for (int i = tid; i < DKP * (VB / 4); i += blockDim.x) {
-        const int k = i / (VB / 4), c4 = i % (VB / 4);
-        const float* src = Ss + k * Lay::kV + 4 * c4;
-        *reinterpret_cast<float4*>(hs + static_cast<int64_t>(k) * s.dv_pad + 4 * c4) =
-            make_float4(round_tf32(src[0]), round_tf32(src[1]), round_tf32(src[2]), round_tf32(src[3]));
+
+    // U = U~ - W S and Q S on this warp's tile.
+    float acc_u[NT][4] = {}, acc_o[NT][4] = {};
+#pragma unroll 4
+    for (int k0 = 0; k0 < DKP; k0 += 8) {
+      uint32_t aw[4], aq[4];
+      load_a<true>(aw, Ws, Lay::kQW, m0, k0, g, t);
+      load_a<false>(aq, Qs, Lay::kQW, m0, k0, g, t);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        uint32_t b[2];
+        load_b<false>(b, Ss, Lay::kV, k0, n0 + 8 * nt, g, t);
+        mma_tf32(acc_u[nt], aw, b[0], b[1]);
+        mma_tf32(acc_o[nt], aq, b[0], b[1]);
       }
     }
-
-    // U = U~ - W S on this warp's tile, into shared memory for the update and
-    // over U~ in the scratch for the output kernel.
-    float acc_u[NT][4] = {};
-    mma_rows<NT, DKP, true, false>(acc_u, Ws, Lay::kW, Ss, Lay::kV, m0, n0, g, t);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int r = m0 + acc_row(e, g), jj = n0 + 8 * nt + acc_col(e, t);
-        const int at = r * Lay::kV + jj;
-        const float u = round_tf32(Ut[at] - acc_u[nt][e]);  // only ever a tensor-core operand
-        Un[at] = u;
-        if (r < rows) s.u[(tb + r) * u_stride + static_cast<int64_t>(vh) * s.dv_pad + j0 + jj] = u;
+        const int at = (m0 + acc_row(e, g)) * Lay::kV + n0 + 8 * nt + acc_col(e, t);
+        Un[at] = round_tf32(Ut[at] - acc_u[nt][e]);  // only ever a tensor-core operand
       }
     }
     if (c + 1 < chunks) load_g(c + 1);
     cp_async_wait<0>();  // group B(c)
     __syncthreads();
-    // Nothing reads W or U~ of chunk c after the barrier above.
+    // Nothing reads W, Q or U~ of chunk c after the barrier above.
     if (c + 1 < chunks) stage_a(c + 1);
+
+    // O = diag(gamma) Q S + P U.
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float gm = gamma[m0 + acc_row(e, g)];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) acc_o[nt][e] *= gm;
+    }
+#pragma unroll
+    for (int k0 = 0; k0 < kDeltaChunk; k0 += 8) {
+      uint32_t ap[4];
+      load_a<true>(ap, Ps, Lay::kP, m0, k0, g, t);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        uint32_t b[2];
+        load_b<true>(b, Un, Lay::kV, k0, n0 + 8 * nt, g, t);
+        mma_tf32(acc_o[nt], ap, b[0], b[1]);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = m0 + acc_row(e, g), j = j0 + n0 + 8 * nt + acc_col(e, t);
+        if (r < rows && j < Dv) p.out[(tb + r) * out_stride + static_cast<int64_t>(vh) * Dv + j] = f2bf(acc_o[nt][e]);
+      }
+    }
 
     // S' = gamma_last S + (diag(exp(G_last - G)) K)^T U: warp -> state rows
     // DKP / 4 (warp % 4), columns VB / 2 (warp / 4). Each warp reads and writes
     // only its own part of S, and nothing else reads S after the barrier above.
+    const float gamma_last = gamma[rows - 1];
 #pragma unroll
     for (int mt = 0; mt < DKP / 64; ++mt) {
       const int ms = (warp & 3) * (DKP / 4) + 16 * mt;
@@ -377,7 +513,7 @@ __global__ void __launch_bounds__(kThreads, VB == 32 ? 2 : 1)
       }
     }
     __syncthreads();
-    // Nothing reads K of chunk c after the barrier above.
+    // Nothing reads K or P of chunk c after the barrier above.
     if (c + 1 < chunks) stage_b(c + 1);
     // The next write of S follows two more barriers, so it can be read here.
     if (save != nullptr && spans.end(c) == save_len) write_state(save);
@@ -394,11 +530,10 @@ void launch_with_smem(Kernel kernel, dim3 grid, size_t smem, const GatedDeltaRul
 }
 
 // The state kernel's column block for this call: 32 while its grid fits one
-// wave at the two blocks an SM its shared memory allows, else 64 where the
-// padded Dv allows.
+// wave of one block per SM, else 64 where the padded Dv allows.
 int choose_v_block(const GatedDeltaRuleParams& p, const DeltaRuleScratch& s) {
   const int64_t blocks32 = static_cast<int64_t>(s.dv_pad / 32) * p.num_v_heads * p.num_seqs;
-  return s.dv_pad % 64 == 0 && blocks32 > 2LL * p.num_sms ? 64 : 32;
+  return s.dv_pad % 64 == 0 && blocks32 > p.num_sms ? 64 : 32;
 }
 
 template <int DKP>
@@ -415,7 +550,6 @@ void launch_dk(const GatedDeltaRuleParams& p, const DeltaRuleScratch& s, cudaStr
     launch_with_smem(chunk_state_kernel<DKP, 32>, dim3(s.dv_pad / 32, p.num_v_heads, p.num_seqs),
                      sizeof(float) * StateSmem<DKP, 32>::total, p, s, stream);
   }
-  launch_chunk_output(p, s, max_chunks, stream);
 }
 
 }  // namespace

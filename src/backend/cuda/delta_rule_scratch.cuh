@@ -27,11 +27,9 @@ struct DeltaRuleScratch {
   float* g;      // [T, Hv]      log decay
   // Chunked path only (null otherwise), written by the chunk preparation:
   float* w;      // [T, Hv, dk_pad]  rows of W = (I + A)^-1 diag(beta gamma) K
-  float* u;      // [T, Hv, dv_pad]  rows of U~ = (I + A)^-1 diag(beta) V, which the
-                 //                  state kernel overwrites with U = U~ - W S (TF32-rounded)
+  float* u;      // [T, Hv, dv_pad]  rows of U~ = (I + A)^-1 diag(beta) V
   float* p;      // [T, Hv, 64]      rows of (Q K^T) * exp(G_i - G_j), j <= i
   float* gcum;   // [T, Hv]          G_i, g summed from the chunk start
-  float* hs;     // [slots, Hv, dk_pad, dv_pad]  each chunk's start state, TF32-rounded
   int dk_pad = 0;
   int dv_pad = 0;
 };
@@ -43,14 +41,6 @@ inline int chunked_dk_pad(int k_dim) { return k_dim <= 64 ? 64 : k_dim <= 128 ? 
 inline int chunked_dv_pad(int v_dim) { return (v_dim + kDeltaVBlock - 1) / kDeltaVBlock * kDeltaVBlock; }
 
 // Whether this call runs the chunked kernels for its long sequences.
-// Chunk-start state slots for a call: a sequence of n >= kChunkedFromTokens
-// tokens has at most n / 64 + 2 chunks (a partial last chunk, and a save's
-// split), and at most min(seqs, T / 64) sequences are that long.
-inline int64_t chunked_state_slots(const GatedDeltaRuleParams& p) {
-  const int64_t full = p.tokens / kDeltaChunk;
-  return full + 2 * (p.num_seqs < full ? p.num_seqs : full);
-}
-
 inline bool use_chunked(const GatedDeltaRuleParams& p) {
   if (!p.chunked || chunked_dk_pad(p.k_dim) == 0 || chunked_dv_pad(p.v_dim) > 128) return false;
   return p.max_query_len == 0 || p.max_query_len >= kChunkedFromTokens;
@@ -61,7 +51,6 @@ inline size_t delta_rule_scratch_floats(const GatedDeltaRuleParams& p, bool chun
   int64_t n = 2 * align4(T * Hk * p.k_dim) + align4(T * Hk) + 3 * align4(T * Hv);
   if (chunked) {
     n += T * Hv * (chunked_dk_pad(p.k_dim) + chunked_dv_pad(p.v_dim) + kDeltaChunk) + align4(T * Hv);
-    n += chunked_state_slots(p) * Hv * chunked_dk_pad(p.k_dim) * chunked_dv_pad(p.v_dim);
   }
   return static_cast<size_t>(n);
 }
@@ -88,16 +77,12 @@ inline DeltaRuleScratch carve_delta_rule_scratch(const GatedDeltaRuleParams& p, 
     s.u = take(T * Hv * s.dv_pad);
     s.p = take(T * Hv * kDeltaChunk);
     s.gcum = take(T * Hv);
-    s.hs = take(chunked_state_slots(p) * Hv * s.dk_pad * s.dv_pad);
   }
   return s;
 }
 
-// The chunked path's kernels (chunked_delta_rule.cu), after the shared
+// The chunked path's two kernels (chunked_delta_rule.cu), after the shared
 // per-token preparation.
 void launch_chunked_delta_rule(const GatedDeltaRuleParams& p, const DeltaRuleScratch& s, cudaStream_t stream);
-// Its last kernel (chunk_output.cu): every chunk's outputs from the states
-// and U the state kernel left in the scratch.
-void launch_chunk_output(const GatedDeltaRuleParams& p, const DeltaRuleScratch& s, int max_chunks, cudaStream_t stream);
 
 }  // namespace hyllm::cuda

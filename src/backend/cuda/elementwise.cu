@@ -33,65 +33,59 @@ __global__ void swiglu_kernel(SwigluParams p) {
   }
 }
 
-// The FP8-output kernels below split each row into items of 32 x kLaneCols
-// columns, lane l of a warp holding columns kLaneCols l .. kLaneCols l +
-// kLaneCols - 1 of its item in registers:
-// - kLaneCols 4: an item is one 128-column group and the group maximum a
-//   full-warp reduction. Twice the warps of the 8-column form for the same
-//   columns, so few rows still spread over many SMs.
-// - kLaneCols 8: an item is 256 columns, two groups of a half-warp each
-//   (half-warp maxima), with 16-byte loads: fewer instructions a byte.
-// Warp w takes items [kItems w, kItems w + kItems) in row-major order and
-// asks for all their loads before it quantises any, so that each lane has
-// kItems times its loads in flight: two per warp keep the copy rate of many
-// rows with fewer, longer-lived warps.
-template <int kLaneCols>
+// The FP8-output kernels below: lane l holds columns 8l .. 8l+7 of a warp's
+// 256 columns of one row (two 128-column groups, a half-warp each: the group
+// maxima are half-warp reductions), an item. Warp w takes items [kItems w,
+// kItems w + kItems) in row-major order and asks for all their loads before
+// it quantises any, so that each lane has 2 x kItems 16-byte loads in flight:
+// one item per warp (decode rows) keeps the blocks many and the wait one
+// memory round trip; two per warp (many rows) keep the copy rate with fewer,
+// longer-lived warps.
+constexpr int kLaneCols = 8;
+constexpr int kItemCols = 32 * kLaneCols;
+
 struct GroupItems {
-  static_assert(kLaneCols == 4 || kLaneCols == 8, "a lane holds 4 or 8 columns");
-  static constexpr int kItemCols = 32 * kLaneCols;
   int per_row;  // items per row
   int64_t total;
   __host__ __device__ GroupItems(int rows, int cols)
       : per_row((cols + kItemCols - 1) / kItemCols), total(static_cast<int64_t>(rows) * per_row) {}
-  // Items fit 32 bits (2^31 of them would be 2^38 bf16 values), and 64-bit
-  // division costs these issue-bound kernels dozens of instructions a lane.
-  __device__ int row(int64_t item) const {
-    return static_cast<int>(static_cast<uint32_t>(item) / static_cast<uint32_t>(per_row));
-  }
-  // This lane's first column of the item: a multiple of kLaneCols, and of
-  // 128 on lane 0 (and on lane 16 when kLaneCols is 8), the group leaders
-  // quantize_group_regs<kLaneCols> expects.
+  __device__ int row(int64_t item) const { return static_cast<int>(item / per_row); }
+  // This lane's first column of the item.
   __device__ int col(int64_t item) const {
-    return static_cast<int>(static_cast<uint32_t>(item) % static_cast<uint32_t>(per_row)) * kItemCols +
-           static_cast<int>(threadIdx.x & 31) * kLaneCols;
+    return static_cast<int>(item % per_row) * kItemCols + static_cast<int>(threadIdx.x & 31) * kLaneCols;
   }
 };
 
-// Threads per block, blocks an SM should hold (32 warps, whose 64 registers
-// a thread hold two items' loads) and blocks to launch.
-template <int kLaneCols, int kItems>
+// Threads per block by items per warp, and the blocks an SM should hold:
+// 32 warps, whose 64 registers a thread hold two items' loads.
+template <int kItems>
+constexpr int kItemThreads = kItems == 2 ? 256 : 128;
+template <int kItems>
+constexpr int kItemBlocksPerSm = 1024 / kItemThreads<kItems>;
+
+// Items per warp and threads per block for `rows` rows.
 struct ItemLaunch {
-  static_assert(kItems == 1 || kItems == 2, "one or two items a warp");
-  static constexpr int kThreads = kItems == 2 ? 256 : 128;
-  static constexpr int kBlocksPerSm = 1024 / kThreads;
-  static int blocks(int rows, int cols) {
-    const int64_t warps = (GroupItems<kLaneCols>(rows, cols).total + kItems - 1) / kItems;
-    return static_cast<int>((warps + kThreads / 32 - 1) / (kThreads / 32));
+  int items_per_warp;
+  int threads;
+  int blocks;
+  ItemLaunch(int rows, int cols) {
+    items_per_warp = rows >= 64 ? 2 : 1;
+    threads = items_per_warp == 2 ? kItemThreads<2> : kItemThreads<1>;
+    const int64_t warps = (GroupItems(rows, cols).total + items_per_warp - 1) / items_per_warp;
+    blocks = static_cast<int>((warps + threads / 32 - 1) / (threads / 32));
   }
 };
 
-// The warp's first item (the same for every lane width).
 __device__ __forceinline__ int64_t first_item(int items_per_warp) {
   return (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32 * items_per_warp;
 }
 
 // The FP8-output SwiGLU: the bf16 results (also written to out when given)
 // are quantised from registers.
-template <int kLaneCols, int kItems>
-__global__ void __launch_bounds__(ItemLaunch<kLaneCols, kItems>::kThreads, ItemLaunch<kLaneCols, kItems>::kBlocksPerSm)
-    swiglu_fp8_kernel(SwigluParams p) {
+template <int kItems>
+__global__ void __launch_bounds__(kItemThreads<kItems>, kItemBlocksPerSm<kItems>) swiglu_fp8_kernel(SwigluParams p) {
   allow_dependents();  // the FP8 linears reading the codes start their weight stream
-  const GroupItems<kLaneCols> items(p.rows, p.inter);
+  const GroupItems items(p.rows, p.inter);
   const int64_t first = first_item(kItems);
   float g[kItems][kLaneCols], u[kItems][kLaneCols];
 #pragma unroll
@@ -115,12 +109,12 @@ __global__ void __launch_bounds__(ItemLaunch<kLaneCols, kItems>::kThreads, ItemL
 
 // Launched programmatically: its blocks are resident before the kernel that
 // writes x ends, and wait only for x.
-template <int kLaneCols, int kItems>
-__global__ void __launch_bounds__(ItemLaunch<kLaneCols, kItems>::kThreads, ItemLaunch<kLaneCols, kItems>::kBlocksPerSm)
+template <int kItems>
+__global__ void __launch_bounds__(kItemThreads<kItems>, kItemBlocksPerSm<kItems>)
     quantize_fp8_kernel(QuantizeFp8Params p) {
   allow_dependents();
   wait_for_prerequisite();
-  const GroupItems<kLaneCols> items(p.out.rows, p.out.cols);
+  const GroupItems items(p.out.rows, p.out.cols);
   const int64_t first = first_item(kItems);
   float v[kItems][kLaneCols];
 #pragma unroll
@@ -186,24 +180,17 @@ __global__ void pack_group_scales_kernel(PackGroupScalesParams p) {
   }
 }
 
-template <int kLaneCols, int kItems>
-void launch_quantize_fp8_items(const QuantizeFp8Params& p, cudaStream_t stream) {
-  using L = ItemLaunch<kLaneCols, kItems>;
-  launch_maybe_pdl(quantize_fp8_kernel<kLaneCols, kItems>, true, dim3(L::blocks(p.out.rows, p.out.cols)), L::kThreads,
-                   0, stream, p);
-}
-
 }  // namespace
 
 void launch_swiglu(const SwigluParams& p, cudaStream_t stream) {
   if (p.rows == 0 || p.inter == 0) return;
   if (p.fp8.enabled()) {
-    // The 4-column form, one item a warp, at every row count: SiLU's
-    // arithmetic bounds the kernel by issue rather than by its loads, so the
-    // 8-column form's wider loads and longer warps buy nothing, and its half
-    // as many warps hide less latency.
-    using L = ItemLaunch<4, 1>;
-    swiglu_fp8_kernel<4, 1><<<L::blocks(p.rows, p.inter), L::kThreads, 0, stream>>>(p);
+    const ItemLaunch l(p.rows, p.inter);
+    if (l.items_per_warp == 2) {
+      swiglu_fp8_kernel<2><<<l.blocks, l.threads, 0, stream>>>(p);
+    } else {
+      swiglu_fp8_kernel<1><<<l.blocks, l.threads, 0, stream>>>(p);
+    }
     return;
   }
   const bool vec = p.inter % 8 == 0 && p.x_stride % 8 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
@@ -219,15 +206,11 @@ void launch_swiglu(const SwigluParams& p, cudaStream_t stream) {
 
 void launch_quantize_fp8(const QuantizeFp8Params& p, cudaStream_t stream) {
   if (p.out.rows == 0 || p.out.cols == 0) return;
-  // Few rows: the 4-column form, whose many short warps spread a row over
-  // the most SMs. From 32 rows there are warps enough and the 8-column
-  // form's 16-byte loads win; from 64 rows two items a warp.
-  if (p.out.rows < 32) {
-    launch_quantize_fp8_items<4, 1>(p, stream);
-  } else if (p.out.rows < 64) {
-    launch_quantize_fp8_items<8, 1>(p, stream);
+  const ItemLaunch l(p.out.rows, p.out.cols);
+  if (l.items_per_warp == 2) {
+    launch_maybe_pdl(quantize_fp8_kernel<2>, true, dim3(l.blocks), l.threads, 0, stream, p);
   } else {
-    launch_quantize_fp8_items<8, 2>(p, stream);
+    launch_maybe_pdl(quantize_fp8_kernel<1>, true, dim3(l.blocks), l.threads, 0, stream, p);
   }
 }
 

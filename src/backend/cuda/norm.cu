@@ -6,7 +6,7 @@
 namespace hyllm::cuda {
 namespace {
 
-// Warps (heads) per block of the gated RMSNorm kernels that give a head a warp.
+// Warps (heads) per block of the warp-per-head gated RMSNorm.
 constexpr int kHeadWarps = 4;
 
 // One block per row. The row's (rounded) residual sum is kept in shared memory
@@ -173,68 +173,58 @@ __global__ void __launch_bounds__(1024) rms_norm_regs_kernel(RmsNormParams p) {
   }
 }
 
-// Head dims that are multiples of 128 (every Qwen3.5 GDN head): kHeadLanes
-// lanes per (row, head), lane l of them holding columns kLaneCols l ..
-// kLaneCols l + kLaneCols - 1 (kLaneCols = 128 / kHeadLanes) of each of the
-// head's kChunks 128-column groups. x, z and the weights stay in registers
-// from their loads (all asked for at once, the weights before the wait) to
-// the store: one memory round trip. The sum of squares and the group maxima
-// are reductions over the head's lanes:
-// - kHeadLanes 32: a warp per head, 4 columns a lane; twice the warps of the
-//   16-lane form for the same heads, so few rows spread over more SMs.
-// - kHeadLanes 16: two heads a warp, 8 columns a lane with 16-byte loads.
-template <bool FP8, int kChunks, int kHeadLanes>
-__global__ void gated_rms_norm_regs_kernel(GatedRmsNormParams p) {
-  static_assert(kHeadLanes == 16 || kHeadLanes == 32, "a head takes a half-warp or a warp");
-  constexpr int kLaneCols = kFp8Group / kHeadLanes;
-  constexpr int kHeadsPerWarp = 32 / kHeadLanes;
+// Head dims that are multiples of 128 (every Qwen3.5 GDN head): a half-warp
+// per (row, head), lane l of the half holding columns 8l .. 8l+7 of each of
+// the head's kChunks 128-column groups. x, z and the weights stay in
+// registers from their loads (all asked for at once, the weights before the
+// wait) to the store: one memory round trip. A warp takes two heads; the sum
+// of squares and the group maxima are half-warp reductions.
+template <bool FP8, int kChunks>
+__global__ void gated_rms_norm_half_warp_kernel(GatedRmsNormParams p) {
   if constexpr (FP8) allow_dependents();
-  const int lane = threadIdx.x & (kHeadLanes - 1);
-  float w[kChunks][kLaneCols];
+  const int lane = threadIdx.x & 15;
+  float w[kChunks][8];
 #pragma unroll
-  for (int c = 0; c < kChunks; ++c)
-    load_weights<kLaneCols>(p.weight, p.weight_f32, 128 * c + kLaneCols * lane, p.head_dim, w[c]);
+  for (int c = 0; c < kChunks; ++c) load_weights<8>(p.weight, p.weight_f32, 128 * c + 8 * lane, p.head_dim, w[c]);
   wait_for_prerequisite();  // launched programmatically: x and z come from the kernels before
   const int64_t total = static_cast<int64_t>(p.rows) * p.num_heads;
-  const int64_t warp_first = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32 * kHeadsPerWarp;
+  const int64_t warp_first = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32 * 2;
   if (warp_first >= total) return;  // whole warps
-  // Two heads a warp: the second half past the last head (an odd count)
-  // repeats the last head's arithmetic, for the shuffles, and writes nothing.
-  const int64_t want = warp_first + (threadIdx.x & 31) / kHeadLanes;
-  const bool live = kHeadsPerWarp == 1 || want < total;
-  // (row, head) items fit 32 bits: heads are 128 columns or more.
-  const uint32_t item = static_cast<uint32_t>(live ? want : total - 1), heads = static_cast<uint32_t>(p.num_heads);
-  const int t = static_cast<int>(item / heads), h = static_cast<int>(item % heads);
+  // The second half of the warp past the last head (an odd count) repeats
+  // the last head's arithmetic, for the shuffles, and writes nothing.
+  const int64_t want = warp_first + ((threadIdx.x >> 4) & 1);
+  const bool live = want < total;
+  const int64_t item = live ? want : total - 1;
+  const int t = static_cast<int>(item / p.num_heads), h = static_cast<int>(item % p.num_heads);
   const int64_t W = static_cast<int64_t>(p.num_heads) * p.head_dim;
   const uint16_t* x = p.x + t * W + static_cast<int64_t>(h) * p.head_dim;
   const uint16_t* z = p.z + t * p.z_stride + static_cast<int64_t>(h) * p.head_dim;
-  float xv[kChunks][kLaneCols], zv[kChunks][kLaneCols];
+  float xv[kChunks][8], zv[kChunks][8];
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
-    load_bf16<kLaneCols>(x, 128 * c + kLaneCols * lane, p.head_dim, xv[c]);
-    load_bf16<kLaneCols>(z, 128 * c + kLaneCols * lane, p.head_dim, zv[c]);
+    load_bf16<8>(x, 128 * c + 8 * lane, p.head_dim, xv[c]);
+    load_bf16<8>(z, 128 * c + 8 * lane, p.head_dim, zv[c]);
   }
   float sum_sq = 0.0f;
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
 #pragma unroll
-    for (int i = 0; i < kLaneCols; ++i) sum_sq += xv[c][i] * xv[c][i];
+    for (int i = 0; i < 8; ++i) sum_sq += xv[c][i] * xv[c][i];
   }
 #pragma unroll
-  for (int o = kHeadLanes / 2; o > 0; o >>= 1) sum_sq += __shfl_xor_sync(0xffffffffu, sum_sq, o);
+  for (int o = 8; o > 0; o >>= 1) sum_sq += __shfl_xor_sync(0xffffffffu, sum_sq, o);
   const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(p.head_dim) + p.eps);
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
-    const int d = 128 * c + kLaneCols * lane;
-    float o[kLaneCols];
+    const int d = 128 * c + 8 * lane;
+    float o[8];
 #pragma unroll
-    for (int i = 0; i < kLaneCols; ++i) {
+    for (int i = 0; i < 8; ++i) {
       const float n = round_bf(__fmul_rn(xv[c][i], inv));
       o[i] = round_bf(__fmul_rn(__fmul_rn(n, w[c][i]), silu(zv[c][i])));
     }
-    if (p.out != nullptr && live)
-      store_bf16<kLaneCols>(p.out + t * W + static_cast<int64_t>(h) * p.head_dim, d, p.head_dim, o);
-    if constexpr (FP8) quantize_group_regs<kLaneCols>(o, live ? h * p.head_dim + d : p.fp8.cols, t, p.fp8);
+    if (p.out != nullptr && live) store_bf16<8>(p.out + t * W + static_cast<int64_t>(h) * p.head_dim, d, p.head_dim, o);
+    if constexpr (FP8) quantize_group_regs<8>(o, live ? h * p.head_dim + d : p.fp8.cols, t, p.fp8);
   }
 }
 
@@ -305,32 +295,16 @@ __global__ void gated_rms_norm_fp8_kernel(GatedRmsNormParams p) {
   quantize_row_block(s_row, t, p.fp8);
 }
 
-template <bool FP8, int kHeadLanes>
-bool launch_gated_regs(const GatedRmsNormParams& p, int64_t items, cudaStream_t stream) {
-  // A warp per head: kHeadWarps heads a block, as gated_rms_norm_kernel, so
-  // that a decode row's heads spread over as many SMs.
-  constexpr int kThreads = kHeadLanes == 32 ? kHeadWarps * 32 : 256;
-  const dim3 grid(static_cast<unsigned>(ceil_div(ceil_div(items, 32 / kHeadLanes), kThreads / 32)));
+template <bool FP8>
+bool launch_gated_half_warp(const GatedRmsNormParams& p, int64_t items, cudaStream_t stream) {
+  constexpr int kThreads = 256;
+  const dim3 grid(static_cast<unsigned>(ceil_div(ceil_div(items, 2), kThreads / 32)));
   switch (p.head_dim) {
-    case 128:
-      launch_maybe_pdl(gated_rms_norm_regs_kernel<FP8, 1, kHeadLanes>, true, grid, kThreads, 0, stream, p);
-      return true;
-    case 256:
-      launch_maybe_pdl(gated_rms_norm_regs_kernel<FP8, 2, kHeadLanes>, true, grid, kThreads, 0, stream, p);
-      return true;
-    case 512:
-      launch_maybe_pdl(gated_rms_norm_regs_kernel<FP8, 4, kHeadLanes>, true, grid, kThreads, 0, stream, p);
-      return true;
+    case 128: launch_maybe_pdl(gated_rms_norm_half_warp_kernel<FP8, 1>, true, grid, kThreads, 0, stream, p); return true;
+    case 256: launch_maybe_pdl(gated_rms_norm_half_warp_kernel<FP8, 2>, true, grid, kThreads, 0, stream, p); return true;
+    case 512: launch_maybe_pdl(gated_rms_norm_half_warp_kernel<FP8, 4>, true, grid, kThreads, 0, stream, p); return true;
     default: return false;
   }
-}
-
-// Few rows: a warp per head, whose many short warps spread the rows over the
-// most SMs. From 64 rows there are warps enough and two heads a warp, with
-// 16-byte loads, move the bytes with fewer instructions.
-template <bool FP8>
-bool launch_gated_regs(const GatedRmsNormParams& p, int64_t items, cudaStream_t stream) {
-  return p.rows < 64 ? launch_gated_regs<FP8, 32>(p, items, stream) : launch_gated_regs<FP8, 16>(p, items, stream);
 }
 
 }  // namespace
@@ -368,7 +342,8 @@ void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
 void launch_gated_rms_norm(const GatedRmsNormParams& p, cudaStream_t stream) {
   const int64_t items = static_cast<int64_t>(p.rows) * p.num_heads;
   if (items == 0) return;
-  if (p.fp8.enabled() ? launch_gated_regs<true>(p, items, stream) : launch_gated_regs<false>(p, items, stream)) return;
+  if (p.fp8.enabled() ? launch_gated_half_warp<true>(p, items, stream) : launch_gated_half_warp<false>(p, items, stream))
+    return;
   if (p.fp8.enabled()) {
     const size_t smem = static_cast<size_t>(p.num_heads) * p.head_dim * 2;
     if (smem > 48 * 1024)

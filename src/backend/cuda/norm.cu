@@ -194,8 +194,9 @@ __global__ void gated_rms_norm_half_warp_kernel(GatedRmsNormParams p) {
   // the last head's arithmetic, for the shuffles, and writes nothing.
   const int64_t want = warp_first + ((threadIdx.x >> 4) & 1);
   const bool live = want < total;
-  const int64_t item = live ? want : total - 1;
-  const int t = static_cast<int>(item / p.num_heads), h = static_cast<int>(item % p.num_heads);
+  // (row, head) items fit 32 bits: heads are 128 columns or more.
+  const uint32_t item = static_cast<uint32_t>(live ? want : total - 1), heads = static_cast<uint32_t>(p.num_heads);
+  const int t = static_cast<int>(item / heads), h = static_cast<int>(item % heads);
   const int64_t W = static_cast<int64_t>(p.num_heads) * p.head_dim;
   const uint16_t* x = p.x + t * W + static_cast<int64_t>(h) * p.head_dim;
   const uint16_t* z = p.z + t * p.z_stride + static_cast<int64_t>(h) * p.head_dim;

@@ -322,6 +322,8 @@ void SyntheticModel::forward(std::map<std::string, double>* profile) {
   tick("rms_norm (+residual)");
   linear(be_, {rows(last_xn_, S_), LinearWeight::bf16(lm_head_), view2(logits_, S_, cfg_.vocab_size)});
   tick("gemm lm_head");
+  // The map lives for this call only: moe_layers and later forwards must not tick into it.
+  profile_ = nullptr;
   (void)H;
 }
 

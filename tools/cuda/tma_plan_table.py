@@ -14,6 +14,7 @@ those tile counts (the others keep the kernel's capacity rule).
 
   tools/cuda/tma_plan_table.py sweep.log [--token-tiles 1,2]
 """
+import argparse
 import re
 import sys
 from collections import defaultdict
@@ -26,18 +27,15 @@ def token_tiles(m: int) -> int:
 
 
 def main() -> int:
-    args = sys.argv[1:]
-    keep = None
-    if len(args) == 3 and args[1] == "--token-tiles":
-        keep = {int(v) for v in args[2].split(",")}
-        args = args[:1]
-    if len(args) != 1:
-        print(__doc__, file=sys.stderr)
-        return 2
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("log", help="the log of bench_cuda_gemm --sweep-tma")
+    ap.add_argument("--token-tiles", help="comma-separated tile counts to keep (default: all)")
+    args = ap.parse_args()
+    keep = {int(v) for v in args.token_tiles.split(",")} if args.token_tiles else None
     # (N, K, NT) -> (C, per_sm) -> {M: us}
     times = defaultdict(lambda: defaultdict(dict))
     names = {}
-    with open(args[0]) as f:
+    with open(args.log) as f:
         for raw in f:
             m = LINE.match(raw.strip())
             if not m:

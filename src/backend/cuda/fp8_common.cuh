@@ -1,12 +1,14 @@
 #pragma once
 // Device side of FP8 activation quantisation (ops.h ActQuantMode), shared by
 // every kernel that writes an Fp8Activation: the same arithmetic as the CPU
-// reference (cpu_quantize.cpp), so fused and unfused paths agree bit for bit.
+// reference (cpu_quantize.cpp), so fused and unfused paths agree bit for bit
+// (the division by a group scale as Fp8GroupDivisor, with the same codes).
 
 #include <cuda_fp8.h>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/launch/fp8.h"
+#include "tensor/fp8_group_divisor.h"
 
 namespace hyllm::cuda {
 
@@ -37,7 +39,8 @@ __device__ __forceinline__ uint8_t e4m3_code(float v) {
 }
 
 // Quantises the 128-column groups whose values the lanes of a warp hold in
-// registers: each lane holds N consecutive columns k .. k+N-1 of row `row`
+// registers: each lane holds N consecutive bf16 values (Fp8GroupDivisor's
+// precondition), columns k .. k+N-1 of row `row`
 // (N = 4 or 8, k a multiple of N; zeros at and beyond o.cols), and the 128/N
 // lanes holding one group are consecutive and start at a multiple of 128/N
 // within the warp. Every lane of the warp calls it (the group maximum is a
@@ -45,7 +48,7 @@ __device__ __forceinline__ uint8_t e4m3_code(float v) {
 template <int N>
 __device__ __forceinline__ void quantize_group_regs(const float (&v)[N], int k, int row, const Fp8Out& o) {
   static_assert(N == 4 || N == 8, "a lane holds 4 or 8 columns");
-  float s;
+  float s = 0.0f;
   if (o.group_scales) {
     float amax = 0.0f;
 #pragma unroll
@@ -58,11 +61,15 @@ __device__ __forceinline__ void quantize_group_regs(const float (&v)[N], int k, 
     s = *o.static_scale;
   }
   if (k >= o.cols) return;
+  // A group scale divides as Fp8GroupDivisor does; a static one (any float)
+  // by an IEEE division.
+  const Fp8GroupDivisor divisor(s);
+  auto quotient = [&](float x) { return o.group_scales ? divisor.divide(x) : __fdiv_rn(x, s); };
   uint8_t* dst = o.q + static_cast<int64_t>(row) * o.cols + k;
   if (k + N <= o.cols && (reinterpret_cast<uintptr_t>(dst) & (N - 1)) == 0) {
     uint32_t packed[N / 4] = {};
 #pragma unroll
-    for (int i = 0; i < N; ++i) packed[i / 4] |= static_cast<uint32_t>(e4m3_code(__fdiv_rn(v[i], s))) << (8 * (i % 4));
+    for (int i = 0; i < N; ++i) packed[i / 4] |= static_cast<uint32_t>(e4m3_code(quotient(v[i]))) << (8 * (i % 4));
     if constexpr (N == 4) {
       *reinterpret_cast<uint32_t*>(dst) = packed[0];
     } else {
@@ -71,7 +78,7 @@ __device__ __forceinline__ void quantize_group_regs(const float (&v)[N], int k, 
   } else {
 #pragma unroll
     for (int i = 0; i < N; ++i)
-      if (k + i < o.cols) dst[i] = e4m3_code(__fdiv_rn(v[i], s));
+      if (k + i < o.cols) dst[i] = e4m3_code(quotient(v[i]));
   }
 }
 

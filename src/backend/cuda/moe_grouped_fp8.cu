@@ -130,13 +130,14 @@ __device__ __forceinline__ void up_epilogue_quantize(const MoeGroupedGemmParams&
     const int r = r0 + 8 * i;
     if (r >= op.it.nrows) continue;
     const float s = __fdiv_rn(fmaxf(row_amax[i], 1e-10f), 448.0f);
+    const Fp8GroupDivisor divisor(s);  // h holds bf16 values
     const int64_t pos = op.it.pos_begin + op.it.m0 + r;
     if (wg == 0 && (lane & 3) == 0) p.hidden_scale[(op.n0 / kBK) * p.hidden_scale_ld + pos] = s;
     uint8_t* dst = p.hidden_q + pos * p.hidden_ld + op.n0 + 64 * wg + 2 * (lane & 3);
     // Accumulators j, j + 1 of row r: columns 8 (j / 4) + 2 (lane % 4) + 0, 1.
 #pragma unroll
     for (int j = 2 * i; j < 32; j += 4) {
-      const uint32_t lo = e4m3_code(__fdiv_rn(h[j], s)), hi = e4m3_code(__fdiv_rn(h[j + 1], s));
+      const uint32_t lo = e4m3_code(divisor.divide(h[j])), hi = e4m3_code(divisor.divide(h[j + 1]));
       *reinterpret_cast<uint16_t*>(dst + 8 * (j >> 2)) = static_cast<uint16_t>(lo | hi << 8);
     }
   }

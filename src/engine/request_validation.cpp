@@ -63,6 +63,12 @@ void EngineCore::validate(const EngineRequest& request) const {
   for (int32_t t : s.stop_token_ids) {
     if (t < 0 || t >= vocab_size_) invalid_request("stop_token_ids: token id {} is out of vocabulary", t);
   }
+  for (size_t i = 0; i < s.logit_bias.size(); ++i) {
+    const auto [t, bias] = s.logit_bias[i];
+    if (t < 0 || t >= vocab_size_) invalid_request("logit_bias: token id {} is out of vocabulary", t);
+    if (i > 0 && t <= s.logit_bias[i - 1].first) invalid_request("logit_bias: token ids must ascend, each once");
+    if (!std::isfinite(bias)) invalid_request("logit_bias: the bias of token {} is not finite", t);
+  }
   if (!s.stop.empty() && !request.stop_hook) {
     invalid_request("stop strings need a StopStringHook to match them (request {})", request.request_id);
   }

@@ -51,6 +51,9 @@ void apply_bans_and_penalties(std::span<float> logits, const SeqWork& work, std:
   for (int32_t t : work.banned_token_ids) {
     if (t >= 0 && static_cast<size_t>(t) < vocab) logits[static_cast<size_t>(t)] = kNegInf;
   }
+  for (const auto& [t, bias] : p.logit_bias) {
+    if (t >= 0 && static_cast<size_t>(t) < vocab) logits[static_cast<size_t>(t)] += bias;
+  }
   if (p.repetition_penalty != 1.0f) {
     // Each distinct token once, whether it occurs in the prompt, the output or both.
     scratch.assign(work.prompt_ids.begin(), work.prompt_ids.end());

@@ -10,7 +10,9 @@
 //  1. logprobs, when asked, come from log_softmax of the raw logits (vLLM's
 //     default logprobs_mode "raw_logprobs"): penalties, temperature and the
 //     top-k/top-p/min-p masks do not change them;
-//  2. banned ids (EOS and stop ids before min_tokens) are set to -inf;
+//  2. banned ids (EOS and stop ids before min_tokens) are set to -inf and
+//     the request's logit_bias is added (vLLM applies both as logits
+//     processors before its penalties; -inf stays -inf);
 //  3. repetition penalty over prompt + output tokens (positive logits are
 //     divided by it, negative ones multiplied), then frequency (times the count
 //     in the output) and presence (once if in the output) penalties subtracted;

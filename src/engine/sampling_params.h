@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace hyllm {
@@ -25,6 +26,9 @@ struct SamplingParams {
   std::vector<int32_t> stop_token_ids;
   std::vector<std::string> stop;   // matched by the caller's StopStringHook
   std::optional<int> logprobs;     // top-N logprobs per token (0 = only the sampled one)
+  // Added to the logits of these ids (ascending, each once) with the bans,
+  // before the penalties: OpenAI's and vLLM's logit_bias.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   bool greedy() const { return temperature <= 0.0f; }
 };

@@ -15,6 +15,7 @@ inline constexpr int kMaxLogprobs = 20;              // vLLM's --max-logprobs de
 inline constexpr size_t kMaxStopStrings = 32;
 inline constexpr size_t kMaxStopStringBytes = 1024;
 inline constexpr size_t kMaxStopTokenIds = 1024;
+inline constexpr size_t kMaxLogitBiasEntries = 1024;
 inline constexpr size_t kMaxMessages = 4096;
 inline constexpr size_t kMaxTools = 512;
 inline constexpr size_t kMaxGrammarBytes = 256u << 10;  // a schema, regex, grammar or tag

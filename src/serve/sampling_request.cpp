@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <limits>
 
 #include "serve/api_error.h"
@@ -13,6 +15,41 @@ namespace {
 
 // vLLM treats temperatures below this as greedy.
 constexpr float kGreedyEpsilon = 1e-5f;
+
+// logit_bias: {"token id": bias}, the ids as strings of integers (JSON keys
+// are strings), each bias clamped to [-100, 100] as OpenAI and vLLM do.
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const Json& bias) {
+  if (bias.size() > kMaxLogitBiasEntries) {
+    throw bad_request(fmt::format("logit_bias has {} entries; at most {} are allowed.", bias.size(),
+                                  kMaxLogitBiasEntries),
+                      "logit_bias");
+  }
+  std::vector<std::pair<int32_t, float>> out;
+  for (const auto& [key, value] : bias.items()) {
+    int64_t id = 0;
+    const char* end = key.data() + key.size();
+    const auto [ptr, ec] = std::from_chars(key.data(), end, id);
+    if (key.empty() || ec != std::errc() || ptr != end || id < std::numeric_limits<int32_t>::min() ||
+        id > std::numeric_limits<int32_t>::max()) {
+      throw bad_request(fmt::format("Found token_id `{}` in logit_bias but token_id must be an integer or string "
+                                    "representing an integer",
+                                    key),
+                        "logit_bias");
+    }
+    if (!value.is_number() || !std::isfinite(value.get<double>())) {
+      throw bad_request(fmt::format("logit_bias[\"{}\"] must be a finite number.", key), "logit_bias");
+    }
+    out.emplace_back(static_cast<int32_t>(id), static_cast<float>(std::clamp(value.get<double>(), -100.0, 100.0)));
+  }
+  // "07" and "7" name one token: the last one given wins, as in a Python dict of ints.
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::pair<int32_t, float>> unique;
+  for (const auto& e : out) {
+    if (!unique.empty() && unique.back().first == e.first) unique.back() = e;
+    else unique.push_back(e);
+  }
+  return unique;
+}
 
 }  // namespace
 
@@ -51,9 +88,7 @@ SamplingRequest parse_sampling_request(const FieldReader& r) {
   if (auto best_of = r.integer("best_of"); best_of && *best_of != s.n) {
     throw bad_request("best_of is not supported; use n", "best_of");
   }
-  if (const auto* bias = r.object("logit_bias"); bias && !bias->empty()) {
-    throw bad_request("logit_bias is not supported", "logit_bias");
-  }
+  if (const auto* bias = r.object("logit_bias")) s.logit_bias = parse_logit_bias(*bias);
 
   if (auto t = r.number("temperature")) {
     if (*t < 0) throw bad_request(fmt::format("temperature must be non-negative, got {}.", *t), "temperature");
@@ -146,10 +181,18 @@ SamplingParams resolve_sampling_params(const SamplingRequest& s, const SamplingD
   p.stop = s.stop;
   p.stop_token_ids = s.stop_token_ids;
   p.logprobs = s.logprobs;
+  p.logit_bias = s.logit_bias;
 
   for (int32_t id : s.stop_token_ids) {
     if (id < 0 || id >= vocab_size) {
       throw bad_request(fmt::format("Token id {} in stop_token_ids is out of vocabulary", id), "stop_token_ids");
+    }
+  }
+  for (const auto& [id, bias] : s.logit_bias) {
+    if (id < 0 || id >= vocab_size) {
+      throw bad_request(fmt::format("token_id {} in logit_bias is out of vocabulary. Vocabulary size: {}", id,
+                                    vocab_size),
+                        "logit_bias");
     }
   }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/sampling_params.h"
@@ -30,6 +31,7 @@ struct SamplingRequest {
   bool ignore_eos = false;
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // ids ascending, biases clamped to [-100, 100]
   bool include_stop_str_in_output = false;
   bool skip_special_tokens = true;
   std::optional<int> logprobs;  // top-N alternatives per token; unset = no logprobs

@@ -150,6 +150,33 @@ describe('completions', () => {
     }
   });
 
+  it('applies logit_bias, in completions and chat alike', async () => {
+    const base = await client.completions.create({
+      model: MODEL, prompt: PROMPT, max_tokens: 3, temperature: 0, return_token_ids: true,
+    });
+    const first = base.choices[0].token_ids[0];
+    const other = first === 300 ? 301 : 300;
+    // +100 makes a token the argmax; -100 takes the greedy one out.
+    const forced = await client.completions.create({
+      model: MODEL, prompt: PROMPT, max_tokens: 3, temperature: 0, return_token_ids: true,
+      logit_bias: { [other]: 100 },
+    });
+    assert.deepEqual(forced.choices[0].token_ids, [other, other, other]);
+    const banned = await client.completions.create({
+      model: MODEL, prompt: PROMPT, max_tokens: 1, temperature: 0, return_token_ids: true,
+      logit_bias: { [first]: -100 },
+    });
+    assert.notEqual(banned.choices[0].token_ids[0], first);
+    const chat = await client.chat.completions.create({
+      model: MODEL, messages: MESSAGES, max_tokens: 2, temperature: 0, logit_bias: { [other]: 100 },
+      return_token_ids: true,
+    });
+    assert.deepEqual(chat.choices[0].token_ids, [other, other]);
+    await assert.rejects(
+      client.completions.create({ model: MODEL, prompt: PROMPT, max_tokens: 1, logit_bias: { 99999999: 1 } }),
+      (e) => e.status === 400 && /out of vocabulary/.test(e.message));
+  });
+
   it('stops at stop strings, in stream and non-stream alike', async () => {
     const base = await client.completions.create({ model: MODEL, prompt: PROMPT, max_tokens: 20, temperature: 0, ignore_eos: true });
     const text = base.choices[0].text;

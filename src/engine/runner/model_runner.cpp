@@ -345,10 +345,13 @@ StepContext ModelRunner::upload_step(int64_t S, int64_t T, int64_t R, int64_t ma
   return ctx;
 }
 
+// A step samples on the host when a row asks for more top logprobs than the
+// device sampler returns, or for a logit_bias, which it does not apply.
 bool ModelRunner::can_sample_on_device(const StepInput& input) const {
   if (opts_.device_sampler == nullptr) return false;
   for (const SeqWork& w : input.seqs) {
-    if (w.sample && w.sampling != nullptr && w.sampling->logprobs.value_or(-1) > kMaxDeviceTopLogprobs) return false;
+    if (!w.sample || w.sampling == nullptr) continue;
+    if (w.sampling->logprobs.value_or(-1) > kMaxDeviceTopLogprobs || !w.sampling->logit_bias.empty()) return false;
   }
   return true;
 }

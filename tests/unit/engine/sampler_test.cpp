@@ -213,6 +213,33 @@ TEST(Sampler, LogprobsAreOfTheRawDistribution) {
   EXPECT_EQ(t.top_logprobs[1].first, 1);
 }
 
+TEST(Sampler, LogitBiasIsAddedBeforeSamplingAndLogprobsStayRaw) {
+  Row row{logits_of_probs({0.5, 0.3, 0.2}), {}};
+  row.params.temperature = 0.0f;
+  row.params.logprobs = 0;
+  row.params.logit_bias = {{2, 1.0f}};
+  Sampler s;
+  // log(0.2) + 1 > log(0.5): the bias moves the argmax, and the logprob is the raw one.
+  SampledToken t = s.sample(row.logits, row.work());
+  EXPECT_EQ(t.token, 2);
+  EXPECT_NEAR(t.logprob, std::log(0.2), 1e-6);
+  row.params.logit_bias = {{0, -100.0f}};
+  row.params.temperature = 1.0f;
+  auto h = histogram(row, 2000, 3);
+  EXPECT_EQ(h.count(0), 0u);
+  // The rest keep their odds: 0.3 against 0.2.
+  EXPECT_NEAR(h[1] / 2000.0, 0.6, 0.05);
+  // A bias does not lift a banned token.
+  row.params.logit_bias = {{0, 100.0f}};
+  row.banned = {0};
+  EXPECT_EQ(histogram(row, 500, 4).count(0), 0u);
+  // Ids past the vocabulary are ignored here (requests are validated before).
+  row.banned = {};
+  row.params.logit_bias = {{1, 100.0f}, {7, 100.0f}};
+  row.params.temperature = 0.0f;
+  EXPECT_EQ(s.sample(row.logits, row.work()).token, 1);
+}
+
 TEST(Sampler, BannedTokensAreNeverSampled) {
   Row row{logits_of_probs({0.97, 0.01, 0.01, 0.01}), {}};
   row.params.temperature = 1.0f;

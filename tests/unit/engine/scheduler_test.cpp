@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <random>
 
 #include "engine_test_util.h"
@@ -212,6 +213,13 @@ TEST(Scheduler, RequestsThatCanNeverRunAreRefused) {
   r = make_request("a", {1}, 4);
   r.sampling.stop = {"x"};
   expect_invalid(core, r, "StopStringHook");
+  r = make_request("a", {1}, 4);
+  r.sampling.logit_bias = {{64, 1.0f}};
+  expect_invalid(core, r, "logit_bias: token id 64 is out of vocabulary");
+  r.sampling.logit_bias = {{3, 1.0f}, {3, 2.0f}};
+  expect_invalid(core, r, "ascend");
+  r.sampling.logit_bias = {{3, std::numeric_limits<float>::infinity()}};
+  expect_invalid(core, r, "not finite");
   EXPECT_NO_THROW(core.validate(make_request("a", std::vector<int32_t>(100, 1), 28)));
 }
 

@@ -95,7 +95,12 @@ TEST(SamplingRequest, RangesFollowVllm) {
       {R"({"prompt":"x","stream_options":{"include_usage":true}})", "stream_options"},
       {R"({"prompt":"x","seed":"abc"})", "seed"},
       {R"({"prompt":"x","best_of":3})", "best_of"},
-      {R"({"prompt":"x","logit_bias":{"1":5}})", "logit_bias"},
+      {R"({"prompt":"x","logit_bias":{"x":5}})", "logit_bias"},
+      {R"({"prompt":"x","logit_bias":{"1.5":5}})", "logit_bias"},
+      {R"({"prompt":"x","logit_bias":{"":5}})", "logit_bias"},
+      {R"({"prompt":"x","logit_bias":{"99999999999":5}})", "logit_bias"},
+      {R"({"prompt":"x","logit_bias":{"1":"a"}})", "logit_bias"},
+      {R"({"prompt":"x","logit_bias":[1]})", "logit_bias"},
       {R"({"prompt":"x","stream":"yes"})", "stream"},
   };
   for (const auto& c : cases) {
@@ -110,6 +115,22 @@ TEST(SamplingRequest, RangesFollowVllm) {
   EXPECT_NE(std::string(expect_api_error([] { completion(R"({"prompt":"x","top_p":1.5})"); }).what())
                 .find("top_p must be in (0, 1], got 1.5."),
             std::string::npos);
+}
+
+TEST(SamplingRequest, LogitBiasIsClampedSortedAndCheckedAgainstTheVocabulary) {
+  auto r = completion(R"({"prompt":"x","logit_bias":{"7":150,"2":-3.5,"07":-250,"9":0}})");
+  // "07" and "7" are one token (as in a dict of ints): the later one wins; biases clamp to +-100.
+  const std::vector<std::pair<int32_t, float>> want{{2, -3.5f}, {7, -100.0f}, {9, 0.0f}};
+  EXPECT_EQ(r.sampling.logit_bias, want);
+  EXPECT_EQ(resolve_sampling_params(r.sampling, {}, 4, 64, 10).logit_bias, want);
+  auto e = expect_api_error([&] { resolve_sampling_params(r.sampling, {}, 4, 64, 8); });
+  EXPECT_EQ(e.param(), "logit_bias");
+  EXPECT_NE(std::string(e.what()).find("token_id 9 in logit_bias is out of vocabulary"), std::string::npos);
+  EXPECT_TRUE(completion(R"({"prompt":"x","logit_bias":null})").sampling.logit_bias.empty());
+  std::string many = R"({"prompt":"x","logit_bias":{)";
+  for (int i = 0; i < 1025; ++i) many += (i ? ",\"" : "\"") + std::to_string(i) + "\":1";
+  many += "}}";
+  EXPECT_EQ(expect_api_error([&] { completion(many.c_str()); }).param(), "logit_bias");
 }
 
 TEST(SamplingRequest, ParsesKnobs) {

@@ -2,8 +2,8 @@
 // Sampling on the device that computed the logits, so that no logits cross to
 // the host: the rows' tokens (and logprobs when asked) come back instead.
 // Semantics are exactly the host sampler's (engine/sampler.h), step by step,
-// but for logit_bias: a step with a row that has one samples on the host, as
-// does every step of a backend that has no device sampler.
+// but for logit_bias: the runner samples rows that have one again on the
+// host, as it does every row of a backend that has no device sampler.
 
 #include <cstdint>
 #include <span>

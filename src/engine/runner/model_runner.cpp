@@ -345,16 +345,16 @@ StepContext ModelRunner::upload_step(int64_t S, int64_t T, int64_t R, int64_t ma
   return ctx;
 }
 
-// A step samples on the host when a row asks for more top logprobs than the
-// device sampler returns, or for a logit_bias, which it does not apply.
-bool ModelRunner::can_sample_on_device(const StepInput& input) const {
-  if (opts_.device_sampler == nullptr) return false;
-  for (const SeqWork& w : input.seqs) {
-    if (!w.sample || w.sampling == nullptr) continue;
-    if (w.sampling->logprobs.value_or(-1) > kMaxDeviceTopLogprobs || !w.sampling->logit_bias.empty()) return false;
-  }
-  return true;
+namespace {
+
+// A row the device sampler cannot sample: more top logprobs than it returns,
+// or a logit_bias, which it does not apply. The host sampler takes such rows
+// alone, so that one such request does not move a whole batch's logits.
+bool needs_host_sampler(const SamplingParams& p) {
+  return p.logprobs.value_or(-1) > kMaxDeviceTopLogprobs || !p.logit_bias.empty();
 }
+
+}  // namespace
 
 void ModelRunner::expand_rows(const StepInput& input) {
   rows_.clear();
@@ -406,6 +406,15 @@ void ModelRunner::sample_on_device(const TensorView& logits, std::vector<Sampled
     // A row whose mask allows nothing comes back as -1: the engine fails that request alone.
     DeviceSampledToken& t = tokens[row];
     out.push_back(SampledToken{t.token, t.logprob, std::move(t.top_logprobs)});
+  }
+}
+
+void ModelRunner::resample_host_rows(std::vector<SampledToken>& out) {
+  const int64_t V = model_->vocab_size();
+  for (size_t i = 0; i < host_rows_.size(); ++i) {
+    const size_t row = host_rows_[i];
+    std::span<const float> l(host_row_logits_.data() + static_cast<int64_t>(i) * V, static_cast<size_t>(V));
+    out[row] = sampler_.sample(l, rows_[row], token_mask(row_seq_[row]));
   }
 }
 
@@ -488,16 +497,30 @@ StepOutput ModelRunner::execute(const StepInput& input) {
   const Clock::time_point t2 = Clock::now();
   const int64_t R = step_rows_, V = model_->vocab_size();
   Backend& be = model_->backend();
-  const bool on_device = R > 0 && can_sample_on_device(input);
+  expand_rows(input);
+  const bool on_device = R > 0 && opts_.device_sampler != nullptr;
+  host_rows_.clear();
+  if (on_device) {
+    for (size_t row = 0; row < rows_.size(); ++row) {
+      if (needs_host_sampler(*rows_[row].sampling)) host_rows_.push_back(row);
+    }
+  }
   const bool to_host = R > 0 && (!on_device || opts_.keep_logits);
   logits_host_.resize(to_host ? static_cast<size_t>(R * V) : 0);
-  // Enqueued before the device sampler's one synchronisation, so it is done by then.
+  host_row_logits_.resize(host_rows_.size() * static_cast<size_t>(V));
+  // Enqueued before the device sampler's one synchronisation (and before it
+  // masks rows in place), so they are done by then.
   if (to_host) be.copy_to_host(logits_host_.data(), logits.data(), logits_host_.size() * sizeof(float));
+  for (size_t i = 0; i < host_rows_.size(); ++i) {
+    be.copy_to_host(host_row_logits_.data() + static_cast<int64_t>(i) * V,
+                    logits.data_as<const float>() + static_cast<int64_t>(host_rows_[i]) * V,
+                    static_cast<size_t>(V) * sizeof(float));
+  }
 
-  expand_rows(input);
   std::vector<SampledToken> rows;
   if (on_device) {
     sample_on_device(logits, rows);
+    resample_host_rows(rows);
   } else {
     be.synchronize();
     sample_on_host(rows);

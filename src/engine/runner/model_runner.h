@@ -132,7 +132,6 @@ class ModelRunner final : public ModelExecutor {
   };
   StepContext plan(const StepInput& input);
   void set_block_geometry(int block_size);
-  bool can_sample_on_device(const StepInput& input) const;
   // Decode steps are padded (with graphs, or forced by RunnerOptions::pad_decode_steps).
   bool pads_decode_steps() const { return graphs_.enabled() || opts_.pad_decode_steps; }
   // Appends padding sequences to plan()'s arrays up to the capture size of a
@@ -148,6 +147,9 @@ class ModelRunner final : public ModelExecutor {
   void expand_rows(const StepInput& input);
   void sample_on_device(const TensorView& logits, std::vector<SampledToken>& out);
   void sample_on_host(std::vector<SampledToken>& out);
+  // After sample_on_device: the rows it cannot sample (host_rows_), again on
+  // the host from their logits in host_row_logits_.
+  void resample_host_rows(std::vector<SampledToken>& out);
   // Speculative decoding after the target step (model_runner_spec.cpp):
   // acceptance, GDN rollback, the MTP passes that propose the next drafts.
   // Returns the nanoseconds the MTP passes took.
@@ -181,6 +183,8 @@ class ModelRunner final : public ModelExecutor {
   std::vector<float> draft_logits_;
   Sampler sampler_;
   std::vector<DeviceSamplingRow> device_rows_;
+  std::vector<size_t> host_rows_;          // rows of a device-sampled step that the host samples
+  std::vector<float> host_row_logits_;     // their logits, [host_rows_, vocab]
   std::vector<uint32_t> token_masks_;  // [sampled rows, bitmask_words(vocab)]
   std::vector<uint8_t> row_masked_;    // per sampled row: its mask applies
   std::vector<std::pair<size_t, TokenConstraint*>> constrained_rows_;  // (sampled row, its constraint)

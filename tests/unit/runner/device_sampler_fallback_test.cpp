@@ -1,8 +1,8 @@
-// The runner samples a step on its DeviceSampler unless a row asks for what
-// the device sampler does not do (a logit_bias, or more top logprobs than it
-// returns): then the whole step samples on the host, with the host sampler's
-// semantics. A fake device sampler over the CPU backend's host logits
-// records which steps reached it.
+// The runner samples a step's rows on its DeviceSampler, but for rows that
+// ask for what the device sampler does not do (a logit_bias, or more top
+// logprobs than it returns): those rows alone are sampled again on the host,
+// with the host sampler's semantics, from a copy of their logits. A fake
+// device sampler over the CPU backend's host logits records what reached it.
 
 #include <gtest/gtest.h>
 
@@ -39,7 +39,7 @@ struct Fixture {
   std::shared_ptr<CountingSampler> sampler = std::make_shared<CountingSampler>();
   std::unique_ptr<ModelRunner> runner;
   std::vector<int32_t> prompt{5, 17, 42, 9};
-  std::vector<int32_t> table{0, 1};
+  std::vector<std::vector<int32_t>> tables{{0, 1}, {2, 3}};
 
   Fixture() {
     RunnerOptions ro = test::small_runner_options();
@@ -47,45 +47,49 @@ struct Fixture {
     runner = std::make_unique<ModelRunner>(load_model(test::tiny_model(), *be, test::small_model_options()), ro);
     const CacheLayout layout = runner->cache_layout();
     runner->allocate_cache({.block_size = 16,
-                            .num_blocks = 2 + layout.reserved_blocks,
-                            .num_state_slots = 1 + layout.reserved_state_slots});
+                            .num_blocks = 4 + layout.reserved_blocks,
+                            .num_state_slots = 2 + layout.reserved_state_slots});
   }
-  // The prompt's prefill step, sampled with `params`.
-  SampledToken prefill(const SamplingParams& params) {
+  // One prefill step of the prompt per entry of `params` (a sequence each),
+  // returning the sampled tokens.
+  std::vector<int32_t> prefill(std::vector<const SamplingParams*> params) {
     StepInput in;
-    SeqWork w;
-    w.seq_id = 0;
-    w.token_ids = prompt;
-    w.block_table = table;
-    w.state_slot = 0;
-    w.sample = true;
-    w.sampling = &params;
-    w.prompt_ids = prompt;
-    in.seqs.push_back(w);
+    for (size_t s = 0; s < params.size(); ++s) {
+      SeqWork w;
+      w.seq_id = static_cast<int64_t>(s);
+      w.token_ids = prompt;
+      w.block_table = tables[s];
+      w.state_slot = static_cast<int32_t>(s);
+      w.sample = true;
+      w.sampling = params[s];
+      w.prompt_ids = prompt;
+      in.seqs.push_back(w);
+    }
     StepOutput out = runner->execute(in);
-    EXPECT_EQ(out.sampled.size(), 1u);
-    return out.sampled.at(0);
+    EXPECT_EQ(out.sampled.size(), params.size());
+    std::vector<int32_t> tokens;
+    for (const SampledToken& t : out.sampled) tokens.push_back(t.token);
+    return tokens;
   }
 };
 
-TEST(DeviceSamplerFallback, ALogitBiasSamplesTheStepOnTheHost) {
+TEST(DeviceSamplerFallback, OnlyTheRowsWithALogitBiasSampleOnTheHost) {
   Fixture f;
   SamplingParams greedy;
   greedy.temperature = 0.0f;
-  const int32_t plain = f.prefill(greedy).token;
+  const int32_t plain = f.prefill({&greedy}).at(0);
   EXPECT_EQ(f.sampler->calls, 1);
 
-  // A bias large enough to move the argmax to another token: only the host
-  // sampler applies it, and the device sampler is not asked.
+  // A bias large enough to move the argmax to another token. The step still
+  // reaches the device sampler (for its other row), whose token for the
+  // biased row, which ignores the bias, the host sampler's replaces.
   SamplingParams biased = greedy;
   const int32_t other = plain == 3 ? 4 : 3;
   biased.logit_bias = {{other, 100.0f}};
-  EXPECT_EQ(f.prefill(biased).token, other);
-  EXPECT_EQ(f.sampler->calls, 1);
-
-  // Back to the device sampler once no row has a bias.
-  EXPECT_EQ(f.prefill(greedy).token, plain);
+  EXPECT_EQ(f.prefill({&biased, &greedy}), (std::vector<int32_t>{other, plain}));
   EXPECT_EQ(f.sampler->calls, 2);
+  EXPECT_EQ(f.prefill({&greedy, &biased}), (std::vector<int32_t>{plain, other}));
+  EXPECT_EQ(f.sampler->calls, 3);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "serve/completion_request.h"
 #include "serve/handlers.h"
 #include "serve/openai_json.h"
+#include "serve/structured_request.h"
 #include "util/log.h"
 
 namespace hyllm::serve {
@@ -62,12 +63,22 @@ void handle_completions(const ServingContext& ctx, ActivityCounter& activity, co
   GenerationOptions gen_options{req.sampling.skip_special_tokens, req.sampling.include_stop_str_in_output};
   auto generation = std::make_unique<Generation>(*ctx.engine, tok, id, req.sampling.n, req.sampling.stop,
                                                  gen_options);
+  if (req.structured && !ctx.grammar_compiler) {
+    throw bad_request("this server does not offer structured output", "response_format");
+  }
   for (const auto& ids : prompt_ids) {
     SamplingParams params = resolve_sampling_params(req.sampling, ctx.sampling_defaults,
                                                     static_cast<int64_t>(ids.size()), ctx.max_model_len,
                                                     ctx.vocab_size());
+    // Each prompt's n choices get constraints of their own from one compiled grammar.
+    std::vector<std::shared_ptr<TokenConstraint>> constraints;
+    if (req.structured) {
+      structured::ConstraintOptions copts;
+      copts.jump_forward = !params.logprobs.has_value();
+      constraints = make_constraints(*ctx.grammar_compiler, *req.structured, params.n, copts);
+    }
     log_request(ctx, id, ids.size(), params);
-    generation->add_prompt(ids, std::move(params));
+    generation->add_prompt(ids, std::move(params), std::move(constraints));
   }
 
   ResponseOptions options;

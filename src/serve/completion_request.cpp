@@ -6,6 +6,7 @@
 
 #include "serve/api_error.h"
 #include "serve/limits.h"
+#include "serve/structured_request.h"
 
 namespace hyllm::serve {
 namespace {
@@ -94,6 +95,7 @@ CompletionRequest parse_completion_request(const Json& body) {
     if (*t < 1) throw bad_request("truncate_prompt_tokens must be at least 1", "truncate_prompt_tokens");
     req.truncate_prompt_tokens = *t;
   }
+  req.structured = parse_structured_output(r);
   return req;
 }
 

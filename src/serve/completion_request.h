@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "serve/sampling_request.h"
+#include "structured/grammar_compiler.h"
 
 namespace hyllm::serve {
 
@@ -25,6 +26,7 @@ struct CompletionRequest {
   bool echo = false;
   bool add_special_tokens = true;
   std::optional<int64_t> truncate_prompt_tokens;  // keep only the last k prompt tokens
+  std::optional<structured::GrammarSpec> structured;  // response_format / structured_outputs
   SamplingRequest sampling;
 };
 

@@ -126,6 +126,23 @@ describe('structured output', () => {
     });
     for (const c of choice.choices) assert.ok(['statically typed', 'dynamically typed'].includes(c.message.content));
   });
+
+  it('completions take the same structured outputs, for every prompt of a batch', async () => {
+    const choice = await client.completions.create({
+      model: MODEL, prompt: ['Is Python typed? Answer:', 'Is C typed? Answer:'], max_tokens: 20, temperature: 1, seed: 5,
+      n: 2, structured_outputs: { choice: ['statically typed', 'dynamically typed'] },
+    });
+    assert.equal(choice.choices.length, 4);
+    for (const c of choice.choices) assert.ok(['statically typed', 'dynamically typed'].includes(c.text), c.text);
+    const re = await client.completions.create({
+      model: MODEL, prompt: 'Version:', max_tokens: 20, temperature: 1, seed: 6,
+      response_format: { type: 'json_schema', json_schema: { name: 'v', schema: { type: 'object', properties: { major: { type: 'integer' } }, required: ['major'], additionalProperties: false } } },
+    });
+    if (re.choices[0].finish_reason === 'stop') assert.equal(typeof JSON.parse(re.choices[0].text).major, 'number');
+    const bad = await client.completions.create({ model: MODEL, prompt: 'x', structured_outputs: { regex: '(unclosed' } })
+      .then(() => null, (e) => e);
+    assert.equal(bad?.status, 400);
+  });
 });
 
 describe('tool calls', () => {

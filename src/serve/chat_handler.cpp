@@ -1,5 +1,6 @@
 // POST /v1/chat/completions.
 
+#include "engine/allowed_tokens_constraint.h"
 #include "serve/api_error.h"
 #include "serve/chat_prompt.h"
 #include "serve/chat_request.h"
@@ -93,6 +94,14 @@ void handle_chat_completions(const ServingContext& ctx, ActivityCounter& activit
     }
     copts.jump_forward = !params.logprobs.has_value();
     constraints = make_constraints(*ctx.grammar_compiler, *grammar, params.n, copts);
+  }
+  if (!req.sampling.allowed_token_ids.empty()) {
+    if (grammar) {
+      throw bad_request("allowed_token_ids cannot be combined with response_format, structured_outputs or a "
+                        "required or named tool choice",
+                        "allowed_token_ids");
+    }
+    constraints = make_allowed_tokens_constraints(req.sampling.allowed_token_ids, ctx.model_vocab_size, params.n);
   }
   log_request(ctx, id, ids.size(), params);
   generation->add_prompt(ids, std::move(params), std::move(constraints));

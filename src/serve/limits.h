@@ -16,6 +16,7 @@ inline constexpr size_t kMaxStopStrings = 32;
 inline constexpr size_t kMaxStopStringBytes = 1024;
 inline constexpr size_t kMaxStopTokenIds = 1024;
 inline constexpr size_t kMaxLogitBiasEntries = 1024;
+inline constexpr size_t kMaxAllowedTokenIds = size_t{1} << 18;  // a whole Qwen vocabulary
 inline constexpr size_t kMaxMessages = 4096;
 inline constexpr size_t kMaxTools = 512;
 inline constexpr size_t kMaxGrammarBytes = 256u << 10;  // a schema, regex, grammar or tag

@@ -89,6 +89,23 @@ SamplingRequest parse_sampling_request(const FieldReader& r) {
     throw bad_request("best_of is not supported; use n", "best_of");
   }
   if (const auto* bias = r.object("logit_bias")) s.logit_bias = parse_logit_bias(*bias);
+  if (r.get("allowed_token_ids")) {
+    s.allowed_token_ids = r.int_list("allowed_token_ids", kMaxAllowedTokenIds);
+    if (s.allowed_token_ids.empty()) {
+      throw bad_request("allowed_token_ids is not allowed to be empty.", "allowed_token_ids");
+    }
+  }
+  // vLLM parameters hyllm does not implement: refused rather than ignored,
+  // since ignoring them would change what the client gets back.
+  if (r.boolean("use_beam_search").value_or(false)) {
+    throw bad_request("beam search is not supported; use n with sampling", "use_beam_search");
+  }
+  if (const auto* words = r.get("bad_words"); words && !words->empty()) {
+    throw bad_request("bad_words is not supported; ban token ids with logit_bias", "bad_words");
+  }
+  if (auto priority = r.integer("priority"); priority && *priority != 0) {
+    throw bad_request(fmt::format("Got priority {} but Priority scheduling is not enabled.", *priority), "priority");
+  }
 
   if (auto t = r.number("temperature")) {
     if (*t < 0) throw bad_request(fmt::format("temperature must be non-negative, got {}.", *t), "temperature");
@@ -186,6 +203,11 @@ SamplingParams resolve_sampling_params(const SamplingRequest& s, const SamplingD
   for (int32_t id : s.stop_token_ids) {
     if (id < 0 || id >= vocab_size) {
       throw bad_request(fmt::format("Token id {} in stop_token_ids is out of vocabulary", id), "stop_token_ids");
+    }
+  }
+  for (int32_t id : s.allowed_token_ids) {
+    if (id < 0 || id >= vocab_size) {
+      throw bad_request(fmt::format("allowed_token_ids contains out-of-vocab token id {}.", id), "allowed_token_ids");
     }
   }
   for (const auto& [id, bias] : s.logit_bias) {

@@ -177,6 +177,24 @@ describe('completions', () => {
       (e) => e.status === 400 && /out of vocabulary/.test(e.message));
   });
 
+  it('samples only allowed_token_ids, and refuses what it does not implement', async () => {
+    const allowed = [300, 301, 302];
+    const r = await client.completions.create({
+      model: MODEL, prompt: PROMPT, max_tokens: 6, temperature: 1, seed: 2, n: 2, return_token_ids: true,
+      allowed_token_ids: allowed,
+    });
+    for (const c of r.choices) for (const id of c.token_ids) assert.ok(allowed.includes(id), `${id}`);
+    const chat = await client.chat.completions.create({
+      model: MODEL, messages: MESSAGES, max_tokens: 4, temperature: 0, allowed_token_ids: [301], return_token_ids: true,
+    });
+    assert.deepEqual(chat.choices[0].token_ids, [301, 301, 301, 301]);
+    for (const extra of [{ use_beam_search: true }, { bad_words: ['the'] }, { priority: 1 }, { allowed_token_ids: [] },
+      { allowed_token_ids: [1], structured_outputs: { choice: ['a'] } }]) {
+      await assert.rejects(client.completions.create({ model: MODEL, prompt: PROMPT, max_tokens: 1, ...extra }),
+        (e) => e.status === 400, JSON.stringify(extra));
+    }
+  });
+
   it('stops at stop strings, in stream and non-stream alike', async () => {
     const base = await client.completions.create({ model: MODEL, prompt: PROMPT, max_tokens: 20, temperature: 0, ignore_eos: true });
     const text = base.choices[0].text;

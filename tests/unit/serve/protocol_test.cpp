@@ -101,6 +101,11 @@ TEST(SamplingRequest, RangesFollowVllm) {
       {R"({"prompt":"x","logit_bias":{"99999999999":5}})", "logit_bias"},
       {R"({"prompt":"x","logit_bias":{"1":"a"}})", "logit_bias"},
       {R"({"prompt":"x","logit_bias":[1]})", "logit_bias"},
+      {R"({"prompt":"x","allowed_token_ids":[]})", "allowed_token_ids"},
+      {R"({"prompt":"x","allowed_token_ids":[1.5]})", "allowed_token_ids"},
+      {R"({"prompt":"x","use_beam_search":true})", "use_beam_search"},
+      {R"({"prompt":"x","bad_words":["no"]})", "bad_words"},
+      {R"({"prompt":"x","priority":2})", "priority"},
       {R"({"prompt":"x","stream":"yes"})", "stream"},
   };
   for (const auto& c : cases) {
@@ -127,6 +132,12 @@ TEST(SamplingRequest, LogitBiasIsClampedSortedAndCheckedAgainstTheVocabulary) {
   EXPECT_EQ(e.param(), "logit_bias");
   EXPECT_NE(std::string(e.what()).find("token_id 9 in logit_bias is out of vocabulary"), std::string::npos);
   EXPECT_TRUE(completion(R"({"prompt":"x","logit_bias":null})").sampling.logit_bias.empty());
+  // What vLLM takes and hyllm ignores no more: allowed ids are checked against the vocabulary too.
+  auto allowed = completion(R"({"prompt":"x","allowed_token_ids":[3,9],"priority":0,"bad_words":[],
+      "use_beam_search":false})");
+  EXPECT_EQ(allowed.sampling.allowed_token_ids, (std::vector<int32_t>{3, 9}));
+  EXPECT_EQ(expect_api_error([&] { resolve_sampling_params(allowed.sampling, {}, 4, 64, 9); }).param(),
+            "allowed_token_ids");
   std::string many = R"({"prompt":"x","logit_bias":{)";
   for (int i = 0; i < 1025; ++i) many += (i ? ",\"" : "\"") + std::to_string(i) + "\":1";
   many += "}}";

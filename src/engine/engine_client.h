@@ -68,6 +68,9 @@ struct EngineRequest {
   // Structured output: empty, or one constraint per choice (sampling.n of
   // them); choice i samples only tokens constraints[i] allows.
   std::vector<std::shared_ptr<TokenConstraint>> constraints;
+  // vLLM's cache_salt: when set, this request hits only prefixes cached by
+  // requests with the same salt (a per-tenant prefix cache).
+  std::string cache_salt;
 };
 
 struct TokenLogprob {

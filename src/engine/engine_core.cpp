@@ -72,6 +72,7 @@ void EngineCore::add_request(EngineRequest request) {
   seq->tokens = std::move(request.prompt_token_ids);
   seq->num_prompt_tokens = seq->num_tokens();
   seq->seed = req->base_seed;
+  if (!request.cache_salt.empty()) seq->block_hashes.root = salted_root_hash(request.cache_salt);
   req->seqs.push_back(std::move(seq));
   scheduler_->add_request(*req);
   {

@@ -33,9 +33,9 @@ struct Sequence {
   std::vector<int32_t> block_table; // covers positions [0, num_computed_tokens)
   int32_t state_slot = -1;
   // Prefix caching: the chained hashes of the full blocks of `tokens` seen
-  // so far, and where the cached KV blocks found at admission end when the
+  // so far (from the request's root: salted by its cache_salt), and where the cached KV blocks found at admission end when the
   // cached state stops short of it (a chunk ends there to save the state).
-  std::vector<BlockHash> block_hashes;
+  BlockHashChain block_hashes;
   int cached_block_end = 0;
   // Speculative decoding: tokens the MTP head proposed after `tokens`, to be
   // verified by the next step (empty when none; dropped on preemption).

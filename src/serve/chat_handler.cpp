@@ -77,7 +77,8 @@ void handle_chat_completions(const ServingContext& ctx, ActivityCounter& activit
   SamplingParams params = resolve_sampling_params(req.sampling, ctx.sampling_defaults,
                                                   static_cast<int64_t>(ids.size()), ctx.max_model_len,
                                                   tok.vocab_size());
-  GenerationOptions gen_options{req.sampling.skip_special_tokens, req.sampling.include_stop_str_in_output};
+  GenerationOptions gen_options{req.sampling.skip_special_tokens, req.sampling.include_stop_str_in_output,
+                                req.sampling.cache_salt};
   auto generation = std::make_unique<Generation>(*ctx.engine, &tok, id, params.n, params.stop, gen_options);
   std::vector<std::shared_ptr<TokenConstraint>> constraints;
   if (grammar) {

@@ -61,7 +61,8 @@ void handle_completions(const ServingContext& ctx, ActivityCounter& activity, co
   }
 
   const std::string id = make_request_id("cmpl-");
-  GenerationOptions gen_options{req.sampling.skip_special_tokens, req.sampling.include_stop_str_in_output};
+  GenerationOptions gen_options{req.sampling.skip_special_tokens, req.sampling.include_stop_str_in_output,
+                                req.sampling.cache_salt};
   auto generation = std::make_unique<Generation>(*ctx.engine, tok, id, req.sampling.n, req.sampling.stop,
                                                  gen_options);
   if (req.structured && !ctx.grammar_compiler) {

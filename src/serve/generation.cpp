@@ -40,6 +40,7 @@ void Generation::add_prompt(std::vector<int32_t> prompt_token_ids, SamplingParam
   r.prompt_token_ids = p.ids;
   r.sampling = std::move(sampling);
   r.constraints = std::move(constraints);
+  r.cache_salt = options_.cache_salt;
   // With stop strings the engine detokenizes through the hook, so that a
   // match ends the request in the step that produced it.
   if (!stop_.empty()) r.stop_hook = p.text;

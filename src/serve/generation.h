@@ -34,6 +34,7 @@ struct ChoiceEvent {
 struct GenerationOptions {
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;
+  std::string cache_salt;  // EngineRequest::cache_salt of every prompt
 };
 
 class Generation {

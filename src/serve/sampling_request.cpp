@@ -95,6 +95,13 @@ SamplingRequest parse_sampling_request(const FieldReader& r) {
       throw bad_request("allowed_token_ids is not allowed to be empty.", "allowed_token_ids");
     }
   }
+  if (r.get("cache_salt")) {
+    auto salt = r.string("cache_salt");
+    if (!salt || salt->empty()) {
+      throw bad_request("Parameter 'cache_salt' must be a non-empty string if provided.", "cache_salt");
+    }
+    s.cache_salt = std::move(*salt);
+  }
   // vLLM parameters hyllm does not implement: refused rather than ignored,
   // since ignoring them would change what the client gets back.
   if (r.boolean("use_beam_search").value_or(false)) {

@@ -49,6 +49,20 @@ describe('prefix caching on (the default)', () => {
     assert.equal(metric(m, 'vllm:prefix_cache_hits_total'), 64 + 64 + 77);
   });
 
+  it('keeps salted prefixes to requests with the same cache_salt', async () => {
+    const salted = PROMPT.map((t) => t + 1);  // cached by no other test
+    const a = await complete(salted, { cache_salt: 'tenant-a' });
+    assert.equal(a.usage.prompt_tokens_details ?? null, null);
+    const b = await complete(salted, { cache_salt: 'tenant-b' });
+    assert.equal(b.usage.prompt_tokens_details ?? null, null, 'another salt sees nothing');
+    const plain = await complete(salted);
+    assert.equal(plain.usage.prompt_tokens_details ?? null, null, 'nor does an unsalted request');
+    const again = await complete(salted, { cache_salt: 'tenant-a' });
+    assert.equal(again.usage.prompt_tokens_details.cached_tokens, 64);
+    assert.equal(again.choices[0].text, a.choices[0].text);
+    await assert.rejects(complete(salted, { cache_salt: '' }), (e) => e.status === 400);
+  });
+
   it('forgets everything on POST /reset_prefix_cache', async () => {
     const r = await post(server.base, '/reset_prefix_cache');
     assert.equal(r.status, 200);

@@ -42,13 +42,29 @@ BlockHash hash_block(const BlockHash& parent, std::span<const int32_t> tokens) {
   return h;
 }
 
+BlockHash salted_root_hash(std::string_view salt) {
+  // domain || the unsalted root || the salt's bytes: no salt gives the
+  // unsalted root, and no token block hashes like a salted root.
+  constexpr char kDomain[] = "hyllm prefix cache, salted root, v1";
+  std::vector<uint8_t> buf(sizeof kDomain - 1 + 32 + salt.size());
+  std::memcpy(buf.data(), kDomain, sizeof kDomain - 1);
+  std::memcpy(buf.data() + sizeof kDomain - 1, root_block_hash().bytes.data(), 32);
+  std::memcpy(buf.data() + sizeof kDomain - 1 + 32, salt.data(), salt.size());
+  BlockHash h;
+  unsigned int len = 0;
+  HYLLM_CHECK(EVP_Digest(buf.data(), buf.size(), h.bytes.data(), &len, EVP_sha256(), nullptr) == 1 &&
+                  len == h.bytes.size(),
+              "SHA-256 failed");
+  return h;
+}
+
 void extend_block_hashes(std::span<const int32_t> tokens, int block_size, int num_blocks,
-                         std::vector<BlockHash>& hashes) {
+                         std::vector<BlockHash>& hashes, const BlockHash& root) {
   HYLLM_CHECK(static_cast<size_t>(num_blocks) * static_cast<size_t>(block_size) <= tokens.size(),
               "{} blocks of {} tokens from {} tokens", num_blocks, block_size, tokens.size());
   const auto bs = static_cast<size_t>(block_size);
   for (size_t i = hashes.size(); i < static_cast<size_t>(num_blocks); ++i) {
-    const BlockHash& parent = i == 0 ? root_block_hash() : hashes[i - 1];
+    const BlockHash& parent = i == 0 ? root : hashes[i - 1];
     hashes.push_back(hash_block(parent, tokens.subspan(i * bs, bs)));
   }
 }

@@ -54,32 +54,32 @@ class KvCacheManager {
   const StateSlotPool& slots() const { return slots_; }
 
   // The longest cached prefix of `tokens` no longer than max_tokens.
-  // `hashes` caches the chained hashes of tokens' full blocks between calls.
-  PrefixHit find(std::span<const int32_t> tokens, int max_tokens, std::vector<BlockHash>& hashes);
+  // `chain` caches the chained hashes of tokens' full blocks between calls.
+  PrefixHit find(std::span<const int32_t> tokens, int max_tokens, BlockHashChain& chain);
 
   // Caches the full blocks of block_table[first_block, last_block), whose
   // tokens are computed. Blocks whose hash is cached already stay uncached.
   void cache_full_blocks(std::span<const int32_t> tokens, std::span<const int32_t> block_table, int first_block,
-                         int last_block, std::vector<BlockHash>& hashes);
+                         int last_block, BlockHashChain& chain);
 
   // A snapshot slot for the state after tokens[0, num_tokens), a multiple of
   // the block size whose blocks are cached: the caller copies the state in.
   // -1 when such a snapshot exists (it is marked used) or no slot is left.
-  int32_t save_snapshot(std::span<const int32_t> tokens, int num_tokens, std::vector<BlockHash>& hashes);
+  int32_t save_snapshot(std::span<const int32_t> tokens, int num_tokens, BlockHashChain& chain);
 
   // A live slot into which a step saves the state after tokens[0,
   // num_tokens) (a multiple of the block size) inside its forward; -1 when
   // such a snapshot exists (it is marked used) or no slot is left. Once the
   // step ran and cached the prefix's blocks, keep_state() makes it the
   // snapshot; if that fails, or the step fails, the caller releases it.
-  int32_t reserve_snapshot(std::span<const int32_t> tokens, int num_tokens, std::vector<BlockHash>& hashes);
+  int32_t reserve_snapshot(std::span<const int32_t> tokens, int num_tokens, BlockHashChain& chain);
 
   // Keeps `live_slot` (the state after tokens[0, num_tokens)) as a snapshot.
   // `tail_block` holds tokens [num_tokens / bs * bs, num_tokens) when
   // num_tokens is not a multiple of the block size; it must be held only by
   // the caller, who releases it (it stays cached). False: the slot stays live.
   bool keep_state(std::span<const int32_t> tokens, int num_tokens, int32_t live_slot, int32_t tail_block,
-                  std::vector<BlockHash>& hashes);
+                  BlockHashChain& chain);
 
   // Forgets every cached block and snapshot.
   void reset();
@@ -87,12 +87,12 @@ class KvCacheManager {
  private:
   void on_block_evicted(const BlockHash& hash);
   void on_snapshot_dropped(const Snapshot& s);
-  const BlockHash& parent_of(int full_blocks, const std::vector<BlockHash>& hashes) const;
+  const BlockHash& parent_of(int full_blocks, const BlockHashChain& chain) const;
   // The key of a new snapshot after tokens[0, num_tokens) at a block boundary
-  // (hashes extended to it), or null when caching is off, num_tokens is not a
+  // (chain extended to it), or null when caching is off, num_tokens is not a
   // boundary, or that snapshot exists already (it is then marked used).
   const BlockHash* new_boundary_snapshot_key(std::span<const int32_t> tokens, int num_tokens,
-                                             std::vector<BlockHash>& hashes);
+                                             BlockHashChain& chain);
 
   int block_size_;
   bool caching_;

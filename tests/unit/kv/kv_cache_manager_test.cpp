@@ -21,7 +21,7 @@ std::vector<int32_t> iota_tokens(int n, int32_t first = 100) {
 // A sequence's blocks, computed and cached as the scheduler does it.
 struct Seq {
   std::vector<int32_t> tokens, table;
-  std::vector<BlockHash> hashes;
+  BlockHashChain hashes;
   int32_t slot = -1;
 };
 
@@ -44,7 +44,7 @@ void release(KvCacheManager& m, Seq& s) {
 TEST(KvCacheManager, AHitNeedsTheBlocksAndASnapshotAtTheirEnd) {
   KvCacheManager m(16, kBs, 4, true);
   Seq a = compute(m, iota_tokens(12), 10);
-  std::vector<BlockHash> hashes;
+  BlockHashChain hashes;
   const auto prompt = iota_tokens(20);
   PrefixHit hit = m.find(prompt, 19, hashes);
   EXPECT_EQ(hit.num_tokens, 0) << "blocks without a snapshot";
@@ -66,12 +66,37 @@ TEST(KvCacheManager, AHitNeedsTheBlocksAndASnapshotAtTheirEnd) {
   release(m, a);
 }
 
+// cache_salt: a salted request hits only what requests with its salt cached,
+// blocks and snapshots alike; unsalted requests share the unsalted cache.
+TEST(KvCacheManager, ASaltedPrefixIsHitOnlyWithTheSameSalt) {
+  KvCacheManager m(16, kBs, 4, true);
+  Seq a;
+  a.hashes.root = salted_root_hash("tenant-a");
+  a.tokens = iota_tokens(12);
+  for (int i = 0; i < 2; ++i) a.table.push_back(m.blocks().allocate());
+  m.cache_full_blocks(a.tokens, a.table, 0, 2, a.hashes);
+  ASSERT_GE(m.save_snapshot(a.tokens, 8, a.hashes), 0);
+  const auto prompt = iota_tokens(20);
+  auto probe = [&](std::string_view salt) {
+    BlockHashChain chain;
+    if (!salt.empty()) chain.root = salted_root_hash(salt);
+    return m.find(prompt, 19, chain);
+  };
+  EXPECT_EQ(probe("tenant-a").num_tokens, 8);
+  EXPECT_EQ(probe("tenant-b").num_tokens, 0);
+  EXPECT_EQ(probe("tenant-b").cached_block_tokens, 0) << "not even the blocks";
+  EXPECT_EQ(probe("").cached_block_tokens, 0);
+  EXPECT_NE(salted_root_hash("tenant-a"), salted_root_hash("tenant-b"));
+  EXPECT_NE(salted_root_hash("x"), root_block_hash());
+  release(m, a);
+}
+
 // A save inside a step: the reserved slot is live (no hit can read it)
 // until keep_state() makes it the snapshot after the step.
 TEST(KvCacheManager, AReservedSnapshotSlotIsHitOnlyOnceKept) {
   KvCacheManager m(16, kBs, 4, true);
   const auto prompt = iota_tokens(20);
-  std::vector<BlockHash> hashes, probe;
+  BlockHashChain hashes, probe;
   const int32_t slot = m.reserve_snapshot(prompt, 8, hashes);
   ASSERT_GE(slot, 0);
   EXPECT_FALSE(m.slots().is_snapshot(slot));
@@ -98,7 +123,7 @@ TEST(KvCacheManager, AFinishedSequenceLeavesItsStateAndTailForAnExactHit) {
   release(m, a);
   EXPECT_EQ(m.slots().num_used(), 0);
   EXPECT_EQ(m.slots().num_snapshots(), 1);
-  std::vector<BlockHash> hashes;
+  BlockHashChain hashes;
   auto prompt = iota_tokens(30);
   PrefixHit hit = m.find(prompt, 29, hashes);
   EXPECT_EQ(hit.num_tokens, 10);
@@ -150,7 +175,7 @@ TEST(KvCacheManager, ResetForgetsEverythingAndCachingOffFindsNothing) {
   m.reset();
   EXPECT_EQ(m.slots().num_snapshots(), 0);
   EXPECT_EQ(m.blocks().num_cached(), 0);
-  std::vector<BlockHash> hashes;
+  BlockHashChain hashes;
   EXPECT_EQ(m.find(iota_tokens(12), 11, hashes).cached_block_tokens, 0);
 
   KvCacheManager off(16, kBs, 4, false);

@@ -106,6 +106,8 @@ TEST(SamplingRequest, RangesFollowVllm) {
       {R"({"prompt":"x","use_beam_search":true})", "use_beam_search"},
       {R"({"prompt":"x","bad_words":["no"]})", "bad_words"},
       {R"({"prompt":"x","priority":2})", "priority"},
+      {R"({"prompt":"x","cache_salt":""})", "cache_salt"},
+      {R"({"prompt":"x","cache_salt":5})", "cache_salt"},
       {R"({"prompt":"x","stream":"yes"})", "stream"},
   };
   for (const auto& c : cases) {

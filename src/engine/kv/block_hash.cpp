@@ -43,8 +43,8 @@ BlockHash hash_block(const BlockHash& parent, std::span<const int32_t> tokens) {
 }
 
 BlockHash salted_root_hash(std::string_view salt) {
-  // domain || the unsalted root || the salt's bytes: no salt gives the
-  // unsalted root, and no token block hashes like a salted root.
+  // domain || the unsalted root || the salt's bytes: a domain of its own,
+  // so that no salt's root is the unsalted root or some block's hash.
   constexpr char kDomain[] = "hyllm prefix cache, salted root, v1";
   std::vector<uint8_t> buf(sizeof kDomain - 1 + 32 + salt.size());
   std::memcpy(buf.data(), kDomain, sizeof kDomain - 1);

@@ -1,6 +1,5 @@
 // POST /v1/chat/completions.
 
-#include "engine/allowed_tokens_constraint.h"
 #include "serve/api_error.h"
 #include "serve/chat_prompt.h"
 #include "serve/chat_request.h"
@@ -80,30 +79,19 @@ void handle_chat_completions(const ServingContext& ctx, ActivityCounter& activit
   GenerationOptions gen_options{req.sampling.skip_special_tokens, req.sampling.include_stop_str_in_output,
                                 req.sampling.cache_salt};
   auto generation = std::make_unique<Generation>(*ctx.engine, &tok, id, params.n, params.stop, gen_options);
-  std::vector<std::shared_ptr<TokenConstraint>> constraints;
-  if (grammar) {
-    if (!ctx.grammar_compiler) throw bad_request("this server does not offer structured output", "response_format");
-    structured::ConstraintOptions copts;
-    if (parsing.reasoning) {
-      // The grammar governs the answer; reasoning before it is free.
-      const auto open = tok.token_to_id(parsing.reasoning->open), close = tok.token_to_id(parsing.reasoning->close);
-      if (close && parsing.reasoning_start != ReasoningStart::kContent) {
-        copts.reasoning_end_token = close;
-        copts.starts_in_reasoning = parsing.reasoning_start == ReasoningStart::kReasoning;
-        if (parsing.reasoning_start == ReasoningStart::kMayOpen) copts.reasoning_start_token = open;
-      }
+  structured::ConstraintOptions copts;
+  if (grammar && parsing.reasoning) {
+    // The grammar governs the answer; reasoning before it is free.
+    const auto open = tok.token_to_id(parsing.reasoning->open), close = tok.token_to_id(parsing.reasoning->close);
+    if (close && parsing.reasoning_start != ReasoningStart::kContent) {
+      copts.reasoning_end_token = close;
+      copts.starts_in_reasoning = parsing.reasoning_start == ReasoningStart::kReasoning;
+      if (parsing.reasoning_start == ReasoningStart::kMayOpen) copts.reasoning_start_token = open;
     }
-    copts.jump_forward = !params.logprobs.has_value();
-    constraints = make_constraints(*ctx.grammar_compiler, *grammar, params.n, copts);
   }
-  if (!req.sampling.allowed_token_ids.empty()) {
-    if (grammar) {
-      throw bad_request("allowed_token_ids cannot be combined with response_format, structured_outputs or a "
-                        "required or named tool choice",
-                        "allowed_token_ids");
-    }
-    constraints = make_allowed_tokens_constraints(req.sampling.allowed_token_ids, ctx.model_vocab_size, params.n);
-  }
+  copts.jump_forward = !params.logprobs.has_value();
+  auto constraints = choice_constraints(ctx.grammar_compiler.get(), grammar, req.sampling.allowed_token_ids,
+                                        ctx.model_vocab_size, params.n, copts);
   log_request(ctx, id, ids.size(), params);
   generation->add_prompt(ids, std::move(params), std::move(constraints));
 

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "engine/allowed_tokens_constraint.h"
 #include "serve/api_error.h"
 #include "serve/completion_request.h"
 #include "serve/handlers.h"
@@ -65,26 +64,15 @@ void handle_completions(const ServingContext& ctx, ActivityCounter& activity, co
                                 req.sampling.cache_salt};
   auto generation = std::make_unique<Generation>(*ctx.engine, tok, id, req.sampling.n, req.sampling.stop,
                                                  gen_options);
-  if (req.structured && !ctx.grammar_compiler) {
-    throw bad_request("this server does not offer structured output", "response_format");
-  }
-  if (req.structured && !req.sampling.allowed_token_ids.empty()) {
-    throw bad_request("allowed_token_ids cannot be combined with response_format or structured_outputs",
-                      "allowed_token_ids");
-  }
   for (const auto& ids : prompt_ids) {
     SamplingParams params = resolve_sampling_params(req.sampling, ctx.sampling_defaults,
                                                     static_cast<int64_t>(ids.size()), ctx.max_model_len,
                                                     ctx.vocab_size());
-    // Each prompt's n choices get constraints of their own from one compiled grammar.
-    std::vector<std::shared_ptr<TokenConstraint>> constraints;
-    if (req.structured) {
-      structured::ConstraintOptions copts;
-      copts.jump_forward = !params.logprobs.has_value();
-      constraints = make_constraints(*ctx.grammar_compiler, *req.structured, params.n, copts);
-    } else if (!req.sampling.allowed_token_ids.empty()) {
-      constraints = make_allowed_tokens_constraints(req.sampling.allowed_token_ids, ctx.model_vocab_size, params.n);
-    }
+    // Each prompt's n choices get constraints of their own (from one compiled grammar).
+    structured::ConstraintOptions copts;
+    copts.jump_forward = !params.logprobs.has_value();
+    auto constraints = choice_constraints(ctx.grammar_compiler.get(), req.structured, req.sampling.allowed_token_ids,
+                                          ctx.model_vocab_size, params.n, copts);
     log_request(ctx, id, ids.size(), params);
     generation->add_prompt(ids, std::move(params), std::move(constraints));
   }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/allowed_tokens_constraint.h"
 #include "serve/api_error.h"
 #include "serve/limits.h"
 
@@ -122,6 +123,24 @@ std::vector<std::shared_ptr<TokenConstraint>> make_constraints(const structured:
   std::vector<std::shared_ptr<TokenConstraint>> out;
   for (int i = 0; i < n; ++i) out.push_back(structured::make_grammar_constraint(grammar, options));
   return out;
+}
+
+std::vector<std::shared_ptr<TokenConstraint>> choice_constraints(const structured::GrammarCompiler* compiler,
+                                                                 const std::optional<GrammarSpec>& grammar,
+                                                                 std::span<const int32_t> allowed_token_ids,
+                                                                 int model_vocab_size, int n,
+                                                                 const structured::ConstraintOptions& options) {
+  if (grammar) {
+    if (!compiler) throw bad_request("this server does not offer structured output", "response_format");
+    if (!allowed_token_ids.empty()) {
+      throw bad_request("allowed_token_ids cannot be combined with response_format, structured_outputs or a "
+                        "required or named tool choice",
+                        "allowed_token_ids");
+    }
+    return make_constraints(*compiler, *grammar, n, options);
+  }
+  if (!allowed_token_ids.empty()) return make_allowed_tokens_constraints(allowed_token_ids, model_vocab_size, n);
+  return {};
 }
 
 }  // namespace hyllm::serve

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,5 +27,14 @@ std::optional<structured::GrammarSpec> parse_structured_output(const FieldReader
 std::vector<std::shared_ptr<TokenConstraint>> make_constraints(const structured::GrammarCompiler& compiler,
                                                                const structured::GrammarSpec& spec, int n,
                                                                const structured::ConstraintOptions& options);
+
+// The constraints of one prompt's n choices: the grammar's when there is one
+// (a 400 when the server has no compiler), else allowed_token_ids' fixed mask
+// over the model's vocabulary, else none. Both at once are a 400.
+std::vector<std::shared_ptr<TokenConstraint>> choice_constraints(const structured::GrammarCompiler* compiler,
+                                                                 const std::optional<structured::GrammarSpec>& grammar,
+                                                                 std::span<const int32_t> allowed_token_ids,
+                                                                 int model_vocab_size, int n,
+                                                                 const structured::ConstraintOptions& options);
 
 }  // namespace hyllm::serve

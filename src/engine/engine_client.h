@@ -27,6 +27,7 @@
 #include "engine/engine_config.h"
 #include "engine/engine_stats.h"
 #include "engine/sampling_params.h"
+#include "engine/token_logprob.h"
 #include "engine/token_constraint.h"
 
 namespace hyllm {
@@ -73,12 +74,6 @@ struct EngineRequest {
   std::string cache_salt;
 };
 
-struct TokenLogprob {
-  int32_t token = -1;
-  float logprob = 0.0f;                                 // of the raw model distribution
-  std::vector<std::pair<int32_t, float>> top_logprobs;  // sampling.logprobs entries, best first
-};
-
 // stop_reason as vLLM reports it: the stop token id, the matched stop string,
 // or nothing (EOS, length, abort, error).
 using StopReason = std::variant<std::monostate, int32_t, std::string>;
@@ -100,6 +95,10 @@ struct RequestOutput {
   std::vector<CompletionOutput> outputs;
   int num_prompt_tokens = 0;
   int num_cached_tokens = 0;            // prompt tokens served from the prefix cache
+  // sampling.prompt_logprobs set: the prompt's tokens 1..P-1, each given the
+  // tokens before it (top_logprobs: prompt_logprobs entries), in the
+  // request's first output only; empty elsewhere.
+  std::vector<TokenLogprob> prompt_logprobs;
   bool finished = false;                // every choice has finished: the stream's last output
   std::string error_message;            // set when a choice finished with kError
 };

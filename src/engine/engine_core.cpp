@@ -72,6 +72,7 @@ void EngineCore::add_request(EngineRequest request) {
   seq->tokens = std::move(request.prompt_token_ids);
   seq->num_prompt_tokens = seq->num_tokens();
   seq->seed = req->base_seed;
+  if (req->sampling.prompt_logprobs) req->prompt_logprobs.resize(static_cast<size_t>(seq->num_prompt_tokens - 1));
   if (!request.cache_salt.empty()) seq->block_hashes.root = salted_root_hash(request.cache_salt);
   req->seqs.push_back(std::move(seq));
   scheduler_->add_request(*req);
@@ -167,7 +168,7 @@ std::vector<RequestOutput> EngineCore::step() {
     }
     StepInput input;
     input.seqs.reserve(sched.chunks.size());
-    size_t num_samples = 0;
+    size_t num_samples = 0, num_scored_chunks = 0;
     for (const ScheduledChunk& c : sched.chunks) {
       const Sequence& seq = *c.seq;
       const int num_real = seq.num_tokens() - c.num_drafts;
@@ -184,6 +185,12 @@ std::vector<RequestOutput> EngineCore::step() {
       w.save_pos = c.save_pos;
       w.save_slot = c.save_slot;
       w.sample = c.sample;
+      if (c.num_scored > 0) {
+        w.score_ids = std::span<const int32_t>(seq.tokens).subspan(static_cast<size_t>(c.start_pos) + 1,
+                                                                   static_cast<size_t>(c.num_scored));
+        w.num_prompt_logprobs = *seq.request->sampling.prompt_logprobs;
+        num_scored_chunks++;
+      }
       if (c.sample) {
         const Request& req = *seq.request;
         const auto prompt_len = static_cast<size_t>(seq.num_prompt_tokens);
@@ -213,6 +220,14 @@ std::vector<RequestOutput> EngineCore::step() {
       if (result.sampled.size() != num_samples) {
         failure = fmt::format("executor returned {} samples for {} sampled sequences", result.sampled.size(),
                               num_samples);
+      } else if (result.scored.size() != num_scored_chunks) {
+        failure = fmt::format("executor scored {} chunks of {}", result.scored.size(), num_scored_chunks);
+      } else {
+        size_t k = 0;
+        for (const ScheduledChunk& c : sched.chunks) {
+          if (c.num_scored > 0 && result.scored[k++].size() != static_cast<size_t>(c.num_scored))
+            failure = fmt::format("executor scored {} positions of {}", result.scored[k - 1].size(), c.num_scored);
+        }
       }
     } catch (const std::exception& e) {
       failure = e.what();
@@ -245,6 +260,7 @@ std::vector<RequestOutput> EngineCore::step() {
         ++k;
       }
       scheduler_->commit(sched);
+      keep_prompt_logprobs(sched, result);
       const std::vector<ConstraintAdvance> advanced = advance_constraints(sched, result);
       const Clock::time_point now = Clock::now();
       k = 0;
@@ -290,6 +306,16 @@ std::vector<RequestOutput> EngineCore::step() {
     if (sched.num_scheduled_tokens > 0) stats_.iteration_tokens.observe(sched.num_scheduled_tokens);
   }
   return collect_outputs(end);
+}
+
+void EngineCore::keep_prompt_logprobs(const SchedulerOutput& sched, StepOutput& result) {
+  size_t k = 0;
+  for (const ScheduledChunk& c : sched.chunks) {
+    if (c.num_scored == 0) continue;
+    std::vector<TokenLogprob>& scored = result.scored[k++];
+    std::vector<TokenLogprob>& into = c.seq->request->prompt_logprobs;
+    std::move(scored.begin(), scored.end(), into.begin() + c.start_pos);
+  }
 }
 
 std::string EngineCore::apply_acceptance(SchedulerOutput& sched, const StepOutput& result) {
@@ -509,6 +535,10 @@ std::vector<RequestOutput> EngineCore::collect_outputs(Clock::time_point now) {
     out.num_cached_tokens = req->num_cached_tokens;
     out.finished = req->finished();
     out.error_message = req->error_message;
+    if (req->scores_prompt() && req->has_first_token) {
+      out.prompt_logprobs = std::move(req->prompt_logprobs);
+      req->prompt_logprobs_sent = true;
+    }
     for (auto& seq_ptr : req->seqs) {
       Sequence& seq = *seq_ptr;
       if (seq.pending_tokens.empty() && !seq.pending_finish) continue;

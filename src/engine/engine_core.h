@@ -82,6 +82,8 @@ class EngineCore {
   // tokens it accepted (for commit) and counts drafts; an error message when
   // the executor's answer is inconsistent.
   std::string apply_acceptance(SchedulerOutput& sched, const StepOutput& result);
+  // Prompt logprobs: moves each scored chunk's entries into its request.
+  void keep_prompt_logprobs(const SchedulerOutput& sched, StepOutput& result);
   // Keeps a choice's proposed drafts for the next step, as many as it may still use.
   void keep_drafts(Sequence& seq, std::vector<int32_t> drafts);
   void fail_request(Request& req, const std::string& message);

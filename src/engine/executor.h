@@ -50,6 +50,7 @@
 
 #include "engine/sampling_params.h"
 #include "engine/token_constraint.h"
+#include "engine/token_logprob.h"
 
 namespace hyllm {
 
@@ -103,6 +104,12 @@ struct SeqWork {
   // sequence of the step uses and no copy of the step touches.
   int32_t save_pos = 0;
   int32_t save_slot = -1;
+  // Prompt logprobs: position start_pos + j of the chunk is scored against
+  // score_ids[j], the prompt token after it: its logprob and rank under the
+  // raw distribution there, and the num_prompt_logprobs most likely tokens
+  // (StepOutput::scored). score_ids.size() <= token_ids.size().
+  std::span<const int32_t> score_ids;
+  int num_prompt_logprobs = 0;
 };
 
 struct StepInput {
@@ -129,6 +136,9 @@ struct StepOutput {
   // the next step.
   std::vector<std::vector<SampledToken>> accepted;
   std::vector<std::vector<int32_t>> drafts;
+  // One entry per SeqWork with score_ids, in the order of StepInput::seqs:
+  // a TokenLogprob (with its rank) per scored position.
+  std::vector<std::vector<TokenLogprob>> scored;
 };
 
 // Where execute() spends its wall time in generation steps (every sequence

@@ -71,6 +71,12 @@ struct Request {
   std::vector<int32_t> min_tokens_banned;       // EOS (unless ignore_eos) and stop ids
   std::vector<std::shared_ptr<TokenConstraint>> constraints;  // per choice, or empty
   int num_cached_tokens = 0;                    // prompt tokens served from the prefix cache
+  // Prompt logprobs (sampling.prompt_logprobs): entry p is prompt token p + 1
+  // given tokens 0..p, written as choice 0's chunks score them, and handed
+  // to the request's first output with tokens; then scoring stops (a choice
+  // recomputed after preemption does not score again).
+  std::vector<TokenLogprob> prompt_logprobs;
+  bool prompt_logprobs_sent = false;
   bool admitted_once = false;                   // its prefix lookup is counted
 
   // Timing for the metrics.
@@ -86,6 +92,7 @@ struct Request {
     return constraints.empty() ? nullptr : constraints[static_cast<size_t>(choice)].get();
   }
   int num_prompt_tokens() const { return seqs.front()->num_prompt_tokens; }
+  bool scores_prompt() const { return sampling.prompt_logprobs.has_value() && !prompt_logprobs_sent; }
   bool finished() const { return num_finished == n(); }
   // Choice 0 before the fork stops short of the last prompt token.
   bool awaiting_fork() const { return !forked; }

@@ -60,6 +60,13 @@ void EngineCore::validate(const EngineRequest& request) const {
               config_.max_logprobs);
     }
   }
+  if (s.prompt_logprobs) {
+    if (*s.prompt_logprobs < 0) invalid_request("prompt_logprobs must be non-negative, got {}.", *s.prompt_logprobs);
+    if (*s.prompt_logprobs > config_.max_logprobs) {
+      invalid_request("Requested prompt logprobs of {}, which is greater than max allowed: {}", *s.prompt_logprobs,
+                      config_.max_logprobs);
+    }
+  }
   for (int32_t t : s.stop_token_ids) {
     if (t < 0 || t >= vocab_size_) invalid_request("stop_token_ids: token id {} is out of vocabulary", t);
   }

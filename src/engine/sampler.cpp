@@ -6,6 +6,7 @@
 #include <numeric>
 #include <unordered_map>
 
+#include "engine/logprobs.h"
 #include "util/status.h"
 
 namespace hyllm {
@@ -20,17 +21,6 @@ uint64_t splitmix64(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
-}
-
-// log_softmax of the raw logits, computed in double for stable sums.
-void log_softmax(std::span<const float> logits, std::vector<double>& out) {
-  double max_logit = -std::numeric_limits<double>::infinity();
-  for (float v : logits) max_logit = std::max(max_logit, static_cast<double>(v));
-  double sum = 0.0;
-  for (float v : logits) sum += std::exp(static_cast<double>(v) - max_logit);
-  const double log_z = max_logit + std::log(sum);
-  out.resize(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) out[i] = static_cast<double>(logits[i]) - log_z;
 }
 
 int32_t argmax(std::span<const float> values) {
@@ -210,20 +200,7 @@ SampledToken Sampler::sample(std::span<const float> logits, const SeqWork& work,
 
   if (num_top >= 0) {
     result.logprob = static_cast<float>(probs_[static_cast<size_t>(result.token)]);
-    if (num_top > 0) {
-      const size_t k = std::min(static_cast<size_t>(num_top), vocab);
-      order_.resize(vocab);
-      std::iota(order_.begin(), order_.end(), 0);
-      std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(k), order_.end(),
-                        [&](int32_t a, int32_t b) {
-                          const double va = probs_[static_cast<size_t>(a)], vb = probs_[static_cast<size_t>(b)];
-                          return va > vb || (va == vb && a < b);
-                        });
-      result.top_logprobs.reserve(k);
-      for (size_t i = 0; i < k; ++i) {
-        result.top_logprobs.emplace_back(order_[i], static_cast<float>(probs_[static_cast<size_t>(order_[i])]));
-      }
-    }
+    result.top_logprobs = most_likely(probs_, num_top, order_);
   }
   return result;
 }

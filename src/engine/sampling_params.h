@@ -26,6 +26,10 @@ struct SamplingParams {
   std::vector<int32_t> stop_token_ids;
   std::vector<std::string> stop;   // matched by the caller's StopStringHook
   std::optional<int> logprobs;     // top-N logprobs per token (0 = only the sampled one)
+  // vLLM's prompt_logprobs: the logprob and rank of every prompt token after
+  // the first given the tokens before it, with the top-N there (0 = only the
+  // prompt token's own). Such a request skips the prefix cache's lookup.
+  std::optional<int> prompt_logprobs;
   // Added to the logits of these ids (ascending, each once) with the bans,
   // before the penalties: OpenAI's and vLLM's logit_bias.
   std::vector<std::pair<int32_t, float>> logit_bias;

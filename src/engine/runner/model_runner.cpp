@@ -226,6 +226,7 @@ StepContext ModelRunner::plan(const StepInput& input) {
   const int64_t bs = block_size_, V = model_->vocab_size();
   int64_t T = 0, R = 0, max_q = 0, max_len = 0;
   bool decode_only = true, verify = false, uniform = true, saves = false;
+  score_rows_.clear();
   generation_step_ = true;
   query_start_loc_[0] = 0;
   for (int64_t s = 0; s < S; ++s) {
@@ -283,6 +284,10 @@ StepContext ModelRunner::plan(const StepInput& input) {
     if (w.sample) {
       for (int64_t j = w.num_drafts; j >= 0; --j) sample_rows_[R++] = static_cast<int32_t>(T - 1 - j);
     }
+    if (static_cast<int64_t>(w.score_ids.size()) > n)
+      fail(ErrorCode::kInternal, "sequence {}: {} scored positions in a chunk of {} tokens", w.seq_id,
+           w.score_ids.size(), n);
+    for (size_t j = 0; j < w.score_ids.size(); ++j) score_rows_.push_back(static_cast<int32_t>(T - n + j));
     verify = verify || w.num_drafts > 0;
     uniform = uniform && w.sample && w.num_drafts == input.seqs[0].num_drafts;
     max_q = std::max(max_q, n);
@@ -290,6 +295,14 @@ StepContext ModelRunner::plan(const StepInput& input) {
     decode_only = decode_only && n == 1;
     generation_step_ = generation_step_ && n == w.num_drafts + 1;
   }
+  // Scored prompt positions take the rows after the sampled ones; such a
+  // step is never a decode step (it is neither padded nor replayed).
+  const auto C = static_cast<int64_t>(score_rows_.size());
+  if (R + C > static_cast<int64_t>(sample_rows_.size()))
+    fail(ErrorCode::kInternal, "a step of {} sampled rows and {} scored positions (capacity {})", R, C,
+         sample_rows_.size());
+  std::copy(score_rows_.begin(), score_rows_.end(), sample_rows_.begin() + R);
+  if (C > 0) decode_only = uniform = false;
   step_seqs_ = S;
   step_tokens_ = T;
   step_rows_ = R;
@@ -298,7 +311,7 @@ StepContext ModelRunner::plan(const StepInput& input) {
   // passes read the step's rows).
   if (decode_only && !verify && !saves && !profiling_ && num_spec_ == 0 && pads_decode_steps())
     S = pad_decode_step(S, T, R);
-  return upload_step(S, T, R, max_q, max_len, decode_only, verify, uniform, saves);
+  return upload_step(S, T, R + C, max_q, max_len, decode_only, verify, uniform, saves);
 }
 
 StepContext ModelRunner::upload_step(int64_t S, int64_t T, int64_t R, int64_t max_q, int64_t max_len, bool decode_only,
@@ -480,7 +493,8 @@ StepOutput ModelRunner::execute(const StepInput& input) {
   TensorView logits = profiling_ ? model_->forward(ctx)
                                  : graphs_.run(ctx, [this](const StepContext& c) { return model_->forward(c); });
   // The padding sequences' rows follow the real ones; nothing reads them.
-  if (step_rows_ < ctx.sample_rows.numel()) logits = logits.slice_rows(0, step_rows_);
+  const auto C = static_cast<int64_t>(score_rows_.size());
+  if (step_rows_ + C < ctx.sample_rows.numel()) logits = logits.slice_rows(0, step_rows_ + C);
   if (!opts_.samples && (num_spec_ == 0 || profiling_)) {
     model_->backend().synchronize();
     return {};
@@ -508,9 +522,13 @@ StepOutput ModelRunner::execute(const StepInput& input) {
   const bool to_host = R > 0 && (!on_device || opts_.keep_logits);
   logits_host_.resize(to_host ? static_cast<size_t>(R * V) : 0);
   host_row_logits_.resize(host_rows_.size() * static_cast<size_t>(V));
+  score_logits_.resize(static_cast<size_t>(C * V));
   // Enqueued before the device sampler's one synchronisation (and before it
   // masks rows in place), so they are done by then.
   if (to_host) be.copy_to_host(logits_host_.data(), logits.data(), logits_host_.size() * sizeof(float));
+  if (C > 0) {
+    be.copy_to_host(score_logits_.data(), logits.data_as<const float>() + R * V, score_logits_.size() * sizeof(float));
+  }
   for (size_t i = 0; i < host_rows_.size(); ++i) {
     be.copy_to_host(host_row_logits_.data() + static_cast<int64_t>(i) * V,
                     logits.data_as<const float>() + static_cast<int64_t>(host_rows_[i]) * V,
@@ -519,13 +537,14 @@ StepOutput ModelRunner::execute(const StepInput& input) {
 
   std::vector<SampledToken> rows;
   if (on_device) {
-    sample_on_device(logits, rows);
+    sample_on_device(logits.slice_rows(0, R), rows);
     resample_host_rows(rows);
   } else {
     be.synchronize();
     sample_on_host(rows);
   }
   StepOutput out;
+  if (C > 0) out.scored = score_prompt_positions(input);
   int64_t draft_ns = 0;
   if (num_spec_ > 0 && !profiling_) {
     if (opts_.share_samples) opts_.share_samples(rows);

@@ -150,6 +150,9 @@ class ModelRunner final : public ModelExecutor {
   // After sample_on_device: the rows it cannot sample (host_rows_), again on
   // the host from their logits in host_row_logits_.
   void resample_host_rows(std::vector<SampledToken>& out);
+  // Prompt logprobs: the scored positions' entries from score_logits_, one
+  // list per SeqWork with score_ids (StepOutput::scored).
+  std::vector<std::vector<TokenLogprob>> score_prompt_positions(const StepInput& input) const;
   // Speculative decoding after the target step (model_runner_spec.cpp):
   // acceptance, GDN rollback, the MTP passes that propose the next drafts.
   // Returns the nanoseconds the MTP passes took.
@@ -185,6 +188,8 @@ class ModelRunner final : public ModelExecutor {
   std::vector<DeviceSamplingRow> device_rows_;
   std::vector<size_t> host_rows_;          // rows of a device-sampled step that the host samples
   std::vector<float> host_row_logits_;     // their logits, [host_rows_, vocab]
+  std::vector<int32_t> score_rows_;        // this step's scored prompt positions (flat token indices)
+  std::vector<float> score_logits_;        // their logits, [score_rows_, vocab]
   std::vector<uint32_t> token_masks_;  // [sampled rows, bitmask_words(vocab)]
   std::vector<uint8_t> row_masked_;    // per sampled row: its mask applies
   std::vector<std::pair<size_t, TokenConstraint*>> constrained_rows_;  // (sampled row, its constraint)

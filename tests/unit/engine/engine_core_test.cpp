@@ -271,13 +271,15 @@ void run_random_lifecycles(bool prefix_caching) {
   config.kv_cache_memory_bytes = 16 * 1000 + 30 * 400;  // 120 tokens: constant preemption
   FakeExecutor::Options opt;
   opt.vocab_size = 16;
+  opt.max_logit_rows = config.max_num_seqs;
   FakeExecutor ex(opt);
   EngineCore core(ex, config);
   std::mt19937 rng(17);
+  std::map<std::string, size_t> prompt_len;
   std::vector<std::vector<int32_t>> prefixes;
   for (int i = 0; i < 6; ++i) prefixes.push_back(random_prompt(rng, 4 + static_cast<int>(rng() % 20), 16));
   std::vector<std::string> live;
-  int submitted = 0, finished = 0, resets = 0;
+  int submitted = 0, finished = 0, resets = 0, scored_prompts = 0;
   while (finished < 10000) {
     while (submitted < 10000 && core.num_live_requests() < 24) {
       std::vector<int32_t> prompt;
@@ -291,6 +293,8 @@ void run_random_lifecycles(bool prefix_caching) {
                             1 + static_cast<int>(rng() % 3));
       r.sampling.temperature = (rng() % 2) ? 1.0f : 0.0f;
       if (rng() % 4 == 0) r.sampling.stop_token_ids = {static_cast<int32_t>(rng() % 16)};
+      if (rng() % 5 == 0) r.sampling.prompt_logprobs = static_cast<int>(rng() % 3);
+      prompt_len[r.request_id] = r.prompt_token_ids.size();
       core.validate(r);
       live.push_back(r.request_id);
       core.add_request(std::move(r));
@@ -298,6 +302,10 @@ void run_random_lifecycles(bool prefix_caching) {
     if (rng() % 10 == 0 && !live.empty()) core.abort_request(live[rng() % live.size()]);
     if (rng() % 500 == 0) resets += core.reset_prefix_cache(rng() % 2 == 0);
     for (const auto& out : core.step()) {
+      if (!out.prompt_logprobs.empty()) {
+        ASSERT_EQ(out.prompt_logprobs.size() + 1, prompt_len.at(out.request_id));
+        scored_prompts++;
+      }
       if (out.finished) {
         finished++;
         live.erase(std::find(live.begin(), live.end(), out.request_id));
@@ -330,6 +338,7 @@ void run_random_lifecycles(bool prefix_caching) {
   EXPECT_EQ(sched.slot_pool().num_used(), 0);
   const auto stats = core.stats();
   EXPECT_GT(stats.num_preemptions, 100u);
+  EXPECT_GT(scored_prompts, 1000) << "prompt logprobs under preemption";
   EXPECT_EQ(stats.request_finished[static_cast<size_t>(FinishReason::kError)], 0u);
   if (prefix_caching) {
     EXPECT_GT(stats.prefix_cache_hits, 0u) << "prefixes are shared";

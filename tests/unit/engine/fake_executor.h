@@ -10,6 +10,10 @@
 // a later hit on that snapshot is checked the same way. The next token is a hash of
 // the sequence's tokens (so it does not depend on the batch), turned into
 // logits with one clear favourite and sampled by the real Sampler.
+// A scored prompt position p (prompt logprobs) reads tokens 0..p back through
+// the block table and reports the prompt token after it with logprob -(p + 1),
+// rank 1 when it is the favourite after 0..p (else 2), and the favourite as
+// its top entry; a step holding more logit rows than max_logit_rows throws.
 
 #include <chrono>
 #include <cstdint>
@@ -39,6 +43,7 @@ class FakeExecutor : public ModelExecutor {
     size_t bytes_per_state_slot = 1000;
     size_t budget = 1000000;
     std::chrono::microseconds step_delay{0};  // lets threaded tests act mid-request
+    int max_logit_rows = 0;                   // > 0: sampled + scored rows a step may hold
   };
   explicit FakeExecutor(Options o) : opt_(o) {}
   FakeExecutor() : FakeExecutor(Options{}) {}
@@ -74,6 +79,7 @@ class FakeExecutor : public ModelExecutor {
     for (auto [src, dst] : in.state_slot_copies) slots_.at(static_cast<size_t>(dst)) = slots_.at(static_cast<size_t>(src));
     std::map<int32_t, int64_t> writer_of_block;
     StepOutput out;
+    int rows = 0;
     for (const SeqWork& w : in.seqs) {
       check(w.state_slot >= 0 && w.state_slot < alloc_.num_state_slots, "bad slot");
       auto& slot = slots_[static_cast<size_t>(w.state_slot)];
@@ -97,6 +103,9 @@ class FakeExecutor : public ModelExecutor {
         slot.count++;
         if (w.save_slot >= 0 && p + 1 == w.save_pos) slots_.at(static_cast<size_t>(w.save_slot)) = slot;
       }
+      if (!w.score_ids.empty()) out.scored.push_back(score(w));
+      rows += static_cast<int>(w.score_ids.size()) + (w.sample ? 1 + w.num_drafts : 0);
+      check(opt_.max_logit_rows == 0 || rows <= opt_.max_logit_rows, "more logit rows than the step may hold");
       if (!w.sample) continue;
       // Re-read the sequence through the KV cache; it must agree with the state.
       std::vector<int32_t> seen;
@@ -139,6 +148,23 @@ class FakeExecutor : public ModelExecutor {
   };
   size_t pos(int32_t block, int offset) const {
     return static_cast<size_t>(block) * static_cast<size_t>(alloc_.block_size) + static_cast<size_t>(offset);
+  }
+  std::vector<TokenLogprob> score(const SeqWork& w) const {
+    check(w.score_ids.size() <= w.token_ids.size(), "more scored positions than tokens");
+    std::vector<TokenLogprob> scored;
+    std::vector<int32_t> ctx;
+    for (int p = 0; p < w.start_pos + static_cast<int>(w.score_ids.size()); ++p) {
+      ctx.push_back(kv_[pos(w.block_table[static_cast<size_t>(p / alloc_.block_size)], p % alloc_.block_size)]);
+      if (p < w.start_pos) continue;
+      TokenLogprob t;
+      t.token = w.score_ids[static_cast<size_t>(p - w.start_pos)];
+      t.logprob = -static_cast<float>(p + 1);
+      const int32_t fav = favourite(ctx, opt_.vocab_size);
+      t.rank = t.token == fav ? 1 : 2;
+      if (w.num_prompt_logprobs > 0) t.top_logprobs.emplace_back(fav, -0.5f);
+      scored.push_back(std::move(t));
+    }
+    return scored;
   }
   static void check(bool ok, const char* what) {
     if (!ok) throw std::logic_error(std::string("fake executor: ") + what);

@@ -90,7 +90,15 @@ class ChatFormatter final : public ResponseFormatter {
       j["choices"].push_back(std::move(choice));
     }
     j["usage"] = usage_json(usage);
-    j["prompt_logprobs"] = nullptr;
+    // Every choice shares the prompt and carries the same ones (a choice that
+    // ended before any token carries none).
+    const std::vector<TokenLogprob>* scored = nullptr;
+    for (const ChoiceResult& c : choices) {
+      if (!scored) scored = c.prompt_logprobs.get();
+    }
+    j["prompt_logprobs"] = options_.prompt_logprobs && scored
+                               ? prompt_logprobs_json(*scored, *options_.prompt_logprobs, text_)
+                               : Json(nullptr);
     if (options_.return_token_ids) j["prompt_token_ids"] = prompt_ids_;
     return j;
   }

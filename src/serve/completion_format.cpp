@@ -22,7 +22,7 @@ class CompletionFormatter final : public ResponseFormatter {
     Json choice;
     choice["index"] = ev.index;
     choice["text"] = ev.first && echo ? echo_[prompt] + ev.text : ev.text;
-    choice["logprobs"] = logprobs(ev.logprobs, offset);
+    choice["logprobs"] = logprobs(ev.logprobs, offset, ev.first && echo ? ev.prompt_logprobs.get() : nullptr, prompt);
     choice["finish_reason"] = finish_reason_json(ev.finish_reason);
     choice["stop_reason"] = stop_reason_json(ev.stop_reason);
     if (options_.return_token_ids) {
@@ -45,10 +45,13 @@ class CompletionFormatter final : public ResponseFormatter {
       Json choice;
       choice["index"] = i;
       choice["text"] = prefix + c.text;
-      choice["logprobs"] = logprobs(c.logprobs, utf8_length(prefix));
+      const bool echo = prompt < echo_.size();
+      choice["logprobs"] = logprobs(c.logprobs, utf8_length(prefix), echo ? c.prompt_logprobs.get() : nullptr, prompt);
       choice["finish_reason"] = finish_reason_json(c.finish_reason);
       choice["stop_reason"] = stop_reason_json(c.stop_reason);
-      choice["prompt_logprobs"] = nullptr;
+      choice["prompt_logprobs"] = options_.prompt_logprobs && c.prompt_logprobs
+                                      ? prompt_logprobs_json(*c.prompt_logprobs, *options_.prompt_logprobs, text_)
+                                      : Json(nullptr);
       if (options_.return_token_ids) {
         choice["prompt_token_ids"] = prompt_ids_.at(prompt);
         choice["token_ids"] = c.token_ids;
@@ -62,9 +65,15 @@ class CompletionFormatter final : public ResponseFormatter {
  private:
   const char* chunk_object() const override { return "text_completion"; }
 
-  Json logprobs(const std::vector<TokenLogprob>& tokens, size_t offset) const {
+  // With echo, `scored` (the prompt's logprobs) puts the prompt's tokens first.
+  Json logprobs(const std::vector<TokenLogprob>& tokens, size_t offset, const std::vector<TokenLogprob>* scored,
+                size_t prompt) const {
     if (!options_.logprobs) return nullptr;
-    return completion_logprobs_json(tokens, *options_.logprobs, text_, offset);
+    Json out = completion_logprobs_json(tokens, *options_.logprobs, text_, offset);
+    if (!scored) return out;
+    Json echoed = echoed_prompt_logprobs_json(prompt_ids_.at(prompt).front(), *scored, *options_.logprobs, text_);
+    append_completion_logprobs(echoed, out);
+    return echoed;
   }
 
   std::vector<std::string> echo_;

@@ -82,6 +82,7 @@ void handle_completions(const ServingContext& ctx, ActivityCounter& activity, co
   options.created = unix_time_seconds();
   options.model = ctx.model_name();
   options.logprobs = req.sampling.logprobs;
+  options.prompt_logprobs = prompt_logprobs_shown(req.sampling.prompt_logprobs);
   options.include_usage = req.sampling.include_usage;
   options.continuous_usage = req.sampling.continuous_usage_stats;
   options.return_token_ids = req.sampling.return_token_ids || !tok;

@@ -83,9 +83,9 @@ CompletionRequest parse_completion_request(const Json& body) {
   req.echo = r.boolean("echo").value_or(false);
   req.add_special_tokens = r.boolean("add_special_tokens").value_or(true);
   if (auto lp = r.integer("logprobs")) req.sampling.logprobs = validate_logprobs_count(*lp, "logprobs");
-  if (req.echo && req.sampling.logprobs) {
-    // Echoed prompt tokens would need prompt logprobs, which the engine does not compute.
-    throw bad_request("echo together with logprobs is not supported", "echo");
+  // The echoed prompt's tokens carry logprobs too (vLLM): the engine scores the prompt.
+  if (req.echo && req.sampling.logprobs && !req.sampling.prompt_logprobs) {
+    req.sampling.prompt_logprobs = req.sampling.logprobs;
   }
   // The legacy completions API defaults to 16 tokens; an explicit null means
   // "up to the context length", as in vLLM.

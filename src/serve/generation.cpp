@@ -38,6 +38,7 @@ void Generation::add_prompt(std::vector<int32_t> prompt_token_ids, SamplingParam
   EngineRequest r;
   r.request_id = fmt::format("{}-{}", request_id_, prompts_.size());
   r.prompt_token_ids = p.ids;
+  p.wants_prompt_logprobs = sampling.prompt_logprobs.has_value();
   r.sampling = std::move(sampling);
   r.constraints = std::move(constraints);
   r.cache_salt = options_.cache_salt;
@@ -96,6 +97,12 @@ void Generation::handle(size_t prompt, RequestOutput out, std::vector<ChoiceEven
   Prompt& p = prompts_[prompt];
   if (!out.error_message.empty()) error_ = out.error_message;
   p.num_cached_tokens = out.num_cached_tokens;
+  // The engine sends them with the request's first tokens (empty for a one-token prompt).
+  const bool has_tokens = std::any_of(out.outputs.begin(), out.outputs.end(),
+                                      [](const CompletionOutput& c) { return !c.new_token_ids.empty(); });
+  if (p.wants_prompt_logprobs && !p.prompt_logprobs && has_tokens) {
+    p.prompt_logprobs = std::make_shared<const std::vector<TokenLogprob>>(std::move(out.prompt_logprobs));
+  }
   const size_t base = prompt * static_cast<size_t>(n_);
   for (CompletionOutput& c : out.outputs) {
     ChoiceState& st = choices_.at(base + static_cast<size_t>(c.index));
@@ -103,6 +110,7 @@ void Generation::handle(size_t prompt, RequestOutput out, std::vector<ChoiceEven
     ChoiceEvent ev;
     ev.index = static_cast<int>(base) + c.index;
     ev.first = !st.started;
+    if (ev.first) ev.prompt_logprobs = p.prompt_logprobs;
     ev.text_offset = st.chars;
     ev.finish_reason = c.finish_reason;
     ev.stop_reason = c.stop_reason;

@@ -26,6 +26,9 @@ struct ChoiceEvent {
   std::vector<TokenLogprob> logprobs;
   size_t text_offset = 0;  // characters of this choice's text before `text`
   bool first = false;      // the choice's first event
+  // On a choice's first event, when its prompt asked for prompt logprobs and
+  // the engine has sent them (tokens 1..P-1 of the prompt); else null.
+  std::shared_ptr<const std::vector<TokenLogprob>> prompt_logprobs;
   FinishReason finish_reason = FinishReason::kNone;
   StopReason stop_reason;
   bool finished() const { return finish_reason != FinishReason::kNone; }
@@ -73,6 +76,8 @@ class Generation {
     std::vector<int32_t> ids;
     std::shared_ptr<RequestText> text;
     std::shared_ptr<ResponseStream> stream;
+    bool wants_prompt_logprobs = false;
+    std::shared_ptr<const std::vector<TokenLogprob>> prompt_logprobs;  // once the engine sent them
     int num_cached_tokens = 0;
     bool ended = false;
   };

@@ -106,4 +106,39 @@ Json completion_logprobs_json(const std::vector<TokenLogprob>& tokens, int top_n
   return out;
 }
 
+Json echoed_prompt_logprobs_json(int32_t first_token, const std::vector<TokenLogprob>& scored, int top_n,
+                                 const TokenText& text) {
+  const std::string first = text.text(first_token);
+  Json out = {{"text_offset", Json::array({0})},
+              {"token_logprobs", Json::array({nullptr})},
+              {"tokens", Json::array({first})},
+              {"top_logprobs", Json::array({nullptr})}};
+  append_completion_logprobs(out, completion_logprobs_json(scored, top_n, text, utf8_length(first)));
+  return out;
+}
+
+void append_completion_logprobs(Json& a, const Json& b) {
+  for (const char* key : {"text_offset", "token_logprobs", "tokens", "top_logprobs"}) {
+    for (const Json& v : b.at(key)) a[key].push_back(v);
+  }
+}
+
+Json prompt_logprobs_json(const std::vector<TokenLogprob>& scored, int top_n, const TokenText& text) {
+  auto entry = [&](float logprob, int32_t rank, int32_t token) {
+    return Json{{"logprob", printable_logprob(logprob)}, {"rank", rank}, {"decoded_token", text.text(token)}};
+  };
+  Json out = Json::array({nullptr});
+  for (const TokenLogprob& t : scored) {
+    Json position = Json::object();
+    position[std::to_string(t.token)] = entry(t.logprob, t.rank, t.token);
+    for (size_t i = 0; i < t.top_logprobs.size() && static_cast<int>(i) < top_n; ++i) {
+      const auto [id, logprob] = t.top_logprobs[i];
+      const std::string key = std::to_string(id);
+      if (!position.contains(key)) position[key] = entry(logprob, static_cast<int32_t>(i) + 1, id);
+    }
+    out.push_back(std::move(position));
+  }
+  return out;
+}
+
 }  // namespace hyllm::serve

@@ -52,4 +52,17 @@ Json chat_logprobs_json(const std::vector<TokenLogprob>& tokens, int top_n, cons
 Json completion_logprobs_json(const std::vector<TokenLogprob>& tokens, int top_n,
                                         const TokenText& text, size_t text_offset);
 
+// Completions with echo and logprobs: the prompt's tokens in the same four
+// lists, from offset 0. The first token has no logprob (null, and null top
+// logprobs); `scored` holds the others' (engine prompt logprobs).
+Json echoed_prompt_logprobs_json(int32_t first_token, const std::vector<TokenLogprob>& scored, int top_n,
+                                 const TokenText& text);
+// Appends b's four lists to a's.
+void append_completion_logprobs(Json& a, const Json& b);
+
+// vLLM's prompt_logprobs: [null, {"<id>": {logprob, rank, decoded_token}}, ...],
+// one entry per prompt token; each dict holds the prompt token and the top_n
+// most likely tokens at its position (ranked 1..top_n).
+Json prompt_logprobs_json(const std::vector<TokenLogprob>& scored, int top_n, const TokenText& text);
+
 }  // namespace hyllm::serve

@@ -20,6 +20,7 @@ void ChoiceResult::add(ChoiceEvent&& ev) {
   text += ev.text;
   token_ids.insert(token_ids.end(), ev.token_ids.begin(), ev.token_ids.end());
   for (auto& lp : ev.logprobs) logprobs.push_back(std::move(lp));
+  if (ev.prompt_logprobs) prompt_logprobs = std::move(ev.prompt_logprobs);
   if (ev.finished()) {
     finish_reason = ev.finish_reason;
     stop_reason = std::move(ev.stop_reason);

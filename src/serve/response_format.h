@@ -2,6 +2,7 @@
 // The bodies of completions and chat responses, streamed (one chunk per
 // choice event) and whole, in vLLM's field order and null conventions.
 
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,6 +37,7 @@ struct ChoiceResult {
   std::string text;
   std::vector<int32_t> token_ids;
   std::vector<TokenLogprob> logprobs;
+  std::shared_ptr<const std::vector<TokenLogprob>> prompt_logprobs;  // see ChoiceEvent
   FinishReason finish_reason = FinishReason::kNone;
   StopReason stop_reason;
   void add(ChoiceEvent&& ev);
@@ -49,11 +51,18 @@ struct ResponseOptions {
   int64_t created = 0;
   std::string model;
   std::optional<int> logprobs;      // top-N when logprobs were asked for
+  std::optional<int> prompt_logprobs;  // top-N when prompt logprobs were asked for (or echo with logprobs)
   bool include_usage = false;        // stream: a last chunk with usage
   bool continuous_usage = false;     // stream: usage on every chunk
   bool return_token_ids = false;
   bool tokens_as_token_ids = false;  // logprobs' tokens spelled "token_id:N"
 };
+
+// The top entries shown per prompt position: -1 (the whole vocabulary) shows all.
+inline std::optional<int> prompt_logprobs_shown(std::optional<int> requested) {
+  if (requested && *requested == -1) return std::numeric_limits<int>::max();
+  return requested;
+}
 
 class ResponseFormatter {
  public:

@@ -185,7 +185,14 @@ SamplingRequest parse_sampling_request(const FieldReader& r) {
   if (auto suffix = r.string("suffix"); suffix && !suffix->empty()) {
     throw bad_request("suffix is not currently supported", "suffix");
   }
-  if (r.has("prompt_logprobs")) throw bad_request("prompt_logprobs is not supported", "prompt_logprobs");
+  if (auto lp = r.integer("prompt_logprobs")) {
+    // As vLLM: a stream has no field for them (prompt_logprobs 0 parses and is not sent).
+    if (s.stream && (*lp > 0 || *lp == -1)) {
+      throw bad_request("`prompt_logprobs` are not available when `stream=True`.", "prompt_logprobs");
+    }
+    if (*lp < -1) throw bad_request("`prompt_logprobs` must be a positive value or -1.", "prompt_logprobs");
+    s.prompt_logprobs = static_cast<int>(std::min<int64_t>(*lp, std::numeric_limits<int>::max()));
+  }
   return s;
 }
 
@@ -205,6 +212,7 @@ SamplingParams resolve_sampling_params(const SamplingRequest& s, const SamplingD
   p.stop = s.stop;
   p.stop_token_ids = s.stop_token_ids;
   p.logprobs = s.logprobs;
+  if (s.prompt_logprobs) p.prompt_logprobs = *s.prompt_logprobs == -1 ? vocab_size : *s.prompt_logprobs;
   p.logit_bias = s.logit_bias;
 
   for (int32_t id : s.stop_token_ids) {

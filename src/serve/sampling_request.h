@@ -37,6 +37,9 @@ struct SamplingRequest {
   bool include_stop_str_in_output = false;
   bool skip_special_tokens = true;
   std::optional<int> logprobs;  // top-N alternatives per token; unset = no logprobs
+  // vLLM's prompt_logprobs: top-N at every prompt token; -1 = the whole
+  // vocabulary (which the engine's max_logprobs then refuses, as vLLM's does).
+  std::optional<int> prompt_logprobs;
   bool stream = false;
   bool include_usage = false;           // stream_options.include_usage
   bool continuous_usage_stats = false;  // stream_options.continuous_usage_stats

@@ -150,6 +150,70 @@ describe('completions', () => {
     }
   });
 
+  it('scores the prompt: prompt_logprobs, and echo with logprobs', async () => {
+    const gen = await client.completions.create({
+      model: MODEL, prompt: PROMPT, max_tokens: 4, temperature: 0, logprobs: 2, return_token_ids: true,
+    });
+    const promptIds = gen.choices[0].prompt_token_ids;
+    const genIds = gen.choices[0].token_ids;
+    assert.equal(gen.choices[0].prompt_logprobs, null);
+    // The prompt and its greedy continuation, scored: each generated token's
+    // prompt logprob is the logprob it was sampled with, at rank 1.
+    const ids = [...promptIds, ...genIds];
+    const scored = await client.completions.create({
+      model: MODEL, prompt: ids, max_tokens: 1, temperature: 0, prompt_logprobs: 2,
+    });
+    const plp = scored.choices[0].prompt_logprobs;
+    assert.equal(plp.length, ids.length);
+    assert.equal(plp[0], null);
+    for (let p = 1; p < ids.length; ++p) {
+      const entry = plp[p];
+      const own = entry[String(ids[p])];
+      assert.ok(own, `position ${p} lists its prompt token`);
+      assert.ok(own.logprob <= 0 && own.rank >= 1 && typeof own.decoded_token === 'string');
+      const n = Object.keys(entry).length;
+      assert.ok(n >= 2 && n <= 3, `position ${p}: ${n} entries`);
+      const ranks = Object.values(entry).map((e) => e.rank);
+      assert.ok(ranks.includes(1) && ranks.includes(2));
+    }
+    for (let j = 0; j < genIds.length; ++j) {
+      const own = plp[promptIds.length + j][String(genIds[j])];
+      assert.equal(own.rank, 1);
+      assert.ok(Math.abs(own.logprob - gen.choices[0].logprobs.token_logprobs[j]) < 1e-3);
+    }
+    // Echo with logprobs: the prompt's tokens lead the logprobs, the first without one.
+    const echo = await client.completions.create({
+      model: MODEL, prompt: ids, max_tokens: 2, temperature: 0, echo: true, logprobs: 1,
+    });
+    const lp = echo.choices[0].logprobs;
+    assert.equal(lp.tokens.length, ids.length + 2);
+    assert.equal(lp.token_logprobs[0], null);
+    assert.equal(lp.top_logprobs[0], null);
+    assert.equal(lp.text_offset[0], 0);
+    for (let p = 1; p < ids.length; ++p) {
+      assert.ok(Math.abs(lp.token_logprobs[p] - plp[p][String(ids[p])].logprob) < 1e-5);
+    }
+    assert.equal(echo.choices[0].prompt_logprobs.length, ids.length);
+    // Streamed, the first chunk carries them.
+    const chunks = await collectStream(await client.completions.create({
+      model: MODEL, prompt: ids, max_tokens: 2, temperature: 0, echo: true, logprobs: 1, stream: true,
+    }));
+    assert.deepEqual(chunks[0].choices[0].logprobs.token_logprobs.slice(0, ids.length), lp.token_logprobs.slice(0, ids.length));
+    // Chat: the response's prompt_logprobs cover the templated prompt.
+    const chat = await client.chat.completions.create({
+      model: MODEL, messages: MESSAGES, max_tokens: 2, temperature: 0, prompt_logprobs: 0,
+    });
+    assert.equal(chat.prompt_logprobs.length, chat.usage.prompt_tokens);
+    assert.equal(chat.prompt_logprobs[0], null);
+    assert.equal(Object.keys(chat.prompt_logprobs[1]).length, 1);
+    await assert.rejects(
+      client.completions.create({ model: MODEL, prompt: PROMPT, max_tokens: 1, prompt_logprobs: 1, stream: true }),
+      (e) => e.status === 400 && /stream=True/.test(e.message));
+    await assert.rejects(
+      client.completions.create({ model: MODEL, prompt: PROMPT, max_tokens: 1, prompt_logprobs: 21 }),
+      (e) => e.status === 400 && /prompt logprobs of 21/.test(e.message));
+  });
+
   it('applies logit_bias, in completions and chat alike', async () => {
     const base = await client.completions.create({
       model: MODEL, prompt: PROMPT, max_tokens: 3, temperature: 0, return_token_ids: true,

@@ -328,11 +328,10 @@ def pick_scenario(ctx, r):
         stream = r.random() < 0.5
         body = {"prompt": text(r, r.randint(2, 60)), "max_tokens": max_tokens, "n": n, "stream": stream,
                 "ignore_eos": r.random() < 0.5}
-        # echo with logprobs would need prompt logprobs, which the server refuses by design.
-        if not stream and r.random() < 0.3:
+        if r.random() < 0.3:
             body["echo"] = True
-        elif r.random() < 0.3:
-            body["logprobs"] = 3
+        if r.random() < 0.3:
+            body["logprobs"] = 3  # with echo: the prompt is scored too
         return ("completion stream" if stream else "completion"), {
             "path": "/v1/completions", "stream": stream, "choices": n, "body": body}
     if x < 0.74:

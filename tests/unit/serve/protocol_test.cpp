@@ -63,8 +63,24 @@ TEST(CompletionRequest, DefaultsAndLogprobs) {
   EXPECT_EQ(over.status(), 400);
   EXPECT_EQ(over.param(), "logprobs");
   EXPECT_EQ(expect_api_error([] { completion(R"({"prompt": "x", "logprobs": -1})"); }).status(), 400);
-  EXPECT_EQ(expect_api_error([] { completion(R"({"prompt": "x", "echo": true, "logprobs": 1})"); }).status(),
-            400);
+  // Echo with logprobs scores the prompt (vLLM), unless prompt_logprobs says how.
+  EXPECT_EQ(completion(R"({"prompt": "x", "echo": true, "logprobs": 1})").sampling.prompt_logprobs, 1);
+  EXPECT_EQ(completion(R"({"prompt": "x", "echo": true, "logprobs": 1, "prompt_logprobs": 4})").sampling.prompt_logprobs,
+            4);
+  EXPECT_FALSE(completion(R"({"prompt": "x", "logprobs": 1})").sampling.prompt_logprobs);
+}
+
+TEST(SamplingRequest, PromptLogprobsAsVllm) {
+  EXPECT_EQ(completion(R"({"prompt": "x", "prompt_logprobs": 0})").sampling.prompt_logprobs, 0);
+  EXPECT_EQ(completion(R"({"prompt": "x", "prompt_logprobs": -1})").sampling.prompt_logprobs, -1);
+  EXPECT_EQ(completion(R"({"prompt": "x", "prompt_logprobs": 0, "stream": true})").sampling.prompt_logprobs, 0);
+  auto streamed = expect_api_error([] { completion(R"({"prompt": "x", "prompt_logprobs": 2, "stream": true})"); });
+  EXPECT_EQ(streamed.status(), 400);
+  EXPECT_EQ(streamed.param(), "prompt_logprobs");
+  EXPECT_NE(std::string(streamed.what()).find("not available when `stream=True`"), std::string::npos);
+  EXPECT_EQ(expect_api_error([] { completion(R"({"prompt": "x", "prompt_logprobs": -2})"); }).param(),
+            "prompt_logprobs");
+  EXPECT_EQ(chat(R"({"messages":[{"role":"user","content":"x"}],"prompt_logprobs":3})").sampling.prompt_logprobs, 3);
 }
 
 TEST(SamplingRequest, RangesFollowVllm) {

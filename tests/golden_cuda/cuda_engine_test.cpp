@@ -8,9 +8,12 @@
 // its tokens beside a crowd of other requests; requests served from the prefix
 // cache give the tokens of a cache-off engine up to the same near ties; with
 // the embedded model's MTP head, speculative decoding gives the tokens of
-// decoding without it, up to the same near ties. Skips itself without a GPU.
+// decoding without it, up to the same near ties; a greedy continuation scored
+// as a prompt (prompt logprobs) has the logprobs it was sampled with, up to the
+// same noise. Skips itself without a GPU.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -46,6 +49,7 @@ NoiseRule noise_rule(const std::string& model) {
 
 struct Choice {
   std::vector<int32_t> tokens;
+  std::vector<float> logprobs;  // of each token
   std::vector<float> top2_gap;  // logprob of the best minus the second best, per token
 };
 
@@ -81,6 +85,7 @@ class CudaEngine {
 
   int vocab() const { return vocab_; }
   EngineStats stats() const { return client_->stats(); }
+  std::map<std::string, std::vector<TokenLogprob>> prompt_logprobs;  // of the requests run() read
 
   // Submits all requests at once, then reads every stream to its end.
   std::map<std::string, Choice> run(const std::vector<EngineRequest>& requests) {
@@ -89,11 +94,13 @@ class CudaEngine {
     std::map<std::string, Choice> out;
     for (auto& s : streams) {
       while (auto o = s->next(std::chrono::seconds(60))) {
+        if (!o->prompt_logprobs.empty()) prompt_logprobs[o->request_id] = o->prompt_logprobs;
         for (const CompletionOutput& c : o->outputs) {
           EXPECT_NE(c.finish_reason, FinishReason::kError) << o->error_message;
           Choice& ch = out[o->request_id + "#" + std::to_string(c.index)];
           ch.tokens.insert(ch.tokens.end(), c.new_token_ids.begin(), c.new_token_ids.end());
           for (const TokenLogprob& lp : c.logprobs) {
+            ch.logprobs.push_back(lp.logprob);
             ch.top2_gap.push_back(lp.top_logprobs.size() >= 2 ? lp.top_logprobs[0].second - lp.top_logprobs[1].second
                                                               : 0.0f);
           }
@@ -270,6 +277,46 @@ TEST_P(CudaEngineTest, PrefixCacheHitsGiveTheColdTokens) {
   std::printf("[%s] engine on cuda: %zu requests with %d prompt tokens from the prefix cache equal a cache-off "
               "engine; %d diverged at a near tie\n",
               GetParam().c_str(), requests.size(), cached_tokens, div);
+}
+
+TEST_P(CudaEngineTest, PromptLogprobsScoreAContinuationAsItWasSampled) {
+  CudaEngine engine(dir(), 8);  // 8 logit rows a step: each prompt is scored over several steps
+  const auto requests = random_requests(6, 31, engine.vocab());
+  const auto generated = engine.run(requests);
+  std::vector<EngineRequest> scoring = random_requests(3, 32, engine.vocab());  // decoding beside them
+  for (const auto& r : requests) {
+    EngineRequest s = r;
+    s.request_id = "scored-" + r.request_id;
+    const Choice& g = generated.at(r.request_id + "#0");
+    s.prompt_token_ids.insert(s.prompt_token_ids.end(), g.tokens.begin(), g.tokens.end());
+    s.sampling.max_tokens = 1;
+    s.sampling.prompt_logprobs = 2;
+    scoring.push_back(std::move(s));
+  }
+  engine.run(scoring);
+  const NoiseRule rule = noise_rule(GetParam());
+  int positions = 0, off = 0;
+  for (const auto& r : requests) {
+    const Choice& g = generated.at(r.request_id + "#0");
+    const std::vector<TokenLogprob>& scored = engine.prompt_logprobs.at("scored-" + r.request_id);
+    ASSERT_EQ(scored.size(), r.prompt_token_ids.size() + g.tokens.size() - 1);
+    for (size_t j = 0; j < g.tokens.size(); ++j) {
+      const TokenLogprob& t = scored[r.prompt_token_ids.size() - 1 + j];
+      ASSERT_EQ(t.token, g.tokens[j]);
+      ASSERT_EQ(t.top_logprobs.size(), 2u);
+      ++positions;
+      // Prefill rows and decode rows round differently (other kernels).
+      const bool near = std::abs(t.logprob - g.logprobs[j]) < rule.near_tie;
+      if (near && (t.rank == 1 || g.top2_gap[j] < rule.near_tie)) continue;
+      ++off;
+      std::printf("[%s] %s token %zu: scored %.4f rank %d, sampled %.4f (top-2 gap %.4f)\n", GetParam().c_str(),
+                  r.request_id.c_str(), j, t.logprob, t.rank, g.logprobs[j], g.top2_gap[j]);
+    }
+  }
+  EXPECT_LE(off, rule.concurrent_max) << "scored positions away from their sampled logprobs";
+  std::printf("[%s] engine on cuda: %d generated tokens scored as prompt tokens have their sampled logprobs; %d off "
+              "by more than bf16 noise\n",
+              GetParam().c_str(), positions, off);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaEngineTest,

@@ -17,26 +17,9 @@
 namespace hyllm {
 namespace {
 
-// Greedy over the rows it is given, whatever their parameters say: a step
-// that reached it shows in `calls` and in tokens that ignore any bias.
-class CountingSampler : public DeviceSampler {
- public:
-  int calls = 0;
-  std::vector<DeviceSampledToken> sample(const TensorView& logits, std::span<const DeviceSamplingRow> rows) override {
-    ++calls;
-    const int64_t V = logits.dim(1);
-    std::vector<DeviceSampledToken> out(rows.size());
-    for (size_t r = 0; r < rows.size(); ++r) {
-      const float* row = logits.data_as<const float>() + static_cast<int64_t>(r) * V;
-      out[r].token = static_cast<int32_t>(std::max_element(row, row + V) - row);
-    }
-    return out;
-  }
-};
-
 struct Fixture {
   std::unique_ptr<Backend> be = make_cpu_backend();
-  std::shared_ptr<CountingSampler> sampler = std::make_shared<CountingSampler>();
+  std::shared_ptr<test::GreedyDeviceSampler> sampler = std::make_shared<test::GreedyDeviceSampler>();
   std::unique_ptr<ModelRunner> runner;
   std::vector<int32_t> prompt{5, 17, 42, 9};
   std::vector<std::vector<int32_t>> tables{{0, 1}, {2, 3}};

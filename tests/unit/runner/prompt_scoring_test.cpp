@@ -19,22 +19,6 @@
 namespace hyllm {
 namespace {
 
-// Greedy, and records the rows of logits it was given.
-class RecordingSampler : public DeviceSampler {
- public:
-  std::vector<int64_t> logit_rows;
-  std::vector<DeviceSampledToken> sample(const TensorView& logits, std::span<const DeviceSamplingRow> rows) override {
-    logit_rows.push_back(logits.dim(0));
-    const int64_t V = logits.dim(1);
-    std::vector<DeviceSampledToken> out(rows.size());
-    for (size_t r = 0; r < rows.size(); ++r) {
-      const float* row = logits.data_as<const float>() + static_cast<int64_t>(r) * V;
-      out[r].token = static_cast<int32_t>(std::max_element(row, row + V) - row);
-    }
-    return out;
-  }
-};
-
 const std::vector<int32_t> kPrompt{5, 17, 42, 9, 300, 11, 71, 8, 1000, 23, 2, 64};
 
 struct Runner {
@@ -119,7 +103,7 @@ TEST(PromptScoring, EveryPositionMatchesTheLogitsOfAStepEndingThere) {
   };
   for (const bool device : {false, true}) {
     SCOPED_TRACE(device ? "device sampler" : "host sampler");
-    auto sampler = std::make_shared<RecordingSampler>();
+    auto sampler = std::make_shared<test::GreedyDeviceSampler>();
     // One chunk, beside another sequence that samples.
     {
       Runner r(device ? sampler : nullptr);

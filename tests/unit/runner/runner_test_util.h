@@ -1,8 +1,11 @@
 #pragma once
 // What the runner tests share: the embedded model and small capacities.
 
+#include <algorithm>
 #include <filesystem>
+#include <vector>
 
+#include "backend/device_sampler.h"
 #include "engine/runner/model_runner.h"
 #include "model/model.h"
 
@@ -24,5 +27,26 @@ inline RunnerOptions small_runner_options() {
   ro.max_model_len = 128;
   return ro;
 }
+
+// A DeviceSampler for the CPU backend (whose logits are host memory): greedy
+// over the rows it is given, whatever their parameters say, so that a row
+// that reached it shows in tokens that ignore a bias; counts its calls and
+// the rows of logits each was given.
+class GreedyDeviceSampler : public DeviceSampler {
+ public:
+  int calls = 0;
+  std::vector<int64_t> logit_rows;
+  std::vector<DeviceSampledToken> sample(const TensorView& logits, std::span<const DeviceSamplingRow> rows) override {
+    ++calls;
+    logit_rows.push_back(logits.dim(0));
+    const int64_t V = logits.dim(1);
+    std::vector<DeviceSampledToken> out(rows.size());
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const float* row = logits.data_as<const float>() + static_cast<int64_t>(r) * V;
+      out[r].token = static_cast<int32_t>(std::max_element(row, row + V) - row);
+    }
+    return out;
+  }
+};
 
 }  // namespace hyllm::test

@@ -6,13 +6,23 @@
 
 namespace hyllm {
 
-AllowedTokensConstraint::AllowedTokensConstraint(std::span<const int32_t> ids, int vocab_size)
-    : mask_(static_cast<size_t>(bitmask_words(vocab_size)), 0u) {
-  HYLLM_CHECK(!ids.empty(), "allowed_token_ids is empty");
+std::vector<uint32_t> token_set_mask(std::span<const int32_t> ids, int vocab_size) {
+  std::vector<uint32_t> mask(static_cast<size_t>(bitmask_words(vocab_size)), 0u);
+  auto allow = [&](int32_t t) { mask[static_cast<size_t>(t) >> 5] |= 1u << (static_cast<uint32_t>(t) & 31u); };
+  if (ids.empty()) {
+    for (int32_t t = 0; t < vocab_size; ++t) allow(t);
+    return mask;
+  }
   for (int32_t t : ids) {
     HYLLM_CHECK(t >= 0 && t < vocab_size, "allowed token id {} is out of vocabulary ({})", t, vocab_size);
-    mask_[static_cast<size_t>(t) >> 5] |= 1u << (static_cast<uint32_t>(t) & 31u);
+    allow(t);
   }
+  return mask;
+}
+
+AllowedTokensConstraint::AllowedTokensConstraint(std::span<const int32_t> ids, int vocab_size)
+    : mask_(token_set_mask(ids, vocab_size)) {
+  HYLLM_CHECK(!ids.empty(), "allowed_token_ids is empty");
 }
 
 bool AllowedTokensConstraint::fill_next_token_bitmask(std::span<uint32_t> bitmask) {

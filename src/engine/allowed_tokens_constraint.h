@@ -24,6 +24,10 @@ class AllowedTokensConstraint final : public TokenConstraint {
   std::vector<uint32_t> mask_;
 };
 
+// The bitmask allowing exactly `ids` (each in [0, vocab_size); at least one),
+// or every token of the vocabulary when `ids` is empty.
+std::vector<uint32_t> token_set_mask(std::span<const int32_t> ids, int vocab_size);
+
 // One constraint per choice.
 std::vector<std::shared_ptr<TokenConstraint>> make_allowed_tokens_constraints(std::span<const int32_t> ids,
                                                                               int vocab_size, int n);

@@ -90,8 +90,9 @@ void handle_chat_completions(const ServingContext& ctx, ActivityCounter& activit
     }
   }
   copts.jump_forward = !params.logprobs.has_value();
-  auto constraints = choice_constraints(ctx.grammar_compiler.get(), grammar, req.sampling.allowed_token_ids,
-                                        ctx.model_vocab_size, params.n, copts);
+  const ChoiceLimits limits{std::move(grammar), req.sampling.allowed_token_ids,
+                            bad_words_token_ids(&tok, req.sampling.bad_words, ctx.model_vocab_size)};
+  auto constraints = choice_constraints(ctx.grammar_compiler.get(), limits, ctx.model_vocab_size, params.n, copts);
   log_request(ctx, id, ids.size(), params);
   generation->add_prompt(ids, std::move(params), std::move(constraints));
 

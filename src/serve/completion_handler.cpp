@@ -64,6 +64,8 @@ void handle_completions(const ServingContext& ctx, ActivityCounter& activity, co
                                 req.sampling.cache_salt};
   auto generation = std::make_unique<Generation>(*ctx.engine, tok, id, req.sampling.n, req.sampling.stop,
                                                  gen_options);
+  const ChoiceLimits limits{req.structured, req.sampling.allowed_token_ids,
+                            bad_words_token_ids(tok, req.sampling.bad_words, ctx.model_vocab_size)};
   for (const auto& ids : prompt_ids) {
     SamplingParams params = resolve_sampling_params(req.sampling, ctx.sampling_defaults,
                                                     static_cast<int64_t>(ids.size()), ctx.max_model_len,
@@ -71,8 +73,7 @@ void handle_completions(const ServingContext& ctx, ActivityCounter& activity, co
     // Each prompt's n choices get constraints of their own (from one compiled grammar).
     structured::ConstraintOptions copts;
     copts.jump_forward = !params.logprobs.has_value();
-    auto constraints = choice_constraints(ctx.grammar_compiler.get(), req.structured, req.sampling.allowed_token_ids,
-                                          ctx.model_vocab_size, params.n, copts);
+    auto constraints = choice_constraints(ctx.grammar_compiler.get(), limits, ctx.model_vocab_size, params.n, copts);
     log_request(ctx, id, ids.size(), params);
     generation->add_prompt(ids, std::move(params), std::move(constraints));
   }

@@ -15,6 +15,7 @@ inline constexpr int kMaxLogprobs = 20;              // vLLM's --max-logprobs de
 inline constexpr size_t kMaxStopStrings = 32;
 inline constexpr size_t kMaxStopStringBytes = 1024;
 inline constexpr size_t kMaxStopTokenIds = 1024;
+inline constexpr size_t kMaxBadWords = 256;
 inline constexpr size_t kMaxLogitBiasEntries = 1024;
 inline constexpr size_t kMaxAllowedTokenIds = size_t{1} << 18;  // a whole Qwen vocabulary
 inline constexpr size_t kMaxMessages = 4096;

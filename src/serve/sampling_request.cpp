@@ -107,8 +107,14 @@ SamplingRequest parse_sampling_request(const FieldReader& r) {
   if (r.boolean("use_beam_search").value_or(false)) {
     throw bad_request("beam search is not supported; use n with sampling", "use_beam_search");
   }
-  if (const auto* words = r.get("bad_words"); words && !words->empty()) {
-    throw bad_request("bad_words is not supported; ban token ids with logit_bias", "bad_words");
+  s.bad_words = r.string_or_list("bad_words", kMaxBadWords);
+  for (const auto& word : s.bad_words) {
+    if (word.find_first_not_of(" \t\n\r\f\v") == std::string::npos) {
+      throw bad_request("bad_words cannot contain an empty word.", "bad_words");
+    }
+    if (word.size() > kMaxStopStringBytes) {
+      throw bad_request(fmt::format("bad words are limited to {} bytes", kMaxStopStringBytes), "bad_words");
+    }
   }
   if (auto priority = r.integer("priority"); priority && *priority != 0) {
     throw bad_request(fmt::format("Got priority {} but Priority scheduling is not enabled.", *priority), "priority");

@@ -33,6 +33,7 @@ struct SamplingRequest {
   std::vector<int32_t> stop_token_ids;
   std::vector<std::pair<int32_t, float>> logit_bias;  // ids ascending, biases clamped to [-100, 100]
   std::vector<int32_t> allowed_token_ids;             // vLLM: empty = every token
+  std::vector<std::string> bad_words;                 // vLLM: words the output may not contain
   std::string cache_salt;                             // vLLM: empty = the shared prefix cache
   bool include_stop_str_in_output = false;
   bool skip_special_tokens = true;

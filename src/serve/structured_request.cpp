@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "engine/allowed_tokens_constraint.h"
+#include "engine/bad_words_constraint.h"
 #include "serve/api_error.h"
 #include "serve/limits.h"
 
@@ -125,21 +126,54 @@ std::vector<std::shared_ptr<TokenConstraint>> make_constraints(const structured:
   return out;
 }
 
-std::vector<std::shared_ptr<TokenConstraint>> choice_constraints(const structured::GrammarCompiler* compiler,
-                                                                 const std::optional<GrammarSpec>& grammar,
-                                                                 std::span<const int32_t> allowed_token_ids,
-                                                                 int model_vocab_size, int n,
-                                                                 const structured::ConstraintOptions& options) {
-  if (grammar) {
-    if (!compiler) throw bad_request("this server does not offer structured output", "response_format");
-    if (!allowed_token_ids.empty()) {
-      throw bad_request("allowed_token_ids cannot be combined with response_format, structured_outputs or a "
-                        "required or named tool choice",
-                        "allowed_token_ids");
-    }
-    return make_constraints(*compiler, *grammar, n, options);
+std::vector<std::vector<int32_t>> bad_words_token_ids(const Tokenizer* tokenizer, const std::vector<std::string>& words,
+                                                      int model_vocab_size) {
+  std::vector<std::vector<int32_t>> out;
+  if (words.empty()) return out;
+  if (!tokenizer) throw bad_request("bad_words need the tokenizer, which `skip_tokenizer_init=True` leaves out", "bad_words");
+  for (const std::string& word : words) {
+    const std::string bare = word.substr(word.find_first_not_of(" \t\n\r\f\v"));
+    std::vector<int32_t> alone = tokenizer->encode(bare, false);
+    std::vector<int32_t> spaced = tokenizer->encode(" " + bare, false);
+    if (alone.empty()) throw bad_request("bad_words: a word has no tokens", "bad_words");
+    const bool inside = !spaced.empty() && spaced.front() != alone.front() && spaced.size() == alone.size();
+    out.push_back(std::move(alone));
+    if (inside) out.push_back(std::move(spaced));
   }
-  if (!allowed_token_ids.empty()) return make_allowed_tokens_constraints(allowed_token_ids, model_vocab_size, n);
+  for (const auto& ids : out) {
+    for (int32_t t : ids) {
+      if (t < 0 || t >= model_vocab_size) {
+        throw bad_request(fmt::format("The model vocabulary size is {} but bad_words tokenize to token id {}. All "
+                                      "token id values should be integers satisfying: 0 <= token_id < {}.",
+                                      model_vocab_size, t, model_vocab_size),
+                          "bad_words");
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<std::shared_ptr<TokenConstraint>> choice_constraints(const structured::GrammarCompiler* compiler,
+                                                                 const ChoiceLimits& limits, int model_vocab_size,
+                                                                 int n, const structured::ConstraintOptions& options) {
+  if (limits.grammar) {
+    if (!compiler) throw bad_request("this server does not offer structured output", "response_format");
+    for (const auto& [present, field] : {std::pair{!limits.allowed_token_ids.empty(), "allowed_token_ids"},
+                                         std::pair{!limits.bad_words.empty(), "bad_words"}}) {
+      if (!present) continue;
+      throw bad_request(fmt::format("{} cannot be combined with response_format, structured_outputs or a required "
+                                    "or named tool choice",
+                                    field),
+                        field);
+    }
+    return make_constraints(*compiler, *limits.grammar, n, options);
+  }
+  if (!limits.bad_words.empty()) {
+    return make_bad_words_constraints(limits.bad_words, limits.allowed_token_ids, model_vocab_size, n);
+  }
+  if (!limits.allowed_token_ids.empty()) {
+    return make_allowed_tokens_constraints(limits.allowed_token_ids, model_vocab_size, n);
+  }
   return {};
 }
 

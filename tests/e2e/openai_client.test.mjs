@@ -252,11 +252,59 @@ describe('completions', () => {
       model: MODEL, messages: MESSAGES, max_tokens: 4, temperature: 0, allowed_token_ids: [301], return_token_ids: true,
     });
     assert.deepEqual(chat.choices[0].token_ids, [301, 301, 301, 301]);
-    for (const extra of [{ use_beam_search: true }, { bad_words: ['the'] }, { priority: 1 }, { allowed_token_ids: [] },
-      { allowed_token_ids: [1], structured_outputs: { choice: ['a'] } }]) {
+    for (const extra of [{ use_beam_search: true }, { bad_words: [' '] }, { priority: 1 }, { allowed_token_ids: [] },
+      { allowed_token_ids: [1], structured_outputs: { choice: ['a'] } },
+      { bad_words: ['x'], structured_outputs: { choice: ['a'] } }]) {
       await assert.rejects(client.completions.create({ model: MODEL, prompt: PROMPT, max_tokens: 1, ...extra }),
         (e) => e.status === 400, JSON.stringify(extra));
     }
+  });
+
+  it('never samples bad_words, a word or the words of a phrase in sequence', async () => {
+    const base = await client.completions.create({
+      model: MODEL, prompt: PROMPT, max_tokens: 12, temperature: 0, ignore_eos: true, return_token_ids: true,
+    });
+    const ids = base.choices[0].token_ids;
+    const detok = async (tokens) => (await (await fetch(`${server.base}/detokenize`, {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ tokens }),
+    })).json()).prompt;
+    // A greedy token that is one token both alone and after a space: banning its word bans it everywhere.
+    let word = null;
+    for (const id of ids) {
+      const text = (await detok([id])).trim();
+      if (!/^[A-Za-z]{2,}$/.test(text)) continue;
+      const alone = await tokenize(text), spaced = await tokenize(` ${text}`);
+      if (alone.length === 1 && spaced.length === 1 && [alone[0], spaced[0]].includes(id)) { word = { text, banned: [alone[0], spaced[0]] }; break; }
+    }
+    assert.ok(word, `no single-token word among ${ids}`);
+    const r = await client.completions.create({
+      model: MODEL, prompt: PROMPT, max_tokens: 12, temperature: 0, ignore_eos: true, return_token_ids: true,
+      bad_words: [word.text],
+    });
+    for (const id of r.choices[0].token_ids) assert.ok(!word.banned.includes(id), `${word.text}: ${id}`);
+    assert.notDeepEqual(r.choices[0].token_ids, ids);
+    // A two-token phrase of the greedy text (one that tokenizes back to its
+    // tokens, alone or after a space): its second token is banned only right after its first.
+    let j = -1, phrase = null;
+    for (let k = 1; k + 1 < ids.length && j < 0; ++k) {
+      const text = (await detok(ids.slice(k, k + 2))).trimStart();
+      for (const variant of [text, ` ${text}`]) {
+        if (JSON.stringify(await tokenize(variant)) === JSON.stringify(ids.slice(k, k + 2))) { j = k; phrase = text; }
+      }
+    }
+    assert.ok(j > 0, `no two-token phrase among ${ids}`);
+    const p = await client.completions.create({
+      model: MODEL, prompt: PROMPT, max_tokens: 12, temperature: 0, ignore_eos: true, return_token_ids: true,
+      bad_words: [phrase],
+    });
+    const out = p.choices[0].token_ids;
+    assert.deepEqual(out.slice(0, j + 1), ids.slice(0, j + 1), 'the same tokens up to the phrase');
+    assert.notEqual(out[j + 1], ids[j + 1]);
+    const chat = await client.chat.completions.create({
+      model: MODEL, messages: MESSAGES, max_tokens: 6, temperature: 0, bad_words: [word.text], allowed_token_ids: word.banned.concat([300]),
+      return_token_ids: true,
+    });
+    assert.deepEqual(chat.choices[0].token_ids, [300, 300, 300, 300, 300, 300]);
   });
 
   it('stops at stop strings, in stream and non-stream alike', async () => {

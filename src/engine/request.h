@@ -18,6 +18,7 @@
 namespace hyllm {
 
 using Clock = std::chrono::steady_clock;
+inline double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 enum class SeqStatus { kWaiting, kRunning, kFinished };
 

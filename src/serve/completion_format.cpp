@@ -8,11 +8,12 @@ namespace {
 class CompletionFormatter final : public ResponseFormatter {
  public:
   CompletionFormatter(ResponseOptions options, const Tokenizer* tokenizer, std::vector<std::string> echo_prompts,
-                      std::vector<std::vector<int32_t>> prompt_ids, int n)
+                      std::vector<std::vector<int32_t>> prompt_ids, int n, bool echo_only)
       : ResponseFormatter(std::move(options), tokenizer),
         echo_(std::move(echo_prompts)),
         prompt_ids_(std::move(prompt_ids)),
-        n_(n) {}
+        n_(n),
+        echo_only_(echo_only) {}
 
   void stream_chunks(ChoiceEvent& ev, const Usage& usage, std::vector<Json>& out) override {
     const size_t prompt = static_cast<size_t>(ev.index / n_);
@@ -21,13 +22,14 @@ class CompletionFormatter final : public ResponseFormatter {
     const size_t offset = ev.text_offset + (echo ? utf8_length(echo_[prompt]) : 0);
     Json choice;
     choice["index"] = ev.index;
-    choice["text"] = ev.first && echo ? echo_[prompt] + ev.text : ev.text;
-    choice["logprobs"] = logprobs(ev.logprobs, offset, ev.first && echo ? ev.prompt_logprobs.get() : nullptr, prompt);
+    choice["text"] = (ev.first && echo ? echo_[prompt] : std::string()) + (echo_only_ ? std::string() : ev.text);
+    choice["logprobs"] = logprobs(echo_only_ ? kNone : ev.logprobs, offset,
+                                  ev.first && echo ? ev.prompt_logprobs.get() : nullptr, prompt);
     choice["finish_reason"] = finish_reason_json(ev.finish_reason);
     choice["stop_reason"] = stop_reason_json(ev.stop_reason);
     if (options_.return_token_ids) {
       if (ev.first) choice["prompt_token_ids"] = prompt_ids_.at(prompt);
-      choice["token_ids"] = ev.token_ids;
+      choice["token_ids"] = echo_only_ ? std::vector<int32_t>() : ev.token_ids;
     }
     Json chunk = chunk_header(chunk_object());
     chunk["choices"] = Json::array({std::move(choice)});
@@ -44,9 +46,10 @@ class CompletionFormatter final : public ResponseFormatter {
       std::string prefix = prompt < echo_.size() ? echo_[prompt] : std::string();
       Json choice;
       choice["index"] = i;
-      choice["text"] = prefix + c.text;
+      choice["text"] = prefix + (echo_only_ ? std::string() : c.text);
       const bool echo = prompt < echo_.size();
-      choice["logprobs"] = logprobs(c.logprobs, utf8_length(prefix), echo ? c.prompt_logprobs.get() : nullptr, prompt);
+      choice["logprobs"] = logprobs(echo_only_ ? kNone : c.logprobs, utf8_length(prefix),
+                                    echo ? c.prompt_logprobs.get() : nullptr, prompt);
       choice["finish_reason"] = finish_reason_json(c.finish_reason);
       choice["stop_reason"] = stop_reason_json(c.stop_reason);
       choice["prompt_logprobs"] = options_.prompt_logprobs && c.prompt_logprobs
@@ -54,7 +57,7 @@ class CompletionFormatter final : public ResponseFormatter {
                                       : Json(nullptr);
       if (options_.return_token_ids) {
         choice["prompt_token_ids"] = prompt_ids_.at(prompt);
-        choice["token_ids"] = c.token_ids;
+        choice["token_ids"] = echo_only_ ? std::vector<int32_t>() : c.token_ids;
       }
       j["choices"].push_back(std::move(choice));
     }
@@ -76,18 +79,23 @@ class CompletionFormatter final : public ResponseFormatter {
     return echoed;
   }
 
+  // echo without generation shows no output token: these stand for them.
+  inline static const std::vector<TokenLogprob> kNone;
+
   std::vector<std::string> echo_;
   std::vector<std::vector<int32_t>> prompt_ids_;
   int n_;
+  bool echo_only_;
 };
 
 }  // namespace
 
 std::unique_ptr<ResponseFormatter> make_completion_formatter(ResponseOptions options, const Tokenizer* tokenizer,
                                                              std::vector<std::string> echo_prompts,
-                                                             std::vector<std::vector<int32_t>> prompt_ids, int n) {
+                                                             std::vector<std::vector<int32_t>> prompt_ids, int n,
+                                                             bool echo_only) {
   return std::make_unique<CompletionFormatter>(std::move(options), tokenizer, std::move(echo_prompts),
-                                               std::move(prompt_ids), n);
+                                               std::move(prompt_ids), n, echo_only);
 }
 
 }  // namespace hyllm::serve

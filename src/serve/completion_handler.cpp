@@ -89,7 +89,7 @@ void handle_completions(const ServingContext& ctx, ActivityCounter& activity, co
   options.return_token_ids = req.sampling.return_token_ids || !tok;
   options.tokens_as_token_ids = req.sampling.return_tokens_as_token_ids;
   auto formatter = make_completion_formatter(std::move(options), tok, std::move(echo), std::move(prompt_ids),
-                                             req.sampling.n);
+                                             req.sampling.n, req.echo_only);
   if (req.sampling.stream) {
     respond_stream(res, std::move(generation), std::move(formatter), std::move(guard));
   } else {

@@ -90,6 +90,10 @@ CompletionRequest parse_completion_request(const Json& body) {
   // The legacy completions API defaults to 16 tokens; an explicit null means
   // "up to the context length", as in vLLM.
   auto max_tokens = body.contains("max_tokens") ? r.integer("max_tokens") : std::optional<int64_t>(16);
+  if (req.echo && max_tokens == 0) {
+    req.echo_only = true;
+    max_tokens = 1;
+  }
   validate_max_tokens(req.sampling, max_tokens, "max_tokens");
   if (auto t = r.integer("truncate_prompt_tokens")) {
     if (*t < 1) throw bad_request("truncate_prompt_tokens must be at least 1", "truncate_prompt_tokens");

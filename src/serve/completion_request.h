@@ -24,6 +24,9 @@ struct CompletionRequest {
   std::optional<std::string> model;
   std::vector<PromptInput> prompts;  // a batch; choices are numbered prompt * n + i
   bool echo = false;
+  // echo with max_tokens 0 (vLLM): the response holds the prompt alone, with
+  // its logprobs when asked; the engine still computes one token, unshown.
+  bool echo_only = false;
   bool add_special_tokens = true;
   std::optional<int64_t> truncate_prompt_tokens;  // keep only the last k prompt tokens
   std::optional<structured::GrammarSpec> structured;  // response_format / structured_outputs

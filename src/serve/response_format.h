@@ -90,10 +90,13 @@ class ResponseFormatter {
 };
 
 // /v1/completions: text_completion objects. Echo puts each prompt's text in
-// front of its choices. A null tokenizer: see TokenizerText.
+// front of its choices; echo_only (echo with max_tokens 0) shows the prompt
+// alone, leaving out the one token the engine computed. A null tokenizer:
+// see TokenizerText.
 std::unique_ptr<ResponseFormatter> make_completion_formatter(ResponseOptions options, const Tokenizer* tokenizer,
                                                              std::vector<std::string> echo_prompts,
-                                                             std::vector<std::vector<int32_t>> prompt_ids, int n);
+                                                             std::vector<std::vector<int32_t>> prompt_ids, int n,
+                                                             bool echo_only = false);
 
 // /v1/chat/completions: chat.completion(.chunk) objects; a choice's first
 // chunk is the role delta {"role": "assistant", "content": ""}. With

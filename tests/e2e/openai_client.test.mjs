@@ -194,6 +194,15 @@ describe('completions', () => {
       assert.ok(Math.abs(lp.token_logprobs[p] - plp[p][String(ids[p])].logprob) < 1e-5);
     }
     assert.equal(echo.choices[0].prompt_logprobs.length, ids.length);
+    // Echo without generation (max_tokens 0, as vLLM): the prompt alone, with its logprobs.
+    const only = await client.completions.create({
+      model: MODEL, prompt: ids, max_tokens: 0, temperature: 0, echo: true, logprobs: 1, return_token_ids: true,
+    });
+    assert.equal(only.choices[0].text, await (await fetch(`${server.base}/detokenize`, {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ tokens: ids }),
+    })).json().then((j) => j.prompt));
+    assert.deepEqual(only.choices[0].logprobs.token_logprobs, lp.token_logprobs.slice(0, ids.length));
+    assert.deepEqual(only.choices[0].token_ids, []);
     // Streamed, the first chunk carries them.
     const chunks = await collectStream(await client.completions.create({
       model: MODEL, prompt: ids, max_tokens: 2, temperature: 0, echo: true, logprobs: 1, stream: true,

@@ -68,6 +68,13 @@ TEST(CompletionRequest, DefaultsAndLogprobs) {
   EXPECT_EQ(completion(R"({"prompt": "x", "echo": true, "logprobs": 1, "prompt_logprobs": 4})").sampling.prompt_logprobs,
             4);
   EXPECT_FALSE(completion(R"({"prompt": "x", "logprobs": 1})").sampling.prompt_logprobs);
+  // Echo without generation (vLLM): max_tokens 0 runs one token that the response leaves out.
+  auto echo_only = completion(R"({"prompt": "x", "echo": true, "max_tokens": 0, "logprobs": 2})");
+  EXPECT_TRUE(echo_only.echo_only);
+  EXPECT_EQ(echo_only.sampling.max_tokens, 1);
+  EXPECT_EQ(echo_only.sampling.prompt_logprobs, 2);
+  EXPECT_FALSE(completion(R"({"prompt": "x", "echo": true, "max_tokens": 1})").echo_only);
+  EXPECT_EQ(expect_api_error([] { completion(R"({"prompt": "x", "max_tokens": 0})"); }).param(), "max_tokens");
 }
 
 TEST(SamplingRequest, PromptLogprobsAsVllm) {

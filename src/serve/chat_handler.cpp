@@ -14,6 +14,7 @@ void handle_chat_completions(const ServingContext& ctx, ActivityCounter& activit
   auto guard = activity.enter();
   ChatRequest req = parse_chat_request(parse_request_json(body));
   ctx.check_model(req.model);
+  warn_ignored_fields(req.sampling);
   const Tokenizer& tok = ctx.require_tokenizer("messages");
 
   ChatPromptInputs in;

@@ -230,10 +230,12 @@ ChatRequest parse_chat_request(const Json& body) {
   }
   // max_completion_tokens replaces the deprecated max_tokens and wins over it.
   if (r.has("max_completion_tokens")) {
+    r.has("max_tokens");  // (not ignored: overridden)
     validate_max_tokens(req.sampling, r.integer("max_completion_tokens"), "max_completion_tokens");
   } else {
     validate_max_tokens(req.sampling, r.integer("max_tokens"), "max_tokens");
   }
+  req.sampling.ignored_fields = r.unread();
   return req;
 }
 

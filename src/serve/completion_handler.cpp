@@ -33,6 +33,7 @@ void handle_completions(const ServingContext& ctx, ActivityCounter& activity, co
   auto guard = activity.enter();
   CompletionRequest req = parse_completion_request(parse_request_json(body));
   ctx.check_model(req.model);
+  warn_ignored_fields(req.sampling);
   // Null with --skip-tokenizer-init: text in either direction is refused, and
   // the response carries token ids.
   const Tokenizer* tok = ctx.tokenizer.get();

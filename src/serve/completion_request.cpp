@@ -100,6 +100,7 @@ CompletionRequest parse_completion_request(const Json& body) {
     req.truncate_prompt_tokens = *t;
   }
   req.structured = parse_structured_output(r);
+  req.sampling.ignored_fields = r.unread();
   return req;
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -48,7 +49,17 @@ std::optional<int64_t> json_integer(const Json& v) {
 
 bool FieldReader::has(const char* name) const { return get(name) != nullptr; }
 
+std::vector<std::string> FieldReader::unread() const {
+  std::vector<std::string> out;
+  for (auto it = obj_.begin(); it != obj_.end(); ++it) {
+    if (!asked_.count(it.key())) out.push_back(it.key());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 const Json* FieldReader::get(const char* name) const {
+  if (asked_.find(std::string_view(name)) == asked_.end()) asked_.emplace(name);
   auto it = obj_.find(name);
   if (it == obj_.end() || it->is_null()) return nullptr;
   return &*it;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <set>
 #include <string_view>
 #include <vector>
 
@@ -23,6 +24,10 @@ Json parse_request_json(std::string_view body);
 class FieldReader {
  public:
   explicit FieldReader(const Json& object) : obj_(object) {}
+
+  // The object's keys that no read below has asked for, sorted: what a
+  // request sent that the server ignored.
+  std::vector<std::string> unread() const;
 
   bool has(const char* name) const;
   const Json* get(const char* name) const;  // nullptr when absent or null
@@ -42,6 +47,7 @@ class FieldReader {
 
  private:
   const Json& obj_;
+  mutable std::set<std::string, std::less<>> asked_;  // every name a read asked for
 };
 
 // Integer value of a JSON number without fraction, else nullopt.

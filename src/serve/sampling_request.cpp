@@ -1,6 +1,7 @@
 #include "serve/sampling_request.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
@@ -9,6 +10,7 @@
 
 #include "serve/api_error.h"
 #include "serve/limits.h"
+#include "util/log.h"
 
 namespace hyllm::serve {
 namespace {
@@ -52,6 +54,12 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const Json& bias) {
 }
 
 }  // namespace
+
+void warn_ignored_fields(const SamplingRequest& s) {
+  if (s.ignored_fields.empty()) return;
+  log::warn("The following fields were present in the request but ignored: {{'{}'}}",
+            fmt::join(s.ignored_fields, "', '"));
+}
 
 int validate_logprobs_count(int64_t value, const char* field) {
   if (value < 0) throw bad_request(fmt::format("`{}` must be a positive value.", field), field);
@@ -179,6 +187,7 @@ SamplingRequest parse_sampling_request(const FieldReader& r) {
   }
   s.stop_token_ids = r.int_list("stop_token_ids", kMaxStopTokenIds);
 
+  r.has("user");  // OpenAI's end-user id: accepted, no effect (as in vLLM)
   s.stream = r.boolean("stream").value_or(false);
   if (const auto* opts = r.object("stream_options")) {
     if (!s.stream) {

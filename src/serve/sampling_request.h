@@ -46,7 +46,12 @@ struct SamplingRequest {
   bool continuous_usage_stats = false;  // stream_options.continuous_usage_stats
   bool return_token_ids = false;        // vLLM: prompt and output ids in the response
   bool return_tokens_as_token_ids = false;  // vLLM: logprobs' tokens as "token_id:N"
+  // Fields of the request body that nothing read (the handler logs them, as vLLM does).
+  std::vector<std::string> ignored_fields;
 };
+
+// Logs the fields a request sent that the server ignored, once, as vLLM does.
+void warn_ignored_fields(const SamplingRequest& s);
 
 // Parses everything but logprobs and max_tokens, whose spelling differs
 // between the two endpoints.

@@ -269,6 +269,14 @@ describe('completions', () => {
     }
   });
 
+  it('logs the fields it ignored, as vLLM does', async () => {
+    const r = await client.completions.create({
+      model: MODEL, prompt: PROMPT, max_tokens: 1, guided_regex: 'a+', user: 'someone',
+    });
+    assert.equal(r.choices.length, 1);
+    assert.match(server.log(), /The following fields were present in the request but ignored: \{'guided_regex'\}/);
+  });
+
   it('never samples bad_words, a word or the words of a phrase in sequence', async () => {
     const base = await client.completions.create({
       model: MODEL, prompt: PROMPT, max_tokens: 12, temperature: 0, ignore_eos: true, return_token_ids: true,

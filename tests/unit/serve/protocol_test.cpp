@@ -77,6 +77,16 @@ TEST(CompletionRequest, DefaultsAndLogprobs) {
   EXPECT_EQ(expect_api_error([] { completion(R"({"prompt": "x", "max_tokens": 0})"); }).param(), "max_tokens");
 }
 
+TEST(SamplingRequest, FieldsNothingReadAreListedAsIgnored) {
+  const auto c = completion(R"({"prompt":"x","guided_json":{},"user":"u","temperature":0,"logprobs":null,
+                                "echo":false,"max_tokens":3,"foo":1})");
+  EXPECT_EQ(c.sampling.ignored_fields, (std::vector<std::string>{"foo", "guided_json"}));
+  const auto ch = chat(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":5,"max_completion_tokens":3,
+                           "tools":null,"top_logprobs":null,"reasoning_effort":"low"})");
+  EXPECT_EQ(ch.sampling.ignored_fields, (std::vector<std::string>{"reasoning_effort"}));
+  EXPECT_TRUE(completion(R"({"prompt":"x","n":2,"stream":false,"stop":["a"],"seed":3})").sampling.ignored_fields.empty());
+}
+
 TEST(SamplingRequest, PromptLogprobsAsVllm) {
   EXPECT_EQ(completion(R"({"prompt": "x", "prompt_logprobs": 0})").sampling.prompt_logprobs, 0);
   EXPECT_EQ(completion(R"({"prompt": "x", "prompt_logprobs": -1})").sampling.prompt_logprobs, -1);

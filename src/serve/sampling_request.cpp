@@ -4,7 +4,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <limits>
 
@@ -18,6 +17,31 @@ namespace {
 // vLLM treats temperatures below this as greedy.
 constexpr float kGreedyEpsilon = 1e-5f;
 
+// A token id as Python's int() reads a string, which is how vLLM reads a
+// logit_bias key: surrounding whitespace, a sign, and single underscores
+// between digits are allowed. nullopt when it is no integer or out of int32.
+std::optional<int32_t> python_int(std::string_view s) {
+  const auto first = s.find_first_not_of(" \t\n\r\f\v");
+  if (first == std::string_view::npos) return std::nullopt;
+  s = s.substr(first, s.find_last_not_of(" \t\n\r\f\v") - first + 1);
+  const bool negative = s.front() == '-';
+  if (s.front() == '+' || s.front() == '-') s.remove_prefix(1);
+  if (s.empty() || s.front() == '_' || s.back() == '_') return std::nullopt;
+  int64_t value = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '_') {
+      if (s[i + 1] == '_') return std::nullopt;
+      continue;
+    }
+    if (s[i] < '0' || s[i] > '9') return std::nullopt;
+    value = value * 10 + (s[i] - '0');
+    if (value > int64_t{1} << 32) return std::nullopt;
+  }
+  value = negative ? -value : value;
+  if (value < std::numeric_limits<int32_t>::min() || value > std::numeric_limits<int32_t>::max()) return std::nullopt;
+  return static_cast<int32_t>(value);
+}
+
 // logit_bias: {"token id": bias}, the ids as strings of integers (JSON keys
 // are strings), each bias clamped to [-100, 100] as OpenAI and vLLM do.
 std::vector<std::pair<int32_t, float>> parse_logit_bias(const Json& bias) {
@@ -28,11 +52,8 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const Json& bias) {
   }
   std::vector<std::pair<int32_t, float>> out;
   for (const auto& [key, value] : bias.items()) {
-    int64_t id = 0;
-    const char* end = key.data() + key.size();
-    const auto [ptr, ec] = std::from_chars(key.data(), end, id);
-    if (key.empty() || ec != std::errc() || ptr != end || id < std::numeric_limits<int32_t>::min() ||
-        id > std::numeric_limits<int32_t>::max()) {
+    const std::optional<int32_t> id = python_int(key);
+    if (!id) {
       throw bad_request(fmt::format("Found token_id `{}` in logit_bias but token_id must be an integer or string "
                                     "representing an integer",
                                     key),
@@ -41,7 +62,7 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const Json& bias) {
     if (!value.is_number() || !std::isfinite(value.get<double>())) {
       throw bad_request(fmt::format("logit_bias[\"{}\"] must be a finite number.", key), "logit_bias");
     }
-    out.emplace_back(static_cast<int32_t>(id), static_cast<float>(std::clamp(value.get<double>(), -100.0, 100.0)));
+    out.emplace_back(*id, static_cast<float>(std::clamp(value.get<double>(), -100.0, 100.0)));
   }
   // "07" and "7" name one token: the last one given wins, as in a Python dict of ints.
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });

@@ -168,6 +168,14 @@ TEST(SamplingRequest, LogitBiasIsClampedSortedAndCheckedAgainstTheVocabulary) {
   EXPECT_EQ(e.param(), "logit_bias");
   EXPECT_NE(std::string(e.what()).find("token_id 9 in logit_bias is out of vocabulary"), std::string::npos);
   EXPECT_TRUE(completion(R"({"prompt":"x","logit_bias":null})").sampling.logit_bias.empty());
+  // Keys as Python's int() reads them: whitespace, a sign, single underscores between digits.
+  const std::vector<std::pair<int32_t, float>> pythonic{{-3, 1.0f}, {12, 2.0f}, {15, 3.0f}, {1000, 4.0f}};
+  EXPECT_EQ(completion(R"({"prompt":"x","logit_bias":{" -3 ":1,"+12":2,"1_5":3,"1_000":4}})").sampling.logit_bias,
+            pythonic);
+  for (const char* key : {"1__0", "_1", "1_", "+", "- 1", "0x10", "2147483648", "１"}) {
+    const std::string body = std::string(R"({"prompt":"x","logit_bias":{")") + key + R"(":1}})";
+    EXPECT_EQ(expect_api_error([&] { completion(body.c_str()); }).param(), "logit_bias") << key;
+  }
   // What vLLM takes and hyllm ignores no more: allowed ids are checked against the vocabulary too.
   auto allowed = completion(R"({"prompt":"x","allowed_token_ids":[3,9],"priority":0,"bad_words":[],
       "use_beam_search":false})");

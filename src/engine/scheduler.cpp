@@ -45,14 +45,6 @@ int Scheduler::scored_positions(const Sequence& seq, int num_new) const {
   return std::max(0, std::min(start + num_new, seq.num_prompt_tokens - 1) - start);
 }
 
-int Scheduler::scoring_budget(const Sequence& seq, int budget, int rows) const {
-  if (!seq.request->scores_prompt()) return budget;
-  // Position p is scored while p + 1 < num_prompt_tokens: if `rows` reach
-  // past the last such position, any chunk fits.
-  if (seq.num_computed_tokens + rows >= seq.num_prompt_tokens - 1) return budget;
-  return std::min(budget, std::max(rows, 0));
-}
-
 int Scheduler::save_point(const ScheduledChunk& c) const {
   if (!cache_.caching() || c.num_drafts > 0) return 0;
   const int end = c.start_pos + c.num_tokens;
@@ -191,7 +183,7 @@ bool Scheduler::take_prefix_hit(Sequence& seq, const PrefixHit& hit, int num_new
   return true;
 }
 
-bool Scheduler::admit_head(int& budget, int& rows, SchedulerOutput& out) {
+bool Scheduler::admit_head(int& budget, SchedulerOutput& out) {
   Sequence& seq = *waiting_.front();
   Request& req = *seq.request;
   const bool reserve = seq.index == 0 && req.awaiting_fork();
@@ -199,19 +191,14 @@ bool Scheduler::admit_head(int& budget, int& rows, SchedulerOutput& out) {
   if (static_cast<int>(running_.size()) + num_reserved_slots_ + slots_needed > config_.max_num_seqs) return false;
   if (slots_.num_available() < slots_needed) return false;
 
-  if (rows < 1) return false;  // (the chunk may sample)
   // At least the last token is computed: its logits are sampled.
   const bool scores = req.scores_prompt();
   const PrefixHit hit = scores ? PrefixHit{} : cache_.find(seq.tokens, seq.num_tokens() - 1, seq.block_hashes);
   seq.num_computed_tokens = hit.num_tokens;
   seq.cached_block_end = hit.cached_block_tokens > hit.num_tokens ? hit.cached_block_tokens : 0;
-  const int num_new = chunk_tokens(seq, scoring_budget(seq, budget, rows - 1));
+  const int num_new = chunk_tokens(seq, budget);
   const int num_scored = scored_positions(seq, num_new);
   seq.num_computed_tokens = 0;
-  if (num_new == 0 && scores && seq.num_tokens() > 1) {
-    seq.cached_block_end = 0;
-    return false;  // no rows left for its scored positions
-  }
   const bool fits = hit.num_tokens > 0 ? take_prefix_hit(seq, hit, num_new, out)
                                        : num_new == 0 || allocate_blocks(seq, num_new, out);
   if (!fits) {
@@ -247,7 +234,6 @@ bool Scheduler::admit_head(int& budget, int& rows, SchedulerOutput& out) {
     chunk.num_scored = num_scored;
     out.chunks.push_back(chunk);
     budget -= num_new;
-    rows -= (chunk.sample ? 1 : 0) + num_scored;
   } else {
     // A prompt whose tokens but the last are all cached (or a one-token
     // prompt) with n > 1 forks before computing anything; the choices
@@ -269,18 +255,10 @@ SchedulerOutput Scheduler::schedule() {
   }
   pending_saves_.clear();
   int budget = config_.max_num_batched_tokens;
-  int rows = max_logit_rows();
-  // The rows the running sequences not yet scheduled may sample (an unforked
-  // request's choices each, once forked); a scoring chunk leaves them free.
-  const int rows_per_seq = 1 + config_.num_speculative_tokens;
-  auto rows_wanted = [&](const Sequence& s) { return (s.request->awaiting_fork() ? s.request->n() : 1) * rows_per_seq; };
-  int behind = 0;
-  for (const Sequence* s : running_) behind += rows_wanted(*s);
 
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence& seq = *running_[i];
     if (seq.request->awaiting_fork() && seq.num_computed_tokens == seq.request->fork_point()) fork(i, out);
-    behind -= rows_wanted(seq);
     // Drafts ride along only when the last token is all that is left to compute.
     int num_drafts = 0;
     if (!seq.draft_tokens.empty() && seq.num_computed_tokens == seq.num_tokens() - 1) {
@@ -289,13 +267,7 @@ SchedulerOutput Scheduler::schedule() {
       num_drafts = std::max(num_drafts, 0);
     }
     seq.draft_tokens.resize(static_cast<size_t>(num_drafts));
-    // Rows for its own sample and for every running sequence behind it come first.
-    const int num_new =
-        num_drafts > 0 ? 1 + num_drafts : chunk_tokens(seq, scoring_budget(seq, budget, rows - behind - 1));
-    if (num_new == 0 && seq.request->scores_prompt()) {
-      ++i;  // no rows left for its scored positions: it waits a step
-      continue;
-    }
+    const int num_new = num_drafts > 0 ? 1 + num_drafts : chunk_tokens(seq, budget);
     HYLLM_CHECK(num_new > 0, "running sequence {} has nothing to compute", seq.seq_id);
     bool preempted_self = false;
     while (!allocate_blocks(seq, num_new, out)) {
@@ -314,12 +286,11 @@ SchedulerOutput Scheduler::schedule() {
     chunk.num_scored = scored_positions(seq, num_new);
     out.chunks.push_back(chunk);
     budget -= num_new;
-    rows -= (sample ? 1 + num_drafts : 0) + chunk.num_scored;
     ++i;
   }
 
   if (out.num_preempted == 0) {
-    while (!waiting_.empty() && budget > 0 && admit_head(budget, rows, out)) {
+    while (!waiting_.empty() && budget > 0 && admit_head(budget, out)) {
     }
   }
   reserve_saves(out);

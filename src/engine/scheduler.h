@@ -46,13 +46,10 @@
 // lookahead positions past its end, where the MTP head writes the KV of the
 // drafts it proposes (the next verify step writes there anyway).
 //
-// Prompt logprobs: the executor computes logits for at most max_num_seqs x
-// (1 + K) rows a step. A chunk that samples takes 1 + its drafts; a chunk of
-// a request that scores its prompt also takes one per scored position (each
-// prompt position with a prompt token after it). Such a chunk is cut to the
-// rows left after every running sequence behind it has its 1 + K (so scoring
-// never starves decoding), and waits a step when none are left. Requests that
-// score their prompt skip the prefix-cache lookup: every position is computed.
+// Prompt logprobs: a chunk of a request that scores its prompt scores every
+// position in it that has a prompt token after it (the executor scores in
+// passes, so the token budget is the only limit). Requests that score their
+// prompt skip the prefix-cache lookup: every position is computed.
 
 #include <cstdint>
 #include <deque>
@@ -148,13 +145,8 @@ class Scheduler {
   int target_tokens(const Sequence& seq) const;
   // Tokens of its next chunk within `budget` (>= 1 when budget >= 1 and it has any left).
   int chunk_tokens(const Sequence& seq, int budget) const;
-  // Logit rows a step may compute (executor.h: the sampled rows and the scored prompt positions).
-  int max_logit_rows() const { return config_.max_num_seqs * (1 + config_.num_speculative_tokens); }
   // Prompt positions a chunk of num_new tokens from the computed count scores.
   int scored_positions(const Sequence& seq, int num_new) const;
-  // The token budget of the sequence's next chunk when `rows` logit rows are
-  // left for its scored positions (the whole budget when it scores none).
-  int scoring_budget(const Sequence& seq, int budget, int rows) const;
   // KV positions a chunk of num_new tokens ending the sequence needs past its
   // end for the drafts the MTP head writes (0 unless speculating).
   int lookahead(const Sequence& seq, int num_new) const;
@@ -176,7 +168,7 @@ class Scheduler {
   // Creates choices 1..n-1 right after running_[parent_pos].
   void fork(size_t parent_pos, SchedulerOutput& out);
   // Admits the head of the waiting queue; false when it does not fit now.
-  bool admit_head(int& budget, int& rows, SchedulerOutput& out);
+  bool admit_head(int& budget, SchedulerOutput& out);
 
   struct PendingSave {
     int32_t src = -1, dst = -1;

@@ -65,6 +65,12 @@ class Model {
   // Returns logits [R, vocab] f32 in device memory, valid until the next call.
   virtual TensorView forward(const StepContext& ctx) = 0;
 
+  // After a forward() with ctx.keep_final_hidden: the logits [r, vocab] f32 of
+  // the step's token rows `rows` ([r] i32 device tensor, r <= max_num_seqs x
+  // (1 + num_speculative_tokens)), in device memory, valid until the next
+  // call of any forward or of this one (they share the logits buffer).
+  virtual TensorView final_logits(const TensorView& rows) = 0;
+
   // Speculative decoding (options().num_speculative_tokens > 0).
   //
   // The MTP head over ctx's tokens (see model/layers/mtp_head.h): token t

@@ -227,6 +227,7 @@ class Qwen35Model final : public Model {
     HYLLM_CHECK(R <= logits_.view().dim(0), "{} sampled rows (capacity {})", R, logits_.view().dim(0));
     HYLLM_CHECK(num_attention_ == 0 || !attn_cache_.empty(), "forward before allocate_cache");
     scratch_.release(0);
+    hidden_tokens_ = 0;
     const int64_t H = cfg_.hidden_size;
     TensorView residual = residual_.view().slice_rows(0, T);
     TensorView logits = logits_.view().slice_rows(0, R);
@@ -266,8 +267,9 @@ class Qwen35Model final : public Model {
         layers_[i + 1].input_norm.apply(be_, f, x, residual, residual);
         continue;
       }
-      if (mtp_) {  // the draft head reads every token's final hidden state
+      if (mtp_ || ctx.keep_final_hidden) {  // the draft head (or final_logits) reads every token's
         TensorView hidden = hidden_.view().slice_rows(0, T);
+        hidden_tokens_ = T;
         final_norm_.apply(be_, f, hidden, residual, residual);
         if (R == 0) break;
         TensorView rows = scratch_.take(DType::kBF16, Shape{R, H});
@@ -308,6 +310,18 @@ class Qwen35Model final : public Model {
     return logits;
   }
 
+  TensorView final_logits(const TensorView& rows) override {
+    const int64_t R = rows.numel();
+    HYLLM_CHECK(R > 0 && R <= logits_.view().dim(0), "{} final-logit rows (capacity {})", R, logits_.view().dim(0));
+    HYLLM_CHECK(hidden_tokens_ > 0, "final_logits after a forward that kept no final hidden states");
+    scratch_.release(0);
+    TensorView gathered = scratch_.take(DType::kBF16, Shape{R, cfg_.hidden_size});
+    gather_rows(be_, {hidden_.view().slice_rows(0, hidden_tokens_), rows, gathered});
+    TensorView logits = logits_.view().slice_rows(0, R);
+    lm_head_.forward(be_, scratch_, gathered, logits);
+    return logits;
+  }
+
   void rollback_states(const TensorView& state_indices, const TensorView& keep) override {
     HYLLM_CHECK(opts_.num_speculative_tokens > 0, "rollback_states without speculative decoding");
     for (auto& c : gdn_cache_) {
@@ -335,10 +349,8 @@ class Qwen35Model final : public Model {
     residual_ = DeviceBuffer(be_, DType::kBF16, Shape{T, H});
     inputs_ = ActivationBuffers(be_, T, H, fp8);
     logits_ = DeviceBuffer(be_, DType::kF32, Shape{rows, cfg_.vocab_size});
-    if (mtp_) {
-      hidden_ = DeviceBuffer(be_, DType::kBF16, Shape{T, H});
-      draft_hidden_ = DeviceBuffer(be_, DType::kBF16, Shape{T, H});
-    }
+    hidden_ = DeviceBuffer(be_, DType::kBF16, Shape{T, H});  // the draft head's input, or final_logits'
+    if (mtp_) draft_hidden_ = DeviceBuffer(be_, DType::kBF16, Shape{T, H});
     activation_bytes_ = scratch_.capacity() + residual_.size() + inputs_.bytes() + logits_.size() + hidden_.size() +
                         draft_hidden_.size();
   }
@@ -357,7 +369,10 @@ class Qwen35Model final : public Model {
 
   Scratch scratch_;
   DeviceBuffer residual_, logits_;
-  DeviceBuffer hidden_, draft_hidden_;  // with the MTP head: final hidden states of forward() / forward_draft()
+  // Final hidden states of forward() (with the MTP head, or ctx.keep_final_hidden:
+  // hidden_tokens_ rows, else none) and, with the MTP head, of forward_draft().
+  DeviceBuffer hidden_, draft_hidden_;
+  int64_t hidden_tokens_ = 0;
   ActivationBuffers inputs_;  // the normalised input of the current block
   DeviceBuffer expert_load_;  // [layers, E] i32 at debug level (MoE)
   std::vector<AttentionCache> attn_cache_;  // the attention layers', then the MTP head's

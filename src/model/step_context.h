@@ -42,6 +42,9 @@ struct StepContext {
   // otherwise. Such steps depend only on their shape, like decode steps, and
   // are replayed from device graphs too.
   int64_t uniform_query_len = 0;
+  // Prompt logprobs: keep every token's final hidden state, so that
+  // Model::final_logits can give the logits of any of the step's tokens.
+  bool keep_final_hidden = false;
 };
 
 }  // namespace hyllm

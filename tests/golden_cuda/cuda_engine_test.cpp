@@ -280,7 +280,7 @@ TEST_P(CudaEngineTest, PrefixCacheHitsGiveTheColdTokens) {
 }
 
 TEST_P(CudaEngineTest, PromptLogprobsScoreAContinuationAsItWasSampled) {
-  CudaEngine engine(dir(), 8);  // 8 logit rows a step: each prompt is scored over several steps
+  CudaEngine engine(dir(), 8);  // 8 logit rows: a step's positions are scored in several passes
   const auto requests = random_requests(6, 31, engine.vocab());
   const auto generated = engine.run(requests);
   std::vector<EngineRequest> scoring = random_requests(3, 32, engine.vocab());  // decoding beside them

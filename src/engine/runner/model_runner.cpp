@@ -50,6 +50,7 @@ ModelRunner::ModelRunner(std::unique_ptr<Model> model, const RunnerOptions& opti
   dev_.state_indices = i32_buffer(be, S);
   dev_.has_initial_state = i32_buffer(be, S);
   dev_.sample_rows = i32_buffer(be, R);
+  dev_.score_rows = i32_buffer(be, R);
   dev_.save_slots = i32_buffer(be, S);
   dev_.save_lens = i32_buffer(be, S);
   if (num_spec_ > 0 && !opts_.samples && !opts_.share_samples)
@@ -227,6 +228,7 @@ StepContext ModelRunner::plan(const StepInput& input) {
   int64_t T = 0, R = 0, max_q = 0, max_len = 0;
   bool decode_only = true, verify = false, uniform = true, saves = false;
   score_rows_.clear();
+  score_src_.clear();
   generation_step_ = true;
   query_start_loc_[0] = 0;
   for (int64_t s = 0; s < S; ++s) {
@@ -287,7 +289,10 @@ StepContext ModelRunner::plan(const StepInput& input) {
     if (static_cast<int64_t>(w.score_ids.size()) > n)
       fail(ErrorCode::kInternal, "sequence {}: {} scored positions in a chunk of {} tokens", w.seq_id,
            w.score_ids.size(), n);
-    for (size_t j = 0; j < w.score_ids.size(); ++j) score_rows_.push_back(static_cast<int32_t>(T - n + j));
+    for (size_t j = 0; j < w.score_ids.size(); ++j) {
+      score_rows_.push_back(static_cast<int32_t>(T - n + j));
+      score_src_.emplace_back(&w, j);
+    }
     verify = verify || w.num_drafts > 0;
     uniform = uniform && w.sample && w.num_drafts == input.seqs[0].num_drafts;
     max_q = std::max(max_q, n);
@@ -295,14 +300,10 @@ StepContext ModelRunner::plan(const StepInput& input) {
     decode_only = decode_only && n == 1;
     generation_step_ = generation_step_ && n == w.num_drafts + 1;
   }
-  // Scored prompt positions take the rows after the sampled ones; such a
-  // step is never a decode step (it is neither padded nor replayed).
-  const auto C = static_cast<int64_t>(score_rows_.size());
-  if (R + C > static_cast<int64_t>(sample_rows_.size()))
-    fail(ErrorCode::kInternal, "a step of {} sampled rows and {} scored positions (capacity {})", R, C,
-         sample_rows_.size());
-  std::copy(score_rows_.begin(), score_rows_.end(), sample_rows_.begin() + R);
-  if (C > 0) decode_only = uniform = false;
+  // A step that scores prompt positions keeps every final hidden state for
+  // them (score_positions); it is never a decode step (neither padded nor replayed).
+  const bool scores = !score_rows_.empty();
+  if (scores) decode_only = uniform = false;
   step_seqs_ = S;
   step_tokens_ = T;
   step_rows_ = R;
@@ -311,7 +312,9 @@ StepContext ModelRunner::plan(const StepInput& input) {
   // passes read the step's rows).
   if (decode_only && !verify && !saves && !profiling_ && num_spec_ == 0 && pads_decode_steps())
     S = pad_decode_step(S, T, R);
-  return upload_step(S, T, R + C, max_q, max_len, decode_only, verify, uniform, saves);
+  StepContext ctx = upload_step(S, T, R, max_q, max_len, decode_only, verify, uniform, saves);
+  ctx.keep_final_hidden = scores;
+  return ctx;
 }
 
 StepContext ModelRunner::upload_step(int64_t S, int64_t T, int64_t R, int64_t max_q, int64_t max_len, bool decode_only,
@@ -493,8 +496,7 @@ StepOutput ModelRunner::execute(const StepInput& input) {
   TensorView logits = profiling_ ? model_->forward(ctx)
                                  : graphs_.run(ctx, [this](const StepContext& c) { return model_->forward(c); });
   // The padding sequences' rows follow the real ones; nothing reads them.
-  const auto C = static_cast<int64_t>(score_rows_.size());
-  if (step_rows_ + C < ctx.sample_rows.numel()) logits = logits.slice_rows(0, step_rows_ + C);
+  if (step_rows_ < ctx.sample_rows.numel()) logits = logits.slice_rows(0, step_rows_);
   if (!opts_.samples && (num_spec_ == 0 || profiling_)) {
     model_->backend().synchronize();
     return {};
@@ -522,13 +524,9 @@ StepOutput ModelRunner::execute(const StepInput& input) {
   const bool to_host = R > 0 && (!on_device || opts_.keep_logits);
   logits_host_.resize(to_host ? static_cast<size_t>(R * V) : 0);
   host_row_logits_.resize(host_rows_.size() * static_cast<size_t>(V));
-  score_logits_.resize(static_cast<size_t>(C * V));
   // Enqueued before the device sampler's one synchronisation (and before it
   // masks rows in place), so they are done by then.
   if (to_host) be.copy_to_host(logits_host_.data(), logits.data(), logits_host_.size() * sizeof(float));
-  if (C > 0) {
-    be.copy_to_host(score_logits_.data(), logits.data_as<const float>() + R * V, score_logits_.size() * sizeof(float));
-  }
   for (size_t i = 0; i < host_rows_.size(); ++i) {
     be.copy_to_host(host_row_logits_.data() + static_cast<int64_t>(i) * V,
                     logits.data_as<const float>() + static_cast<int64_t>(host_rows_[i]) * V,
@@ -537,14 +535,15 @@ StepOutput ModelRunner::execute(const StepInput& input) {
 
   std::vector<SampledToken> rows;
   if (on_device) {
-    sample_on_device(logits.slice_rows(0, R), rows);
+    sample_on_device(logits, rows);
     resample_host_rows(rows);
   } else {
     be.synchronize();
     sample_on_host(rows);
   }
   StepOutput out;
-  if (C > 0) out.scored = score_prompt_positions(input);
+  // After sampling, which is done with the logits buffer that the passes reuse.
+  if (!score_rows_.empty()) out.scored = score_positions();
   int64_t draft_ns = 0;
   if (num_spec_ > 0 && !profiling_) {
     if (opts_.share_samples) opts_.share_samples(rows);

@@ -118,7 +118,7 @@ class ModelRunner final : public ModelExecutor {
   // Fixed-capacity device copies of the step's metadata.
   struct DeviceInputs {
     DeviceBuffer token_ids, positions, slot_mapping, query_start_loc, seq_lens, block_tables, state_indices,
-        has_initial_state, sample_rows, save_slots, save_lens;
+        has_initial_state, sample_rows, score_rows, save_slots, save_lens;
     DeviceBuffer hidden_rows, keep;  // speculative decoding: draft passes, state rollback
   };
   // One sequence of an MTP pass: n tokens at positions start_pos.., reading
@@ -150,9 +150,11 @@ class ModelRunner final : public ModelExecutor {
   // After sample_on_device: the rows it cannot sample (host_rows_), again on
   // the host from their logits in host_row_logits_.
   void resample_host_rows(std::vector<SampledToken>& out);
-  // Prompt logprobs: the scored positions' entries from score_logits_, one
-  // list per SeqWork with score_ids (StepOutput::scored).
-  std::vector<std::vector<TokenLogprob>> score_prompt_positions(const StepInput& input) const;
+  // Prompt logprobs (model_runner_scoring.cpp): the scored positions'
+  // entries, one list per SeqWork with score_ids (StepOutput::scored), from
+  // the step's final hidden states in passes of up to the sampled-row
+  // capacity through Model::final_logits.
+  std::vector<std::vector<TokenLogprob>> score_positions();
   // Speculative decoding after the target step (model_runner_spec.cpp):
   // acceptance, GDN rollback, the MTP passes that propose the next drafts.
   // Returns the nanoseconds the MTP passes took.
@@ -189,7 +191,8 @@ class ModelRunner final : public ModelExecutor {
   std::vector<size_t> host_rows_;          // rows of a device-sampled step that the host samples
   std::vector<float> host_row_logits_;     // their logits, [host_rows_, vocab]
   std::vector<int32_t> score_rows_;        // this step's scored prompt positions (flat token indices)
-  std::vector<float> score_logits_;        // their logits, [score_rows_, vocab]
+  std::vector<std::pair<const SeqWork*, size_t>> score_src_;  // each one's chunk and index in its score_ids
+  std::vector<float> score_logits_;        // one pass's logits, [rows, vocab]
   std::vector<uint32_t> token_masks_;  // [sampled rows, bitmask_words(vocab)]
   std::vector<uint8_t> row_masked_;    // per sampled row: its mask applies
   std::vector<std::pair<size_t, TokenConstraint*>> constrained_rows_;  // (sampled row, its constraint)

@@ -271,7 +271,6 @@ void run_random_lifecycles(bool prefix_caching) {
   config.kv_cache_memory_bytes = 16 * 1000 + 30 * 400;  // 120 tokens: constant preemption
   FakeExecutor::Options opt;
   opt.vocab_size = 16;
-  opt.max_logit_rows = config.max_num_seqs;
   FakeExecutor ex(opt);
   EngineCore core(ex, config);
   std::mt19937 rng(17);

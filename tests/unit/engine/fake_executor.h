@@ -13,7 +13,7 @@
 // A scored prompt position p (prompt logprobs) reads tokens 0..p back through
 // the block table and reports the prompt token after it with logprob -(p + 1),
 // rank 1 when it is the favourite after 0..p (else 2), and the favourite as
-// its top entry; a step holding more logit rows than max_logit_rows throws.
+// its top entry.
 
 #include <chrono>
 #include <cstdint>
@@ -43,7 +43,6 @@ class FakeExecutor : public ModelExecutor {
     size_t bytes_per_state_slot = 1000;
     size_t budget = 1000000;
     std::chrono::microseconds step_delay{0};  // lets threaded tests act mid-request
-    int max_logit_rows = 0;                   // > 0: sampled + scored rows a step may hold
   };
   explicit FakeExecutor(Options o) : opt_(o) {}
   FakeExecutor() : FakeExecutor(Options{}) {}
@@ -79,7 +78,6 @@ class FakeExecutor : public ModelExecutor {
     for (auto [src, dst] : in.state_slot_copies) slots_.at(static_cast<size_t>(dst)) = slots_.at(static_cast<size_t>(src));
     std::map<int32_t, int64_t> writer_of_block;
     StepOutput out;
-    int rows = 0;
     for (const SeqWork& w : in.seqs) {
       check(w.state_slot >= 0 && w.state_slot < alloc_.num_state_slots, "bad slot");
       auto& slot = slots_[static_cast<size_t>(w.state_slot)];
@@ -104,8 +102,6 @@ class FakeExecutor : public ModelExecutor {
         if (w.save_slot >= 0 && p + 1 == w.save_pos) slots_.at(static_cast<size_t>(w.save_slot)) = slot;
       }
       if (!w.score_ids.empty()) out.scored.push_back(score(w));
-      rows += static_cast<int>(w.score_ids.size()) + (w.sample ? 1 + w.num_drafts : 0);
-      check(opt_.max_logit_rows == 0 || rows <= opt_.max_logit_rows, "more logit rows than the step may hold");
       if (!w.sample) continue;
       // Re-read the sequence through the KV cache; it must agree with the state.
       std::vector<int32_t> seen;

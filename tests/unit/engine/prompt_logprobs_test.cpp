@@ -1,7 +1,7 @@
 // Prompt logprobs through the engine core: every prompt token after the first
-// is scored once, in the request's first output; the scored positions share
-// the step's logit rows without starving decoding sequences; scoring requests
-// skip the prefix cache's lookup.
+// is scored once, in the request's first output, in chunks beside decoding
+// sequences that it never holds back; scoring requests skip the prefix
+// cache's lookup.
 
 #include <gtest/gtest.h>
 
@@ -35,10 +35,8 @@ void expect_scored(const std::vector<TokenLogprob>& scored, const std::vector<in
 }
 
 TEST(PromptLogprobs, EveryPromptTokenIsScoredOnceAndDecodingSequencesAreNotHeldBack) {
-  EngineConfig config = small_config();  // 8 sequences: 8 logit rows a step
-  FakeExecutor::Options opt;
-  opt.max_logit_rows = config.max_num_seqs;
-  FakeExecutor ex(opt);
+  EngineConfig config = small_config();  // 32 tokens a step: the prompt comes in chunks
+  FakeExecutor ex;
   EngineCore core(ex, config);
   std::mt19937 rng(3);
   const EngineRequest a = make_request("a", random_prompt(rng, 5, 64), 12);
@@ -69,8 +67,7 @@ TEST(PromptLogprobs, EveryPromptTokenIsScoredOnceAndDecodingSequencesAreNotHeldB
     }
   }
   EXPECT_EQ(with_prompt_logprobs, 1);
-  // 29 positions at 8 - 2 - 1 rows a step: s takes several steps, and a and
-  // b get a token in every one of them.
+  // s takes two steps, and a and b get a token in every one.
   for (const char* id : {"a", "b"}) {
     const std::vector<int>& steps = token_steps.at(id);
     EXPECT_EQ(steps.back() - steps.front() + 1, static_cast<int>(steps.size())) << id << " skipped a step";

@@ -1,7 +1,8 @@
 // Prompt logprobs in the runner (executor.h, SeqWork::score_ids): each scored
 // position's logprob, rank and top entries equal what the logits of a step
 // that ends at that position give, whether the prompt comes in one chunk or
-// two, beside another sequence's sampled row, and with a device sampler (the
+// two, beside another sequence's sampled row, with more positions than the
+// sampled-row capacity (scored in passes), and with a device sampler (the
 // sampled rows reach it, the scored ones do not).
 
 #include <gtest/gtest.h>
@@ -25,11 +26,9 @@ struct Runner {
   std::unique_ptr<Backend> be = make_cpu_backend();
   std::unique_ptr<ModelRunner> runner;
   explicit Runner(std::shared_ptr<DeviceSampler> sampler = nullptr) {
-    RunnerOptions ro = test::small_runner_options();
-    ModelOptions mo = test::small_model_options();
-    ro.max_num_seqs = mo.max_num_seqs = 16;  // logit rows for a prompt scored in one step
+    RunnerOptions ro = test::small_runner_options();  // 8 logit rows: 11 positions take two passes
     ro.device_sampler = std::move(sampler);
-    runner = std::make_unique<ModelRunner>(load_model(test::tiny_model(), *be, mo), ro);
+    runner = std::make_unique<ModelRunner>(load_model(test::tiny_model(), *be, test::small_model_options()), ro);
     const CacheLayout layout = runner->cache_layout();
     runner->allocate_cache({.block_size = 16,
                             .num_blocks = 4 + layout.reserved_blocks,
@@ -135,13 +134,25 @@ TEST(PromptScoring, EveryPositionMatchesTheLogitsOfAStepEndingThere) {
   }
 }
 
-TEST(PromptScoring, AStepWithMoreRowsThanItsCapacityFails) {
-  Runner r;
-  std::vector<int32_t> tokens(40, 7);
+TEST(PromptScoring, AStepScoresAllItsTokensInPasses) {
+  Runner r;  // 8 logit rows
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 40; ++i) tokens.push_back(static_cast<int32_t>(7 + 13 * i));
   const std::vector<int32_t> table{0, 1, 2};
   SeqWork w = chunk(tokens, 0, 40, 0, table);
-  w.score_ids = std::span<const int32_t>(tokens).subspan(1, 39);  // 39 rows; the capacity is 16
-  EXPECT_THROW(r.runner->execute({.seqs = {w}}), Error);
+  w.score_ids = std::span<const int32_t>(tokens).subspan(1, 39);
+  w.num_prompt_logprobs = 1;
+  StepOutput out = r.runner->execute({.seqs = {w}});
+  ASSERT_EQ(out.scored.size(), 1u);
+  ASSERT_EQ(out.scored[0].size(), 39u);
+  for (size_t j = 0; j < 39; ++j) {
+    const TokenLogprob& t = out.scored[0][j];
+    EXPECT_EQ(t.token, tokens[j + 1]);
+    EXPECT_TRUE(std::isfinite(t.logprob) && t.logprob <= 0.0f) << j;
+    EXPECT_GE(t.rank, 1);
+    ASSERT_EQ(t.top_logprobs.size(), 1u);
+    EXPECT_GE(t.top_logprobs[0].second, t.logprob);
+  }
 }
 
 }  // namespace

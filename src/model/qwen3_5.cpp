@@ -271,10 +271,7 @@ class Qwen35Model final : public Model {
         TensorView hidden = hidden_.view().slice_rows(0, T);
         hidden_tokens_ = T;
         final_norm_.apply(be_, f, hidden, residual, residual);
-        if (R == 0) break;
-        TensorView rows = scratch_.take(DType::kBF16, Shape{R, H});
-        gather_rows(be_, {hidden, ctx.sample_rows, rows});
-        lm_head_.forward(be_, scratch_, rows, logits);
+        lm_head_rows(hidden, ctx.sample_rows);
         break;
       }
       // Last layer: finish the residual stream only at the sampled rows.
@@ -301,13 +298,7 @@ class Qwen35Model final : public Model {
     TensorView out = draft_hidden_.view().slice_rows(0, T);
     const auto& c = attn_cache_.back();
     mtp_->forward(be_, scratch_, embed_, ctx, in, KvCacheView{c.k.view(), c.v.view()}, out);
-    TensorView logits = logits_.view().slice_rows(0, R);
-    if (R > 0) {
-      TensorView rows = scratch_.take(DType::kBF16, Shape{R, H});
-      gather_rows(be_, {out, ctx.sample_rows, rows});
-      lm_head_.forward(be_, scratch_, rows, logits);
-    }
-    return logits;
+    return lm_head_rows(out, ctx.sample_rows);
   }
 
   TensorView final_logits(const TensorView& rows) override {
@@ -315,11 +306,7 @@ class Qwen35Model final : public Model {
     HYLLM_CHECK(R > 0 && R <= logits_.view().dim(0), "{} final-logit rows (capacity {})", R, logits_.view().dim(0));
     HYLLM_CHECK(hidden_tokens_ > 0, "final_logits after a forward that kept no final hidden states");
     scratch_.release(0);
-    TensorView gathered = scratch_.take(DType::kBF16, Shape{R, cfg_.hidden_size});
-    gather_rows(be_, {hidden_.view().slice_rows(0, hidden_tokens_), rows, gathered});
-    TensorView logits = logits_.view().slice_rows(0, R);
-    lm_head_.forward(be_, scratch_, gathered, logits);
-    return logits;
+    return lm_head_rows(hidden_.view().slice_rows(0, hidden_tokens_), rows);
   }
 
   void rollback_states(const TensorView& state_indices, const TensorView& keep) override {
@@ -331,6 +318,18 @@ class Qwen35Model final : public Model {
   }
 
  private:
+  // The logits [R, vocab] of rows `rows` ([R] i32) of final (normalised)
+  // hidden states, in logits_; the gathered rows take scratch.
+  TensorView lm_head_rows(const TensorView& hidden, const TensorView& rows) {
+    const int64_t R = rows.numel();
+    TensorView logits = logits_.view().slice_rows(0, R);
+    if (R == 0) return logits;
+    TensorView gathered = scratch_.take(DType::kBF16, Shape{R, cfg_.hidden_size});
+    gather_rows(be_, {hidden, rows, gathered});
+    lm_head_.forward(be_, scratch_, gathered, logits);
+    return logits;
+  }
+
   void allocate_activations() {
     const int64_t T = opts_.max_num_tokens, R = opts_.max_num_seqs, H = cfg_.hidden_size;
     size_t mixer = 0, ffn = 0;

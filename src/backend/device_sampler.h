@@ -4,6 +4,8 @@
 // Semantics are exactly the host sampler's (engine/sampler.h), step by step,
 // but for logit_bias: the runner samples rows that have one again on the
 // host, as it does every row of a backend that has no device sampler.
+// A row may instead score a given token (prompt logprobs): its logprob, rank
+// and top entries as engine/logprobs.h's score_token gives them.
 
 #include <cstdint>
 #include <span>
@@ -13,6 +15,9 @@
 #include "tensor/tensor.h"
 
 namespace hyllm {
+
+// The top logprobs a DeviceSampler returns per row at most.
+inline constexpr int kMaxDeviceTopLogprobs = 32;
 
 // One row's parameters, in the host sampler's terms (SamplingParams + SeqWork).
 struct DeviceSamplingRow {
@@ -32,12 +37,17 @@ struct DeviceSamplingRow {
   // Structured output: empty, or the bitmask of allowed tokens
   // (engine/token_constraint.h layout), applied before everything else.
   std::span<const uint32_t> allowed;
+  // >= 0: nothing is sampled; the row scores this token of the raw logits
+  // (token = target, its logprob when num_logprobs >= 0, and its rank). The
+  // sampling parameters, bans, penalties and mask must then be the defaults.
+  int32_t target = -1;
 };
 
 struct DeviceSampledToken {
   int32_t token = -1;  // -1 when every token of the row was masked
   float logprob = 0.0f;
   std::vector<std::pair<int32_t, float>> top_logprobs;  // best first
+  int32_t rank = 0;  // a scored target's: 1 + the tokens with a higher raw logit (else 0)
 };
 
 class DeviceSampler {

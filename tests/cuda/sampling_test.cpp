@@ -1,7 +1,11 @@
 // Harness: the GPU sampler against the host sampler (engine/sampler.h) on the
-// same logits and parameters: tokens must be equal, logprobs within fp32.
+// same logits and parameters: tokens must be equal, logprobs within fp32;
+// and its scoring rows against engine/logprobs.h's score_token.
+#include <algorithm>
+
 #include "backend/device_sampler.h"
 #include "cuda_test_util.h"
+#include "engine/logprobs.h"
 #include "engine/sampler.h"
 #include "engine/token_constraint.h"
 
@@ -180,6 +184,79 @@ TEST_F(CudaOpTest, MaskedSamplerMatchesHost) {
         }
       }
     }
+  }
+}
+
+// Prompt scoring: rows with a target token (the best, a tie with other
+// tokens, a mid-ranked and the least likely one, with 0 to 32 top entries)
+// beside sampled rows; their logprob, rank and top entries must be the host's
+// score_token of the same row, and the sampled rows' tokens the host sampler's.
+TEST_F(CudaOpTest, SamplerScoresTargetsAsTheHost) {
+  Rng rng(seed_ + 2);
+  auto sampler = make_cuda_sampler(*gpu_);
+  for (int64_t V : {int64_t{5000}, int64_t{248320}}) {
+    const int R = 12;
+    HostTensor logits = f32_tensor({R, V});
+    logits.fill_normal(rng, 3.0);
+    float* l = logits.buf.data_as<float>();
+    // Row 1's target ties with three other tokens at the row's maximum: they
+    // do not outrank it.
+    const float top = *std::max_element(l + V, l + 2 * V);
+    for (const int64_t t : {int64_t{3}, int64_t{40}, V / 2, V - 1}) l[V + t] = top;
+    Mirror dlogits(*gpu_, logits);
+    std::vector<DeviceSamplingRow> rows(R);
+    std::vector<SamplingParams> params(R);
+    std::vector<int32_t> targets(R, -1);
+    for (int r = 0; r < R; ++r) {
+      DeviceSamplingRow& d = rows[r];
+      const float* row = l + r * V;
+      if (r % 4 == 3) {  // a sampled row between scoring rows
+        params[r].temperature = 0.8f;
+        params[r].logprobs = 2;
+        d.temperature = 0.8f;
+        d.num_logprobs = 2;
+        d.seed = static_cast<uint64_t>(r);
+        continue;
+      }
+      int32_t t = static_cast<int32_t>(rng.integer(0, V - 1));
+      if (r == 0) t = static_cast<int32_t>(std::max_element(row, row + V) - row);
+      if (r == 1) t = 40;
+      if (r == 2) t = static_cast<int32_t>(std::min_element(row, row + V) - row);
+      targets[r] = t;
+      d.temperature = 0.0f;
+      d.num_logprobs = r == 4 ? 32 : r % 3 == 0 ? 0 : static_cast<int>(rng.integer(1, 20));
+      d.target = t;
+    }
+    const auto got = sampler->sample(dlogits.view(), rows);
+    ASSERT_EQ(got.size(), static_cast<size_t>(R));
+    std::vector<double> logprobs;
+    std::vector<int32_t> order;
+    Sampler host;
+    for (int r = 0; r < R; ++r) {
+      std::span<const float> row(l + r * V, static_cast<size_t>(V));
+      if (targets[r] < 0) {
+        SeqWork w;
+        w.sample = true;
+        w.sampling = &params[r];
+        w.seed = static_cast<uint64_t>(r);
+        const SampledToken want = host.sample(row, w);
+        EXPECT_EQ(got[r].token, want.token) << "sampled row " << r << " V=" << V;
+        EXPECT_EQ(got[r].rank, 0) << "sampled row " << r;
+        continue;
+      }
+      const TokenLogprob want = score_token(row, targets[r], rows[r].num_logprobs, logprobs, order);
+      EXPECT_EQ(got[r].token, targets[r]) << "row " << r << " V=" << V;
+      EXPECT_NEAR(got[r].logprob, want.logprob, 1e-5) << "row " << r << " V=" << V;
+      EXPECT_EQ(got[r].rank, want.rank) << "row " << r << " V=" << V;
+      ASSERT_EQ(got[r].top_logprobs.size(), want.top_logprobs.size()) << "row " << r;
+      for (size_t i = 0; i < want.top_logprobs.size(); ++i) {
+        EXPECT_EQ(got[r].top_logprobs[i].first, want.top_logprobs[i].first) << "row " << r << " entry " << i;
+        EXPECT_NEAR(got[r].top_logprobs[i].second, want.top_logprobs[i].second, 1e-5);
+      }
+    }
+    EXPECT_EQ(got[0].rank, 1);
+    EXPECT_EQ(got[1].rank, 1) << "tokens tied with the target do not outrank it";
+    EXPECT_EQ(got[2].rank, V);
   }
 }
 

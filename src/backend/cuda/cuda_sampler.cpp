@@ -14,6 +14,16 @@
 namespace hyllm {
 namespace {
 
+static_assert(cuda::kMaxTopLogprobs == kMaxDeviceTopLogprobs, "the kernel's top logprobs are the interface's");
+
+// A scoring row's sampling parameters must be the defaults: the kernel skips
+// those steps for it.
+bool plain_scoring_row(const DeviceSamplingRow& row) {
+  return row.temperature < 1e-5f && row.top_p == 1.0f && row.top_k <= 0 && row.min_p == 0.0f &&
+         row.repetition_penalty == 1.0f && row.frequency_penalty == 0.0f && row.presence_penalty == 0.0f &&
+         row.banned_ids.empty() && row.allowed.empty();
+}
+
 class CudaSampler final : public DeviceSampler {
  public:
   explicit CudaSampler(Backend& be) : be_(be) {
@@ -49,6 +59,11 @@ class CudaSampler final : public DeviceSampler {
       p.num_logprobs = std::min(row.num_logprobs, cuda::kMaxTopLogprobs);
       p.seed = row.seed;
       p.sample_index = row.sample_index;
+      if (row.target >= 0) {
+        HYLLM_CHECK(row.target < V && plain_scoring_row(row),
+                    "device sampler: scoring row {} has target {} (vocab {}) or sampling parameters", r, row.target, V);
+        p.target = row.target;
+      }
       if (!row.allowed.empty()) {
         HYLLM_CHECK(row.allowed.size() * 32 >= static_cast<size_t>(V), "token bitmask of {} words for vocab {}",
                     row.allowed.size(), V);
@@ -84,14 +99,19 @@ class CudaSampler final : public DeviceSampler {
     // One pinned staging area and one device area: [params | pool | masks] up, results down.
     const size_t b_params = align(R * sizeof(cuda::SamplingRowParams)), b_pool = align(pool_.size() * 4 + 4);
     const size_t b_masks = align(mask_words_.size() * 4);
-    // Results: [tokens | logprobs | top ids | top logprobs], 4-byte entries
-    // without gaps, every byte written by the kernel (the top arrays, padded
-    // past each row's count, only when some row asks for them), so that the
-    // copy back reads only what the kernel wrote.
-    bool want_top = false;
-    for (const auto& prm : params_) want_top = want_top || prm.num_logprobs > 0;
-    const size_t b_tok = size_t{4} * R, b_lp = size_t{4} * R, b_top = want_top ? size_t{4} * R * cuda::kMaxTopLogprobs : 0;
-    const size_t up = b_params + b_pool + b_masks, down = b_tok + b_lp + 2 * b_top;
+    // Results: [tokens | logprobs | ranks | top ids | top logprobs], 4-byte
+    // entries without gaps, every byte written by the kernel (the ranks only
+    // when some row scores a target, the top arrays, padded past each row's
+    // count, only when some row asks for them), so that the copy back reads
+    // only what the kernel wrote.
+    bool want_top = false, want_rank = false;
+    for (const auto& prm : params_) {
+      want_top = want_top || prm.num_logprobs > 0;
+      want_rank = want_rank || prm.target >= 0;
+    }
+    const size_t b_tok = size_t{4} * R, b_lp = size_t{4} * R, b_rank = want_rank ? size_t{4} * R : 0;
+    const size_t b_top = want_top ? size_t{4} * R * cuda::kMaxTopLogprobs : 0;
+    const size_t up = b_params + b_pool + b_masks, down = b_tok + b_lp + b_rank + 2 * b_top;
     reserve(up + down);
     char* h = static_cast<char*>(host_);
     std::memcpy(h, params_.data(), R * sizeof(cuda::SamplingRowParams));
@@ -110,8 +130,10 @@ class CudaSampler final : public DeviceSampler {
     l.mask_words = reinterpret_cast<const uint32_t*>(d + b_params + b_pool);
     l.out_token = reinterpret_cast<int32_t*>(d + up);
     l.out_logprob = reinterpret_cast<float*>(d + up + b_tok);
-    l.out_top_ids = want_top ? reinterpret_cast<int32_t*>(d + up + b_tok + b_lp) : nullptr;
-    l.out_top_logprobs = want_top ? reinterpret_cast<float*>(d + up + b_tok + b_lp + b_top) : nullptr;
+    l.out_rank = want_rank ? reinterpret_cast<int32_t*>(d + up + b_tok + b_lp) : nullptr;
+    const size_t top_at = up + b_tok + b_lp + b_rank;
+    l.out_top_ids = want_top ? reinterpret_cast<int32_t*>(d + top_at) : nullptr;
+    l.out_top_logprobs = want_top ? reinterpret_cast<float*>(d + top_at + b_top) : nullptr;
     l.work = static_cast<float*>(kernels_->scratch(static_cast<size_t>(R) * V * sizeof(float)));
     cuda::launch_sampling(l, stream);
     HYLLM_CUDA_CHECK(cudaGetLastError());
@@ -119,11 +141,13 @@ class CudaSampler final : public DeviceSampler {
     HYLLM_CUDA_CHECK(cudaStreamSynchronize(stream));
     const auto* tok = reinterpret_cast<const int32_t*>(h + up);
     const auto* lp = reinterpret_cast<const float*>(h + up + b_tok);
-    const auto* top_ids = reinterpret_cast<const int32_t*>(h + up + b_tok + b_lp);
-    const auto* top_lp = reinterpret_cast<const float*>(h + up + b_tok + b_lp + b_top);
+    const auto* rank = reinterpret_cast<const int32_t*>(h + up + b_tok + b_lp);
+    const auto* top_ids = reinterpret_cast<const int32_t*>(h + top_at);
+    const auto* top_lp = reinterpret_cast<const float*>(h + top_at + b_top);
     for (int r = 0; r < R; ++r) {
       result[r].token = tok[r];
       result[r].logprob = lp[r];
+      if (want_rank) result[r].rank = rank[r];
       const int n = std::min(params_[r].num_logprobs, V);
       for (int i = 0; i < n; ++i) {
         result[r].top_logprobs.emplace_back(top_ids[r * cuda::kMaxTopLogprobs + i],

@@ -5,7 +5,8 @@
 // desc, id asc) order), then one SplitMix64 uniform picks the token by inverse
 // CDF in id order. The k-th largest logit and the top-p boundary come from
 // 8-bit radix selects over an order-preserving integer key of the logits
-// (4 passes, no sort).
+// (4 passes, no sort). A scoring row (a target token, prompt logprobs) skips
+// the sampling steps: its raw logprob, rank and top entries only.
 #include <cooperative_groups.h>
 
 #include <cfloat>
@@ -316,13 +317,26 @@ __global__ void __cluster_dims__(kBlocks, 1, 1) __launch_bounds__(kThreads) samp
     log_z = static_cast<double>(raw_max) + log(cluster_sum_d(z_raw, s));
   }
 
+  // A scoring row samples nothing: its token is the target, whose rank is
+  // counted over the raw logits (ties do not outrank it, as on the host).
+  const bool scoring = prm.target >= 0;
+  if (scoring) {
+    const float own = raw[prm.target];
+    int higher = 0;
+    for (int i = g; i < V; i += kStride) higher += raw[i] > own ? 1 : 0;
+    higher = cluster_sum_i(higher, s);
+    if (g == 0) p.out_rank[r] = 1 + higher;
+  } else if (g == 0 && p.out_rank != nullptr) {
+    p.out_rank[r] = 0;
+  }
+
   // 2-3. Bans and penalties on a copy; greedy without them reads raw itself.
   // The pool's ids are scattered over the owners: a cluster barrier orders
-  // each step's writes before the next.
-  const bool greedy = prm.temperature < kGreedyTemperature;
+  // each step's writes before the next. (A scoring row has none of them.)
+  const bool greedy = scoring || prm.temperature < kGreedyTemperature;
   const bool edited = prm.banned_end > prm.banned_begin || prm.repetition_penalty != 1.0f ||
                       prm.frequency_penalty != 0.0f || prm.presence_penalty != 0.0f;
-  const bool copy = edited || !greedy;
+  const bool copy = !scoring && (edited || !greedy);
   if (copy) {
     for (int i = g; i < V; i += kStride) w[i] = raw[i];
     cluster.sync();
@@ -353,7 +367,9 @@ __global__ void __cluster_dims__(kBlocks, 1, 1) __launch_bounds__(kThreads) samp
   }
 
   int token = -1;
-  if (greedy) {
+  if (scoring) {
+    token = prm.target;
+  } else if (greedy) {
     // 4. Greedy: largest value, lowest id on ties.
     const float* vals = copy ? w : raw;
     unsigned long long best = 0;

@@ -20,9 +20,6 @@ void upload(Backend& be, const DeviceBuffer& dst, const std::vector<T>& src, siz
   if (count > 0) be.copy_to_device(dst.data(), src.data(), count * sizeof(T));
 }
 
-// The top logprobs a DeviceSampler returns per row at most (backend/device_sampler.h).
-constexpr int kMaxDeviceTopLogprobs = 32;
-
 TensorView i32_view(const DeviceBuffer& b, Shape s) { return b.view().reshape(Shape{b.view().numel()}).slice_rows(0, s.numel()).reshape(s); }
 
 }  // namespace

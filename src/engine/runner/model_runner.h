@@ -155,6 +155,9 @@ class ModelRunner final : public ModelExecutor {
   // the step's final hidden states in passes of up to the sampled-row
   // capacity through Model::final_logits.
   std::vector<std::vector<TokenLogprob>> score_positions();
+  // One pass's positions [begin, begin + out.size()) from their logits.
+  void score_on_device(const TensorView& logits, int64_t begin, std::span<TokenLogprob> out);
+  void score_on_host(const TensorView& logits, int64_t begin, std::span<TokenLogprob> out);
   // Speculative decoding after the target step (model_runner_spec.cpp):
   // acceptance, GDN rollback, the MTP passes that propose the next drafts.
   // Returns the nanoseconds the MTP passes took.

@@ -2,8 +2,9 @@
 // position's logprob, rank and top entries equal what the logits of a step
 // that ends at that position give, whether the prompt comes in one chunk or
 // two, beside another sequence's sampled row, with more positions than the
-// sampled-row capacity (scored in passes), and with a device sampler (the
-// sampled rows reach it, the scored ones do not).
+// sampled-row capacity (scored in passes), and with a device sampler (every
+// pass reaches it, as scoring rows, unless a position asks for more top
+// entries than it returns: then the host scores them).
 
 #include <gtest/gtest.h>
 
@@ -115,7 +116,9 @@ TEST(PromptScoring, EveryPositionMatchesTheLogitsOfAStepEndingThere) {
       ASSERT_EQ(out.scored.size(), 1u);
       ASSERT_EQ(out.scored[0].size(), kPrompt.size() - 1);
       expect_near(out.scored[0], want, 0);
-      if (device) EXPECT_EQ(sampler->logit_rows, (std::vector<int64_t>{2})) << "only the sampled rows";
+      if (device) {
+        EXPECT_EQ(sampler->logit_rows, (std::vector<int64_t>{2, 8, 3})) << "the sampled rows, then two passes";
+      }
     }
     // Two chunks: the first scores all its positions, the second all but its last.
     {
@@ -132,6 +135,21 @@ TEST(PromptScoring, EveryPositionMatchesTheLogitsOfAStepEndingThere) {
       expect_near(second.scored[0], want, 5);
     }
   }
+}
+
+TEST(PromptScoring, MoreTopEntriesThanTheDeviceSamplerReturnsAreScoredOnTheHost) {
+  const std::vector<int32_t> table{0};
+  auto sampler = std::make_shared<test::GreedyDeviceSampler>();
+  Runner r(sampler);
+  SeqWork w = chunk(kPrompt, 0, 5, 0, table);
+  w.score_ids = std::span<const int32_t>(kPrompt).subspan(1, 5);
+  w.num_prompt_logprobs = kMaxDeviceTopLogprobs + 1;
+  StepOutput out = r.runner->execute({.seqs = {w}});
+  EXPECT_EQ(sampler->calls, 0);
+  ASSERT_EQ(out.scored.size(), 1u);
+  ASSERT_EQ(out.scored[0].size(), 5u);
+  const std::vector<TokenLogprob> want = reference(kMaxDeviceTopLogprobs + 1);
+  expect_near(out.scored[0], want, 0);
 }
 
 TEST(PromptScoring, AStepScoresAllItsTokensInPasses) {

@@ -30,6 +30,9 @@ struct SamplingRowParams {
   // Structured output: word offset of this row's allowed-token bitmask in the
   // shared mask words (bit t % 32 of word t / 32 set = allowed); -1: none.
   int64_t mask_offset = -1;
+  // >= 0: score this token instead of sampling (the defaults above, no mask):
+  // out_token = target, out_logprob its raw logprob, out_rank its rank.
+  int32_t target = -1;
 };
 
 struct SamplingLaunch {
@@ -45,6 +48,9 @@ struct SamplingLaunch {
   float* work = nullptr;                      // device scratch [rows, vocab]
   int32_t* out_token = nullptr;               // device [rows]; -1 when every token is masked
   float* out_logprob = nullptr;               // device [rows]
+  // device [rows]: a target's rank, 1 + the ids with a higher raw logit (0 for
+  // rows without one); null when no row has a target.
+  int32_t* out_rank = nullptr;
   // device [rows, kMaxTopLogprobs], or null when no row asks for top
   // logprobs; the slots past a row's count hold -1 / -inf.
   int32_t* out_top_ids = nullptr;

@@ -9,33 +9,17 @@
 
 #include <cerrno>
 
-#include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <filesystem>
-#include <fstream>
+#include <memory>
 #include <mutex>
-#include <optional>
-#include <sstream>
 #include <thread>
-
-#include <fmt/ranges.h>
+#include <vector>
 
 #include "command.h"
-#include "engine_setup.h"
-#include "engine/engine_client.h"
-#include "engine/runner/model_runner.h"
-#include "engine/speculative_config.h"
-#include "model/config/model_config.h"
-#include "model/loader/weight_source.h"
-#include "model/model.h"
-#include "serve/chat_prompt.h"
 #include "serve/openai_server.h"
-#include "serve/reasoning_parser.h"
-#include "serve/tool_parser.h"
-#include "structured/grammar_compiler.h"
 #include "serve_args.h"
+#include "serving_setup.h"
 #include "util/env.h"
 #include "util/log.h"
 #include "util/malloc_config.h"
@@ -45,7 +29,6 @@
 namespace hyllm::app {
 namespace {
 
-namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 // Set by the signal thread, read by the main thread (static: the detached
@@ -108,61 +91,6 @@ void wait_for_shutdown() {
   s.cv.wait(lock, [&] { return s.requested; });
 }
 
-std::string read_text_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorCode::kNotFound, "cannot read {}", path.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Flags that name features hyllm does not have yet: refused before anything loads.
-void refuse_missing_features(const ServeArgs& a) {
-  if (a.pipeline_parallel_size != 1) {
-    fail(ErrorCode::kUnsupported, "--pipeline-parallel-size {}: pipeline parallelism is not available (use 1)",
-         a.pipeline_parallel_size);
-  }
-  if (a.data_parallel_size != 1) {
-    fail(ErrorCode::kUnsupported, "--data-parallel-size {}: data parallelism is not available (use 1)",
-         a.data_parallel_size);
-  }
-  if (!a.reasoning_parser.empty() && !serve::reasoning_syntax(a.reasoning_parser)) {
-    fail(ErrorCode::kInvalidArgument, "--reasoning-parser {}: unknown; hyllm has qwen3 and deepseek_r1",
-         a.reasoning_parser);
-  }
-  if (!a.tool_call_parser.empty() && !serve::is_tool_call_parser(a.tool_call_parser)) {
-    fail(ErrorCode::kInvalidArgument, "--tool-call-parser {}: unknown; hyllm has qwen3_coder and hermes",
-         a.tool_call_parser);
-  }
-  if (a.enable_auto_tool_choice && a.tool_call_parser.empty()) {
-    fail(ErrorCode::kInvalidArgument, "--enable-auto-tool-choice needs --tool-call-parser");
-  }
-  if (!a.enable_chunked_prefill) {
-    fail(ErrorCode::kUnsupported, "--no-enable-chunked-prefill: hyllm always uses chunked prefill");
-  }
-}
-
-serve::SamplingDefaults sampling_defaults(const GenerationConfig& g) {
-  serve::SamplingDefaults d;
-  if (g.temperature) d.temperature = static_cast<float>(*g.temperature);
-  if (g.top_p) d.top_p = static_cast<float>(*g.top_p);
-  if (g.top_k) d.top_k = static_cast<int>(*g.top_k);
-  if (g.repetition_penalty) d.repetition_penalty = static_cast<float>(*g.repetition_penalty);
-  if (g.max_new_tokens) d.max_new_tokens = *g.max_new_tokens;
-  return d;
-}
-
-std::string describe_defaults(const serve::SamplingDefaults& d) {
-  std::string out;
-  auto add = [&](const char* k, std::string v) { out += fmt::format("{}'{}': {}", out.empty() ? "" : ", ", k, v); };
-  if (d.temperature) add("temperature", fmt::format("{}", *d.temperature));
-  if (d.top_p) add("top_p", fmt::format("{}", *d.top_p));
-  if (d.top_k) add("top_k", fmt::format("{}", *d.top_k));
-  if (d.repetition_penalty) add("repetition_penalty", fmt::format("{}", *d.repetition_penalty));
-  if (d.max_new_tokens) add("max_new_tokens", fmt::format("{}", *d.max_new_tokens));
-  return "{" + out + "}";
-}
-
 int run_serve(ServeArgs& a) {
   tune_malloc_for_serving();
   start_signal_thread();
@@ -170,58 +98,9 @@ int run_serve(ServeArgs& a) {
     spdlog::set_level(spdlog::level::from_str(a.uvicorn_log_level == "warning" ? "warn" : a.uvicorn_log_level));
   }
   log::info("hyllm API server version {}", kVersion);
-  if (!a.non_default.empty()) {
-    std::string args;
-    for (const auto& [k, v] : a.non_default) args += fmt::format("{}'{}': {}", args.empty() ? "" : ", ", k, v);
-    log::info("non-default args: {{{}}}", args);
-  }
-  refuse_missing_features(a);
-  if (!a.model_positional.empty() && !a.model.empty() && a.model_positional != a.model) {
-    fail(ErrorCode::kInvalidArgument, "the model is given twice ({} and --model {})", a.model_positional, a.model);
-  }
-  const std::string model_arg = !a.model_positional.empty() ? a.model_positional : a.model;
-  const fs::path model_dir = model_arg.empty() ? default_model_dir() : fs::path(model_arg);
-  if (!fs::is_directory(model_dir)) fail(ErrorCode::kNotFound, "model directory {} does not exist", model_dir.string());
-  const std::string device = resolve_device(a.device);
-  const LoadFormat load_format = parse_load_format(a.load_format);
-
-  // Cheap checks first: the config file, the flags that depend on it.
-  ModelConfig model_config = load_model_config(model_dir);
-  if (a.dtype != "auto") {
-    auto wanted = dtype_from_torch_name(a.dtype);
-    if (!wanted) fail(ErrorCode::kInvalidArgument, "--dtype {}: expected auto, bfloat16, float16, half or float32", a.dtype);
-    if (*wanted != model_config.dtype) {
-      fail(ErrorCode::kUnsupported, "--dtype {}: hyllm runs a checkpoint in its own dtype ({}) only", a.dtype,
-           dtype_name(model_config.dtype));
-    }
-  }
-  const bool online_fp8 = wants_online_fp8(a.quantization, model_config);
-
-  EngineConfig config;
-  config.max_model_len = a.max_model_len.empty()
-                             ? static_cast<int>(model_config.max_position_embeddings)
-                             : static_cast<int>(parse_human_int(a.max_model_len, "--max-model-len"));
-  if (config.max_model_len > model_config.max_position_embeddings) {
-    fail(ErrorCode::kInvalidArgument,
-         "User-specified max_model_len ({}) is greater than the derived max_model_len (max_position_embeddings={} "
-         "in the model's config.json)",
-         config.max_model_len, model_config.max_position_embeddings);
-  }
-  config.block_size = a.block_size;
-  config.gpu_memory_utilization = a.gpu_memory_utilization;
-  if (!a.kv_cache_memory.empty()) {
-    config.kv_cache_memory_bytes = parse_memory_size(a.kv_cache_memory);
-  }
-  config.kv_cache_dtype = a.kv_cache_dtype;
-  if (!a.speculative_config.empty())
-    config.num_speculative_tokens = parse_speculative_config(a.speculative_config).num_speculative_tokens;
-  config.enable_prefix_caching = a.enable_prefix_caching;
-  config.seed = a.seed;
-  config.max_logprobs = a.max_logprobs;
-  config.log_stats_interval_s = a.disable_log_stats ? 0.0 : 10.0;
-  config.max_num_seqs = a.max_num_seqs.value_or(256);
-  config.max_num_batched_tokens = a.max_num_batched_tokens.value_or(2048);
-  config.validate();
+  log_non_default_args(a);
+  // Cheap checks first: the flags, the config file.
+  ServingPlan plan = plan_serving(a);
 
   // Listen now, so that probes see 503 (not a refused connection) while loading.
   std::vector<std::string> api_keys = a.api_key;
@@ -241,136 +120,7 @@ int run_serve(ServeArgs& a) {
   }
 
   const auto t_load = Clock::now();
-  backends = make_backends(device, a.tensor_parallel_size);
-  const std::string backend_name = backends.front()->name();
-  if (device == "cuda" && backends.front()->memory_info().total_bytes >= (70ull << 30)) {
-    // vLLM's defaults on GPUs with >= 70 GiB (H100/H200 class).
-    if (!a.max_num_seqs) config.max_num_seqs = 1024;
-    if (!a.max_num_batched_tokens) config.max_num_batched_tokens = 8192;
-    config.validate();
-  }
-
-  // --skip-tokenizer-init reads no tokenizer files: requests carry token ids
-  // and responses return them (chat, which needs the template, is refused).
-  std::unique_ptr<Tokenizer> tokenizer;
-  if (a.skip_tokenizer_init) {
-    log::info("Skipping tokenizer initialization: prompts and outputs are token ids");
-  } else {
-    const fs::path tokenizer_dir = a.tokenizer.empty() ? model_dir : fs::path(a.tokenizer);
-    if (fs::is_directory(tokenizer_dir) && !fs::exists(tokenizer_dir / "tokenizer.json")) {
-      fail(ErrorCode::kNotFound,
-           "{} has no tokenizer.json: pass --tokenizer DIR, or --skip-tokenizer-init to serve token ids only",
-           tokenizer_dir.string());
-    }
-    tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_model_dir(tokenizer_dir));
-  }
-
-  auto ctx = std::make_unique<serve::ServingContext>();
-  if (!tokenizer) {
-    // Chat requests get 400 before a template would be needed.
-  } else if (!a.chat_template.empty()) {
-    std::string source = fs::is_regular_file(a.chat_template) ? read_text_file(a.chat_template) : a.chat_template;
-    ctx->chat_template.emplace(ChatTemplate::from_source(std::move(source)));
-  } else if (const std::string* source = tokenizer->chat_template_source()) {
-    ctx->chat_template.emplace(ChatTemplate::from_source(*source));
-  } else {
-    log::warn("The model has no chat template: /v1/chat/completions answers 400 unless --chat-template is given");
-  }
-  if (!a.default_chat_template_kwargs.empty()) {
-    try {
-      ctx->default_chat_template_kwargs = serve::Json::parse(a.default_chat_template_kwargs);
-    } catch (const std::exception& e) {
-      fail(ErrorCode::kInvalidArgument, "--default-chat-template-kwargs: not JSON: {}", e.what());
-    }
-    if (!ctx->default_chat_template_kwargs.is_object()) {
-      fail(ErrorCode::kInvalidArgument, "--default-chat-template-kwargs must be a JSON object");
-    }
-  }
-
-  GenerationConfig generation;
-  if (a.generation_config == "auto") {
-    generation = load_generation_config(model_dir);
-  } else if (a.generation_config != "vllm") {
-    generation = load_generation_config(a.generation_config);
-  }
-  ctx->sampling_defaults = sampling_defaults(generation);
-  if (a.generation_config != "vllm" && describe_defaults(ctx->sampling_defaults) != "{}") {
-    log::warn("Default sampling parameters have been overridden by the model's generation config: {}. Pass "
-              "--generation-config vllm to use vLLM's defaults instead.",
-              describe_defaults(ctx->sampling_defaults));
-  }
-  // As in vLLM, the tokenizer's eos_token ends a sequence as well as the
-  // configs' ids. Grammars end with these ids (the ones the tokenizer has),
-  // so a tokenizer borrowed from another model still gives them one.
-  config.eos_token_ids.clear();
-  std::vector<int64_t> eos_ids = generation.eos_token_ids;
-  eos_ids.insert(eos_ids.end(), model_config.eos_token_ids.begin(), model_config.eos_token_ids.end());
-  if (tokenizer) {
-    if (std::optional<int32_t> id = tokenizer->eos_token_id()) eos_ids.push_back(*id);
-  }
-  for (int64_t id : eos_ids) {
-    if (std::find(config.eos_token_ids.begin(), config.eos_token_ids.end(), id) == config.eos_token_ids.end()) {
-      config.eos_token_ids.push_back(static_cast<int32_t>(id));
-    }
-  }
-
-  log::info("Loading model from {} on {}{}", model_dir.string(), backend_name,
-            backends.size() > 1 ? fmt::format(" and {} more devices (tensor parallel)", backends.size() - 1) : "");
-  ModelOptions model_options;
-  model_options.max_num_tokens = config.max_num_batched_tokens;
-  model_options.max_num_seqs = config.max_num_seqs;
-  model_options.load_format = load_format;
-  model_options.seed = a.seed;
-  model_options.kv_cache_dtype = config.kv_cache_fp8() ? DType::kF8E4M3 : DType::kBF16;
-  model_options.online_fp8 = online_fp8;
-  model_options.dummy_router_skew = a.dummy_router_skew;
-  model_options.num_speculative_tokens = config.num_speculative_tokens;
-  RunnerOptions runner_options;
-  runner_options.max_num_tokens = config.max_num_batched_tokens;
-  runner_options.max_num_seqs = config.max_num_seqs;
-  runner_options.max_model_len = config.max_model_len;
-  // The runner profiles a step and gives the cache what --gpu-memory-utilization
-  // leaves (vLLM's meaning: the share of all device memory that weights,
-  // activations and the cache may use together); --kv-cache-memory wins.
-  runner_options.gpu_memory_utilization = a.gpu_memory_utilization;
-  if (config.kv_cache_memory_bytes) runner_options.cache_memory_bytes = *config.kv_cache_memory_bytes;
-  // Samples on the GPU (only tokens and logprobs cross to the host) and
-  // replays decode steps from CUDA graphs unless --enforce-eager.
-  auto runner = load_executor(backends, device, model_dir, model_options, runner_options, a.enforce_eager);
-  const int32_t vocab = static_cast<int32_t>(runner->vocab_size());
-  if (tokenizer && tokenizer->vocab_size() > vocab) {
-    fail(ErrorCode::kCorruptData, "the tokenizer has {} ids but the model only {}", tokenizer->vocab_size(), vocab);
-  }
-  auto engine = make_engine_client(std::move(runner), config);
-
-  ctx->served_model_names = a.served_model_name;
-  if (ctx->served_model_names.empty()) {
-    ctx->served_model_names.push_back(model_arg.empty() ? model_dir.filename().string() : model_arg);
-  }
-  ctx->model_root = model_dir.string();
-  ctx->created = serve::unix_time_seconds();
-  ctx->max_model_len = config.max_model_len;
-  ctx->model_vocab_size = vocab;
-  ctx->reasoning_parser = a.reasoning_parser;
-  ctx->tool_call_parser = a.tool_call_parser;
-  ctx->enable_auto_tool_choice = a.enable_auto_tool_choice;
-  if (tokenizer) {
-    ctx->special_tokens = serve::special_token_texts(*tokenizer);
-    // Grammars are compiled over the tokenizer's vocabulary; without one,
-    // structured output is refused with chat as a whole.
-    ctx->grammar_compiler = std::make_unique<structured::GrammarCompiler>(*tokenizer, vocab, config.eos_token_ids);
-    const int tokenizer_vocab = tokenizer->vocab_size();
-    if (std::none_of(config.eos_token_ids.begin(), config.eos_token_ids.end(),
-                     [&](int32_t id) { return id >= 0 && id < tokenizer_vocab; })) {
-      log::warn("None of the end-of-sequence ids {} is in the tokenizer: a structured-output request fails "
-                "when its grammar is complete (no token may follow)",
-                fmt::join(config.eos_token_ids, ", "));
-    }
-  }
-  ctx->tokenizer = std::move(tokenizer);
-  ctx->engine = std::move(engine);
-  ctx->trust_request_chat_template = a.trust_request_chat_template;
-  ctx->log_requests = a.enable_log_requests;
+  std::unique_ptr<serve::ServingContext> ctx = load_serving_context(a, plan, backends);
   const std::string served = ctx->model_name();
   server.set_ready(std::move(ctx));
 

@@ -61,14 +61,12 @@ std::string negatable(const std::string& dashed) {
 
 }  // namespace
 
-void add_serve_flags(CLI::App& sub, ServeArgs& a) {
+void add_model_flags(CLI::App& sub, ServeArgs& a) {
   sub.add_option("model_dir", a.model_positional, "Model directory (default: the embedded model)");
   sub.add_option(names("model"), a.model, "Model directory (same as the positional argument)");
   sub.add_option(names("tokenizer"), a.tokenizer, "Tokenizer directory (default: the model directory)");
   sub.add_flag(negatable("skip-tokenizer-init"), a.skip_tokenizer_init,
                "Load no tokenizer: prompts are token ids, outputs are token ids (no text, no chat, no stop strings)");
-  sub.add_option(names("host"), a.host, "Address to listen on")->capture_default_str();
-  sub.add_option(names("port"), a.port, "Port to listen on")->capture_default_str()->check(CLI::Range(0, 65535));
   sub.add_option(names("served-model-name"), a.served_model_name,
                  "Model names accepted in requests; the first is echoed in responses and metrics")
       ->expected(1, -1);
@@ -115,10 +113,6 @@ void add_serve_flags(CLI::App& sub, ServeArgs& a) {
   sub.add_option(names("data-parallel-size"), a.data_parallel_size, "Engine replicas (only 1)")
       ->capture_default_str();
   sub.add_option(names("seed"), a.seed, "Seed for requests that give none")->capture_default_str();
-  sub.add_option(names("api-key"), a.api_key,
-                 "Bearer key(s) required on every route but /health, /version, /metrics and the chat page at / "
-                 "(default: HYLLM_API_KEY or VLLM_API_KEY)")
-      ->expected(1, -1);
   sub.add_option(names("generation-config"), a.generation_config,
                  "auto (the model's generation_config.json), vllm (ignore it), or a directory")
       ->capture_default_str();
@@ -127,10 +121,6 @@ void add_serve_flags(CLI::App& sub, ServeArgs& a) {
                  "JSON object of template variables, e.g. '{\"enable_thinking\": false}'");
   sub.add_flag(names("trust-request-chat-template"), a.trust_request_chat_template,
                "Accept chat_template in requests");
-  sub.add_option(names("shutdown-timeout"), a.shutdown_timeout,
-                 "Seconds to let in-flight requests finish after SIGTERM (0: abort them)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
   sub.add_option(names("device"), a.device, "cpu or cuda (default: cuda when a GPU is present)");
   sub.add_option(names("block-size"), a.block_size, "Tokens per KV cache block")->capture_default_str();
   sub.add_option(names("max-logprobs"), a.max_logprobs, "Most logprobs a request may ask for")
@@ -149,8 +139,26 @@ void add_serve_flags(CLI::App& sub, ServeArgs& a) {
                "Parse the model's tool calls when tool_choice is auto (needs --tool-call-parser)");
   sub.add_option(names("tool-call-parser"), a.tool_call_parser,
                  "Tool-call format: qwen3_coder (Qwen3.5/3.6, Qwen3-Coder) or hermes (Qwen3)");
+}
+
+void add_server_flags(CLI::App& sub, ServeArgs& a) {
+  sub.add_option(names("host"), a.host, "Address to listen on")->capture_default_str();
+  sub.add_option(names("port"), a.port, "Port to listen on")->capture_default_str()->check(CLI::Range(0, 65535));
+  sub.add_option(names("api-key"), a.api_key,
+                 "Bearer key(s) required on every route but /health, /version, /metrics and the chat page at / "
+                 "(default: HYLLM_API_KEY or VLLM_API_KEY)")
+      ->expected(1, -1);
+  sub.add_option(names("shutdown-timeout"), a.shutdown_timeout,
+                 "Seconds to let in-flight requests finish after SIGTERM (0: abort them)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   sub.add_option(names("uvicorn-log-level"), a.uvicorn_log_level, "Log level: debug, info, warning, error")
       ->capture_default_str();
+}
+
+void add_serve_flags(CLI::App& sub, ServeArgs& a) {
+  add_model_flags(sub, a);
+  add_server_flags(sub, a);
 }
 
 void record_non_default(const CLI::App& sub, ServeArgs& a) {

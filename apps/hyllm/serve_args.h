@@ -1,7 +1,8 @@
 #pragma once
-// `hyllm serve` flags: vLLM's names, defaults and meanings. Flags for
-// features hyllm does not have yet are accepted by name so that vLLM command
-// lines parse, and refused at startup with a message saying what is missing.
+// `hyllm serve` flags (and `hyllm run-batch`'s, all but the server's own):
+// vLLM's names, defaults and meanings. Flags for features hyllm does not have
+// yet are accepted by name so that vLLM command lines parse, and refused at
+// startup with a message saying what is missing.
 
 #include <CLI/CLI.hpp>
 
@@ -62,6 +63,13 @@ struct ServeArgs {
   std::vector<std::pair<std::string, std::string>> non_default;
 };
 
+// The model, engine and request-handling flags, which `hyllm run-batch`
+// shares with `hyllm serve`.
+void add_model_flags(CLI::App& sub, ServeArgs& args);
+// The HTTP server's own flags: --host, --port, --api-key, --shutdown-timeout,
+// --uvicorn-log-level.
+void add_server_flags(CLI::App& sub, ServeArgs& args);
+// Both: every flag of `hyllm serve`.
 void add_serve_flags(CLI::App& sub, ServeArgs& args);
 // Collects the non-default flags after parsing.
 void record_non_default(const CLI::App& sub, ServeArgs& args);

@@ -17,6 +17,8 @@ void handle_completions(const ServingContext& ctx, ActivityCounter& activity, co
                         httplib::Response& res);
 void handle_chat_completions(const ServingContext& ctx, ActivityCounter& activity, const std::string& body,
                              httplib::Response& res);
+void handle_responses(const ServingContext& ctx, ActivityCounter& activity, const std::string& body,
+                      httplib::Response& res);
 void handle_tokenize(const ServingContext& ctx, const std::string& body, httplib::Response& res);
 void handle_detokenize(const ServingContext& ctx, const std::string& body, httplib::Response& res);
 Json models_json(const ServingContext& ctx);

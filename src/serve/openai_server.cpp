@@ -25,7 +25,7 @@ struct Route {
 constexpr Route kRoutes[] = {
     {"GET", "/"},                {"GET", "/health"},          {"GET", "/version"},
     {"GET", "/metrics"},         {"GET", "/v1/models"},       {"POST", "/v1/completions"},
-    {"POST", "/v1/chat/completions"}, {"POST", "/tokenize"}, {"POST", "/detokenize"},
+    {"POST", "/v1/chat/completions"}, {"POST", "/v1/responses"}, {"POST", "/tokenize"}, {"POST", "/detokenize"},
     {"POST", "/reset_prefix_cache", false},
 };
 
@@ -313,6 +313,8 @@ void OpenAIServer::install_routes() {
                  [](OpenAIServer& s, const ServingContext& ctx, const std::string& body, httplib::Response& res) {
                    handle_chat_completions(ctx, s.activity_, body, res);
                  });
+  post_with_body("/v1/responses", [](OpenAIServer& s, const ServingContext& ctx, const std::string& body,
+                                     httplib::Response& res) { handle_responses(ctx, s.activity_, body, res); });
   http_.Post("/reset_prefix_cache", [this](const httplib::Request& req, httplib::Response& res) {
     const ServingContext* ctx = context();
     if (!ctx) return reject(res, unavailable("The model is still loading"), false);

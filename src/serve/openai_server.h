@@ -6,7 +6,7 @@
 // stops.
 //
 // Routes: GET / (the chat page), /health, /version, /metrics (open); GET
-// /v1/models, POST /v1/completions, /v1/chat/completions, /tokenize,
+// /v1/models, POST /v1/completions, /v1/chat/completions, /v1/responses, /tokenize,
 // /detokenize (need the API key when one is set).
 
 #include <atomic>

@@ -4,6 +4,9 @@
 
 #include <variant>
 
+#include "serve/api_error.h"
+#include "serve/sse.h"
+
 namespace hyllm::serve {
 
 std::string TokenizerText::text(int32_t token) const {
@@ -53,6 +56,16 @@ void ResponseFormatter::add_chunk_usage(Json& chunk, const Usage& usage) const {
   } else if (options_.include_usage) {
     chunk["usage"] = nullptr;
   }
+}
+
+std::string ResponseFormatter::sse(const Json& payload) const { return sse_event(payload); }
+
+std::string ResponseFormatter::stream_tail(const Usage& usage, const std::string& error_message) {
+  std::string tail;
+  if (!error_message.empty()) tail += sse_error(ApiError(500, error_message));
+  if (options_.include_usage) tail += sse_event(usage_chunk(usage));
+  tail += sse_done();
+  return tail;
 }
 
 Json ResponseFormatter::usage_chunk(const Usage& usage) const {

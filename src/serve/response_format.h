@@ -80,6 +80,15 @@ class ResponseFormatter {
   Json usage_chunk(const Usage& usage) const;
   virtual Json full_response(std::vector<ChoiceResult>& choices, const Usage& usage) = 0;
 
+  // A stream's framing. Chat and completions send bare `data:` events and
+  // nothing before the first token; they end with an error event when the
+  // engine failed, the usage chunk when asked for, and [DONE]. The Responses
+  // API names each event's type, opens with the response's creation, and
+  // ends with the whole response instead.
+  virtual std::string sse(const Json& payload) const;
+  virtual void stream_head(std::vector<Json>& out) { (void)out; }
+  virtual std::string stream_tail(const Usage& usage, const std::string& error_message);
+
  protected:
   Json chunk_header(const char* object) const;
   void add_chunk_usage(Json& chunk, const Usage& usage) const;
@@ -104,5 +113,11 @@ std::unique_ptr<ResponseFormatter> make_completion_formatter(ResponseOptions opt
 std::unique_ptr<ResponseFormatter> make_chat_formatter(ResponseOptions options, const Tokenizer& tokenizer,
                                                        std::string echo_prefix, std::vector<int32_t> prompt_ids,
                                                        ChatOutputOptions parsing = {});
+
+// /v1/responses: one `response` object (see responses_output.h), or its
+// stream of typed events.
+struct ResponsesShape;
+std::unique_ptr<ResponseFormatter> make_responses_formatter(ResponseOptions options, const Tokenizer& tokenizer,
+                                                            ChatOutputOptions parsing, ResponsesShape shape);
 
 }  // namespace hyllm::serve

@@ -4,7 +4,6 @@
 
 #include "serve/http_server.h"
 #include "serve/openai_json.h"
-#include "serve/sse.h"
 #include "util/log.h"
 
 namespace hyllm::serve {
@@ -26,6 +25,7 @@ struct StreamState {
   std::unique_ptr<Generation> generation;
   std::unique_ptr<ResponseFormatter> formatter;
   ActivityCounter::Guard guard;
+  bool started = false;
   bool finished = false;
 };
 
@@ -66,7 +66,7 @@ void respond_whole(httplib::Response& res, Generation& generation, ResponseForma
 void respond_stream(httplib::Response& res, std::unique_ptr<Generation> generation,
                     std::unique_ptr<ResponseFormatter> formatter, ActivityCounter::Guard guard) {
   auto state = std::make_shared<StreamState>(StreamState{std::move(generation), std::move(formatter),
-                                                         std::move(guard), false});
+                                                         std::move(guard), false, false});
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
@@ -76,6 +76,17 @@ void respond_stream(httplib::Response& res, std::unique_ptr<Generation> generati
       "text/event-stream",
       [state](size_t, httplib::DataSink& sink) {
         Generation& gen = *state->generation;
+        if (!state->started) {
+          state->started = true;
+          std::vector<Json> head;
+          state->formatter->stream_head(head);
+          std::string text;
+          for (const auto& payload : head) text += state->formatter->sse(payload);
+          if (!text.empty() && !sink.write(text.data(), text.size())) {
+            gen.abort();
+            return false;
+          }
+        }
         auto events = gen.next(kPollInterval);
         if (events.empty() && !gen.done()) {
           if (!client_alive()) {
@@ -88,17 +99,14 @@ void respond_stream(httplib::Response& res, std::unique_ptr<Generation> generati
         std::vector<Json> chunks;
         for (auto& ev : events) state->formatter->stream_chunks(ev, usage, chunks);
         for (const auto& chunk : chunks) {
-          std::string event = sse_event(chunk);
+          std::string event = state->formatter->sse(chunk);
           if (!sink.write(event.data(), event.size())) {
             gen.abort();
             return false;
           }
         }
         if (!gen.done()) return true;
-        std::string tail;
-        if (!gen.error_message().empty()) tail += sse_error(ApiError(500, gen.error_message()));
-        if (state->formatter->options().include_usage) tail += sse_event(state->formatter->usage_chunk(usage));
-        tail += sse_done();
+        const std::string tail = state->formatter->stream_tail(usage, gen.error_message());
         if (!sink.write(tail.data(), tail.size())) return false;
         state->finished = true;
         sink.done();

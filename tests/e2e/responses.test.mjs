@@ -3,14 +3,14 @@
 // order and numbered), instructions and multi-turn input rendered as chat
 // renders the same messages, json_schema output, a tool call fed back with
 // its output, reasoning items, the output-token limit, the API key, and bad
-// input answered with 400s.
+// input answered with 400s, and a client that leaves mid-stream.
 
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import Ajv from 'ajv';
 import OpenAI from 'openai';
 
-import { startServer } from './harness.mjs';
+import { metric, metrics, sleep, startServer } from './harness.mjs';
 
 const MODEL = 'hyllm-tiny';
 const KEY = 'responses-test-key';
@@ -285,6 +285,34 @@ describe('reasoning', () => {
     assert.equal(text, r.output_text);
     const final = await thinkingClient.responses.stream(body).finalResponse();
     assert.equal(final.output.find((o) => o.type === 'reasoning').content[0].text, item.content[0].text);
+  });
+});
+
+describe('lifecycle', () => {
+  it('a client that leaves mid-stream has its request aborted and its cache freed', async () => {
+    const abortedBefore = metric(await metrics(thinking.base), 'vllm:request_success_total', { finished_reason: 'abort' }) ?? 0;
+    const controller = new AbortController();
+    const stream = await thinkingClient.responses.create(
+      { model: MODEL, input: 'A very long story:', max_output_tokens: 900, ignore_eos: true, stream: true },
+      { signal: controller.signal });
+    let deltas = 0;
+    try {
+      for await (const e of stream) {
+        if (e.type.endsWith('.delta') && ++deltas === 3) controller.abort();
+      }
+    } catch { /* aborted on purpose */ }
+    assert.equal(deltas, 3);
+    const deadline = Date.now() + 3000;
+    let m;
+    for (;;) {
+      m = await metrics(thinking.base);
+      const idle = metric(m, 'vllm:num_requests_running') === 0 && metric(m, 'vllm:kv_cache_usage_perc') === 0;
+      if (idle || Date.now() > deadline) break;
+      await sleep(20);
+    }
+    assert.equal(metric(m, 'vllm:num_requests_running'), 0);
+    assert.equal(metric(m, 'vllm:kv_cache_usage_perc'), 0);
+    assert.equal(metric(m, 'vllm:request_success_total', { finished_reason: 'abort' }), abortedBefore + 1);
   });
 });
 

@@ -100,6 +100,29 @@ std::vector<std::unique_ptr<Backend>> make_backends(const std::string& device, i
   return backends;
 }
 
+ModelOptions model_options_for(const EngineConfig& config) {
+  ModelOptions mo;
+  mo.max_num_tokens = config.max_num_batched_tokens;
+  mo.max_num_seqs = config.max_num_seqs;
+  mo.seed = config.seed;
+  mo.kv_cache_dtype = config.kv_cache_fp8() ? DType::kF8E4M3 : DType::kBF16;
+  mo.num_speculative_tokens = config.num_speculative_tokens;
+  return mo;
+}
+
+RunnerOptions runner_options_for(const EngineConfig& config) {
+  RunnerOptions ro;
+  ro.max_num_tokens = config.max_num_batched_tokens;
+  ro.max_num_seqs = config.max_num_seqs;
+  ro.max_model_len = config.max_model_len;
+  // The runner profiles a step and gives the cache what --gpu-memory-utilization
+  // leaves (vLLM's meaning: the share of all device memory that weights,
+  // activations and the cache may use together); --kv-cache-memory wins.
+  ro.gpu_memory_utilization = config.gpu_memory_utilization;
+  if (config.kv_cache_memory_bytes) ro.cache_memory_bytes = *config.kv_cache_memory_bytes;
+  return ro;
+}
+
 std::unique_ptr<ModelExecutor> load_executor(std::vector<std::unique_ptr<Backend>>& backends,
                                              const std::string& device, const std::filesystem::path& model_dir,
                                              const ModelOptions& model, const RunnerOptions& runner,
@@ -205,21 +228,11 @@ InProcessEngine build_engine(const EngineFlags& f) {
   config.validate();
 
   e.backends = make_backends(device, f.tensor_parallel_size);
-  ModelOptions mo;
-  mo.max_num_tokens = config.max_num_batched_tokens;
-  mo.max_num_seqs = config.max_num_seqs;
+  ModelOptions mo = model_options_for(config);
   mo.load_format = parse_load_format(f.load_format);
-  mo.seed = f.seed;
-  mo.kv_cache_dtype = config.kv_cache_fp8() ? DType::kF8E4M3 : DType::kBF16;
   mo.online_fp8 = wants_online_fp8(f.quantization, e.model_config);
   mo.dummy_router_skew = f.dummy_router_skew;
-  mo.num_speculative_tokens = config.num_speculative_tokens;
-  RunnerOptions ro;
-  ro.max_num_tokens = config.max_num_batched_tokens;
-  ro.max_num_seqs = config.max_num_seqs;
-  ro.max_model_len = config.max_model_len;
-  ro.gpu_memory_utilization = config.gpu_memory_utilization;
-  if (config.kv_cache_memory_bytes) ro.cache_memory_bytes = *config.kv_cache_memory_bytes;
+  const RunnerOptions ro = runner_options_for(config);
   std::unique_ptr<ModelExecutor> executor = load_executor(e.backends, device, e.model_dir, mo, ro, f.enforce_eager);
   e.executor = executor.get();
   e.engine = make_engine_client(std::move(executor), config);

@@ -14,6 +14,7 @@
 #include "backend/device_graph.h"
 #include "backend/device_sampler.h"
 #include "engine/engine_client.h"
+#include "engine/engine_config.h"
 #include "engine/executor.h"
 #include "engine/runner/model_runner.h"
 #include "model/model.h"
@@ -63,6 +64,12 @@ size_t parse_memory_size(const std::string& text);
 // "fp8" or "modelopt" on an FP8 checkpoint runs it as declared; anything else
 // is kUnsupported with a message.
 bool wants_online_fp8(const std::string& quantization, const ModelConfig& config);
+
+// The model and runner options that an engine configuration implies: step
+// and sequence capacities, seed, KV cache dtype and size, speculative
+// tokens. The load format, online FP8 and the router skew are the caller's.
+ModelOptions model_options_for(const EngineConfig& config);
+RunnerOptions runner_options_for(const EngineConfig& config);
 
 // Loads the model from `model_dir` onto `backends` (from make_backends) and
 // returns the executor the engine drives: a ModelRunner over the one backend

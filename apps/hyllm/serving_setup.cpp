@@ -232,24 +232,11 @@ std::unique_ptr<serve::ServingContext> load_serving_context(const ServeArgs& a, 
 
   log::info("Loading model from {} on {}{}", model_dir.string(), backend_name,
             backends.size() > 1 ? fmt::format(" and {} more devices (tensor parallel)", backends.size() - 1) : "");
-  ModelOptions model_options;
-  model_options.max_num_tokens = config.max_num_batched_tokens;
-  model_options.max_num_seqs = config.max_num_seqs;
+  ModelOptions model_options = model_options_for(config);
   model_options.load_format = plan.load_format;
-  model_options.seed = a.seed;
-  model_options.kv_cache_dtype = config.kv_cache_fp8() ? DType::kF8E4M3 : DType::kBF16;
   model_options.online_fp8 = plan.online_fp8;
   model_options.dummy_router_skew = a.dummy_router_skew;
-  model_options.num_speculative_tokens = config.num_speculative_tokens;
-  RunnerOptions runner_options;
-  runner_options.max_num_tokens = config.max_num_batched_tokens;
-  runner_options.max_num_seqs = config.max_num_seqs;
-  runner_options.max_model_len = config.max_model_len;
-  // The runner profiles a step and gives the cache what --gpu-memory-utilization
-  // leaves (vLLM's meaning: the share of all device memory that weights,
-  // activations and the cache may use together); --kv-cache-memory wins.
-  runner_options.gpu_memory_utilization = a.gpu_memory_utilization;
-  if (config.kv_cache_memory_bytes) runner_options.cache_memory_bytes = *config.kv_cache_memory_bytes;
+  const RunnerOptions runner_options = runner_options_for(config);
   // Samples on the GPU (only tokens and logprobs cross to the host) and
   // replays decode steps from CUDA graphs unless --enforce-eager.
   auto runner = load_executor(backends, plan.device, model_dir, model_options, runner_options, a.enforce_eager);

@@ -10,42 +10,11 @@ import { after, before, describe, it } from 'node:test';
 import Ajv from 'ajv';
 import OpenAI from 'openai';
 
+import { PERSON, SEARCH, WEATHER } from './agent_fixtures.mjs';
 import { startServer } from './harness.mjs';
 
 const MODEL = 'hyllm-tiny';
 const ajv = new Ajv({ strict: false });
-
-const PERSON = {
-  type: 'object',
-  properties: {
-    name: { type: 'string', maxLength: 24 },
-    age: { type: 'integer', minimum: 0, maximum: 120 },
-    languages: { type: 'array', items: { type: 'string', enum: ['python', 'c', 'rust'] }, minItems: 1, maxItems: 3 },
-  },
-  required: ['name', 'age', 'languages'],
-  additionalProperties: false,
-};
-
-const WEATHER = {
-  type: 'function',
-  function: {
-    name: 'get_weather',
-    description: 'Current weather in a city',
-    parameters: {
-      type: 'object',
-      properties: { city: { type: 'string', maxLength: 20 }, days: { type: 'integer', minimum: 1, maximum: 7 } },
-      required: ['city', 'days'],
-      additionalProperties: false,
-    },
-  },
-};
-const SEARCH = {
-  type: 'function',
-  function: {
-    name: 'search_docs',
-    parameters: { type: 'object', properties: { query: { type: 'string', maxLength: 30 } }, required: ['query'] },
-  },
-};
 
 let qwen;    // --reasoning-parser qwen3 --enable-auto-tool-choice --tool-call-parser qwen3_coder
 let hermes;  // --tool-call-parser hermes, thinking on by default, no auto tool choice

@@ -10,32 +10,15 @@ import { after, before, describe, it } from 'node:test';
 import Ajv from 'ajv';
 import OpenAI from 'openai';
 
+import { PERSON, SEARCH as CHAT_SEARCH, WEATHER as CHAT_WEATHER, flatTool } from './agent_fixtures.mjs';
 import { metric, metrics, sleep, startServer } from './harness.mjs';
 
 const MODEL = 'hyllm-tiny';
 const KEY = 'responses-test-key';
 const ajv = new Ajv({ strict: false });
 
-const PERSON = {
-  type: 'object',
-  properties: {
-    name: { type: 'string', maxLength: 24 },
-    age: { type: 'integer', minimum: 0, maximum: 120 },
-  },
-  required: ['name', 'age'],
-  additionalProperties: false,
-};
-const WEATHER_PARAMS = {
-  type: 'object',
-  properties: { city: { type: 'string', maxLength: 20 }, days: { type: 'integer', minimum: 1, maximum: 7 } },
-  required: ['city', 'days'],
-  additionalProperties: false,
-};
-const WEATHER = { type: 'function', name: 'get_weather', description: 'Current weather in a city', parameters: WEATHER_PARAMS };
-const SEARCH = {
-  type: 'function', name: 'search_docs',
-  parameters: { type: 'object', properties: { query: { type: 'string', maxLength: 30 } }, required: ['query'] },
-};
+const WEATHER = flatTool(CHAT_WEATHER);
+const SEARCH = flatTool(CHAT_SEARCH);
 
 let agent;     // --reasoning-parser qwen3 --enable-auto-tool-choice --tool-call-parser qwen3_coder --api-key
 let thinking;  // the same parsers, thinking on by default
@@ -78,7 +61,6 @@ async function chatPromptTokens(messages, tools) {
 const textOf = (response) => response.output.filter((o) => o.type === 'message')
   .flatMap((m) => m.content.filter((c) => c.type === 'output_text').map((c) => c.text)).join('');
 
-const chatTool = (t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.parameters } });
 
 describe('text', () => {
   it('a whole response: a message item, usage, and the request echoed', async () => {
@@ -189,7 +171,7 @@ describe('structured output', () => {
     const validate = ajv.compile(PERSON);
     for (const seed of [1, 2]) {
       const r = await client.responses.create({
-        model: MODEL, input: 'Describe a programmer as JSON.', max_output_tokens: 200, temperature: 0.8, seed,
+        model: MODEL, input: 'Describe a programmer as JSON.', max_output_tokens: 400, temperature: 0.8, seed,
         text: { format: { type: 'json_schema', name: 'person', strict: true, schema: PERSON } },
       });
       assert.equal(r.status, 'completed', r.output_text);
@@ -202,7 +184,7 @@ describe('structured output', () => {
 
 describe('tool calls', () => {
   const ask = 'What is the weather in Paris this week?';
-  const validArgs = ajv.compile(WEATHER_PARAMS);
+  const validArgs = ajv.compile(WEATHER.parameters);
 
   it('a named tool: a function_call item, then its output fed back', async () => {
     const r = await client.responses.create({
@@ -232,7 +214,7 @@ describe('tool calls', () => {
       { role: 'user', content: ask },
       { role: 'assistant', content: null, tool_calls: [{ id: call.call_id, type: 'function', function: { name: call.name, arguments: call.arguments } }] },
       { role: 'tool', tool_call_id: call.call_id, content: '{"temperature_c": 18, "sky": "clear"}' },
-    ], [chatTool(WEATHER), chatTool(SEARCH)]);
+    ], [CHAT_WEATHER, CHAT_SEARCH]);
     assert.equal(followUp.usage.input_tokens, expected);
   });
 

@@ -117,10 +117,16 @@ Answer answer_request(const serve::ServingContext& ctx, serve::ActivityCounter& 
                       const serve::BatchRequest& request) {
   httplib::Response res;
   try {
-    if (request.endpoint == serve::BatchEndpoint::kChatCompletions) {
-      serve::handle_chat_completions(ctx, activity, request.body, res);
-    } else {
-      serve::handle_completions(ctx, activity, request.body, res);
+    switch (request.endpoint) {
+      case serve::BatchEndpoint::kChatCompletions:
+        serve::handle_chat_completions(ctx, activity, request.body, res);
+        break;
+      case serve::BatchEndpoint::kCompletions:
+        serve::handle_completions(ctx, activity, request.body, res);
+        break;
+      case serve::BatchEndpoint::kResponses:
+        serve::handle_responses(ctx, activity, request.body, res);
+        break;
     }
     // Only a streamed answer leaves the body empty, and streamed lines are
     // refused before they get here; the check keeps every output line JSON.

@@ -14,7 +14,7 @@ namespace hyllm::serve {
 namespace {
 
 constexpr std::string_view kByteOrderMark = "\xEF\xBB\xBF";
-constexpr std::string_view kSupportedUrls = "/v1/chat/completions, /v1/completions";
+constexpr std::string_view kSupportedUrls = "/v1/chat/completions, /v1/completions, /v1/responses";
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v'; }
 
@@ -89,6 +89,8 @@ std::variant<BatchRequest, BatchLineError> parse_batch_line(std::string_view lin
     request.endpoint = BatchEndpoint::kChatCompletions;
   } else if (path == "/v1/completions") {
     request.endpoint = BatchEndpoint::kCompletions;
+  } else if (path == "/v1/responses") {
+    request.endpoint = BatchEndpoint::kResponses;
   } else {
     error.message = fmt::format("URL {} was used. Supported endpoints: {}.", path, kSupportedUrls);
     return error;

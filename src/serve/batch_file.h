@@ -20,7 +20,7 @@
 
 namespace hyllm::serve {
 
-enum class BatchEndpoint { kChatCompletions, kCompletions };
+enum class BatchEndpoint { kChatCompletions, kCompletions, kResponses };
 
 struct BatchRequest {
   std::string custom_id;

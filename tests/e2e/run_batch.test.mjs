@@ -38,6 +38,7 @@ function line(customId, url, body, method = 'POST') {
 const chatGreedy = { messages: [{ role: 'user', content: 'What does the json module do?' }], max_tokens: 12, temperature: 0 };
 const completionGreedy = { prompt: 'The os module', max_tokens: 8, temperature: 0, logprobs: 2 };
 const chatSeeded = { messages: [{ role: 'user', content: 'How do I sort a list?' }], max_tokens: 10, temperature: 0.8, seed: 7 };
+const responsesGreedy = { input: 'What does the os module do?', max_output_tokens: 8, temperature: 0 };
 
 // Everything of a response but its id and creation time, which differ per request.
 function comparable(body) {
@@ -75,6 +76,7 @@ describe('hyllm run-batch', () => {
       line('unknown-model', '/v1/completions', { model: 'gpt-4', prompt: 'x' }),
       line('chat-seeded', '/v1/chat/completions', chatSeeded),
       line('get', '/v1/completions', { prompt: 'x' }, 'GET'),
+      line('responses', '/v1/responses', responsesGreedy),
     ].join('\r\n') + '\n';
     const inFile = path.join(dir, 'in.jsonl');
     const outFile = path.join(dir, 'out.jsonl');
@@ -82,15 +84,15 @@ describe('hyllm run-batch', () => {
     const run = await runBatch(['-i', inFile, '-o', outFile]);
     assert.equal(run.code, 0, run.stderr);
     assert.equal(run.stdout, '');
-    assert.match(run.stderr, /Running 9 requests, 9 at a time/);
-    assert.match(run.stderr, /Batch complete: 9 requests, 3 answered 200, 6 failed/);
+    assert.match(run.stderr, /Running 10 requests, 10 at a time/);
+    assert.match(run.stderr, /Batch complete: 10 requests, 4 answered 200, 6 failed/);
 
     const text = fs.readFileSync(outFile, 'utf8');
     assert.ok(text.endsWith('\n'));
     const out = text.trimEnd().split('\n').map((l) => JSON.parse(l));
     assert.deepEqual(out.map((o) => o.custom_id),
-      ['chat-greedy', 'completion-greedy', null, 'embeddings', 'streamed', 'bad-body', 'unknown-model', 'chat-seeded', 'get']);
-    assert.deepEqual(out.map((o) => o.response.status_code), [200, 200, 400, 400, 400, 400, 404, 200, 400]);
+      ['chat-greedy', 'completion-greedy', null, 'embeddings', 'streamed', 'bad-body', 'unknown-model', 'chat-seeded', 'get', 'responses']);
+    assert.deepEqual(out.map((o) => o.response.status_code), [200, 200, 400, 400, 400, 400, 404, 200, 400, 200]);
     for (const o of out) {
       assert.deepEqual(Object.keys(o), ['id', 'custom_id', 'response', 'error']);
       assert.deepEqual(Object.keys(o.response), ['status_code', 'request_id', 'body']);
@@ -111,11 +113,20 @@ describe('hyllm run-batch', () => {
       assert.deepEqual(comparable(o.response.body), comparable(reference.body), `${o.custom_id} differs from serve`);
     }
     assert.equal(out[1].response.body.choices[0].logprobs.tokens.length, 8);
+    const responses = out[9].response.body;
+    const responsesReference = (await post('/v1/responses', responsesGreedy)).body;
+    assert.equal(out[9].error, null);
+    assert.equal(responses.object, 'response');
+    assert.equal(responses.usage.output_tokens, 8);
+    // Token counts only: which prompt tokens come from the prefix cache depends on what ran before.
+    assert.equal(responses.usage.input_tokens, responsesReference.usage.input_tokens);
+    assert.equal(responses.usage.output_tokens, responsesReference.usage.output_tokens);
+    assert.deepEqual(responses.output.map((item) => item.content), responsesReference.output.map((item) => item.content));
 
     // Never reached an endpoint: status 400, the reason as a string (vLLM's shape).
     for (const i of [2, 3, 4, 8]) assert.equal(out[i].response.body, null);
     assert.match(out[2].error, /^Line 4: Invalid batch request line: /);
-    assert.equal(out[3].error, 'URL /v1/embeddings was used. Supported endpoints: /v1/chat/completions, /v1/completions.');
+    assert.equal(out[3].error, 'URL /v1/embeddings was used. Supported endpoints: /v1/chat/completions, /v1/completions, /v1/responses.');
     assert.equal(out[4].error, 'Request must not be sent in stream mode');
     assert.match(out[8].error, /only POST/);
 

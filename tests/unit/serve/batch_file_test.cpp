@@ -56,6 +56,13 @@ TEST(BatchFile, ParsesACompletionsLineWhateverTheCaseOfPost) {
   EXPECT_EQ(r.body, R"({"prompt":"x","stream":false})");
 }
 
+TEST(BatchFile, ParsesAResponsesLine) {
+  const BatchRequest r = request_of(parse_batch_line(
+      R"({"custom_id": "r", "method": "POST", "url": "/v1/responses", "body": {"input": "hi"}})"));
+  EXPECT_EQ(r.endpoint, BatchEndpoint::kResponses);
+  EXPECT_EQ(r.body, R"({"input":"hi"})");
+}
+
 TEST(BatchFile, RefusesALineThatIsNotAJsonObject) {
   for (const char* line : {"not json", "{\"custom_id\": \"a\",", "[1, 2]", "\"text\"", "{\"a\": \xFF}"}) {
     const BatchLineError e = error_of(parse_batch_line(line));
@@ -92,7 +99,8 @@ TEST(BatchFile, RefusesAnUnsupportedUrlNamingTheSupportedOnes) {
   const BatchLineError e = error_of(
       parse_batch_line(R"({"custom_id": "e", "method": "POST", "url": "/v1/embeddings", "body": {"input": "x"}})"));
   EXPECT_EQ(e.custom_id, "e");
-  EXPECT_EQ(e.message, "URL /v1/embeddings was used. Supported endpoints: /v1/chat/completions, /v1/completions.");
+  EXPECT_EQ(e.message,
+            "URL /v1/embeddings was used. Supported endpoints: /v1/chat/completions, /v1/completions, /v1/responses.");
   const BatchLineError missing = error_of(parse_batch_line(R"({"custom_id": "e", "method": "POST", "body": {}})"));
   EXPECT_NE(missing.message.find("url"), std::string::npos) << missing.message;
 }

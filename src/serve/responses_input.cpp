@@ -145,7 +145,7 @@ void add_reasoning(Json& messages, const Json& item, size_t index) {
 
 ConversationInput responses_input_messages(const Json& input, const std::optional<std::string>& instructions) {
   ConversationInput out;
-  if (instructions) out.messages.push_back({{"role", "system"}, {"content", *instructions}});
+  if (instructions && !instructions->empty()) out.messages.push_back({{"role", "system"}, {"content", *instructions}});
   if (input.is_string()) {
     out.messages.push_back({{"role", "user"}, {"content", input}});
     return out;

@@ -1,7 +1,8 @@
 #pragma once
 // The Responses API's `instructions` and `input` as chat messages, the way
-// vLLM builds them: instructions become a first system message; a string
-// input is one user message; a list of items maps item by item:
+// vLLM builds them: instructions (when not empty) become a first system
+// message; a string input is one user message; a list of items maps item by
+// item:
 //
 //   message (role user/system/developer/assistant)  -> a message of that role;
 //       input_text / output_text parts become text parts

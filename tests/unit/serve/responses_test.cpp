@@ -52,6 +52,7 @@ TEST(ResponsesRequest, StringInputAndInstructions) {
   EXPECT_EQ(r.echo["tools"], Json::array());
   EXPECT_EQ(r.echo["text"]["format"]["type"], "text");
   EXPECT_EQ(r.echo["truncation"], "disabled");
+  EXPECT_EQ(parse(R"({"input": "hi", "instructions": ""})").chat.messages.size(), 1u);
 }
 
 TEST(ResponsesRequest, ItemsBecomeChatMessages) {

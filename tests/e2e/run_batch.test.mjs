@@ -167,7 +167,12 @@ describe('hyllm run-batch', () => {
   it('fails with a clear message when a file cannot be read or written, or the model is missing', async () => {
     const inFile = path.join(dir, 'one.jsonl');
     fs.writeFileSync(inFile, line('x', '/v1/completions', { prompt: 'x', max_tokens: 1 }) + '\n');
+    // More output than the file's buffer holds: the write fails while requests still run.
+    const manyFile = path.join(dir, 'many.jsonl');
+    fs.writeFileSync(manyFile, Array.from({ length: 40 }, (_, i) => line(`m${i}`, '/v1/completions',
+      { prompt: `Line ${i}`, max_tokens: 30, temperature: 0, ignore_eos: true })).join('\n'));
     const cases = [
+      [['-i', manyFile, '-o', '/dev/full', '--max-num-seqs', '2'], /cannot write the output file \/dev\/full: No space left/],
       [['-i', path.join(dir, 'missing.jsonl'), '-o', path.join(dir, 'o1.jsonl')], /cannot read the input file .*missing\.jsonl/],
       [['-i', inFile, '-o', path.join(dir, 'no-such-dir', 'o.jsonl')], /cannot write the output file .*no-such-dir/],
       [['-i', 'https://example.com/in.jsonl', '-o', path.join(dir, 'o2.jsonl')], /URLs are not supported/],

@@ -69,7 +69,9 @@ class ResponsesFormatter final : public ResponseFormatter {
                            {"message", error_message},
                            {"param", nullptr}}));
     }
-    Json done = {{"type", "response.completed"}, {"sequence_number", 0}, {"response", final_response(result_, usage, output_.items())}};
+    Json done = {{"type", "response.completed"},
+                 {"sequence_number", 0},
+                 {"response", final_response(result_, usage, output_.items())}};
     return sse(numbered(std::move(done)));
   }
 

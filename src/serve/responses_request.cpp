@@ -52,7 +52,8 @@ Json chat_tool_choice(const Json& choice) {
     throw bad_request(fmt::format("Invalid tool_choice `{}`", s), "tool_choice");
   }
   if (!choice.is_object()) throw bad_request("`tool_choice` must be a string or an object", "tool_choice");
-  const std::string type = choice.contains("type") && choice["type"].is_string() ? choice["type"].get<std::string>() : "";
+  const std::string type =
+      choice.contains("type") && choice["type"].is_string() ? choice["type"].get<std::string>() : "";
   if (type != "function") {
     throw bad_request(fmt::format("tool_choice of type `{}` is not supported; name a function tool", type),
                       "tool_choice");
@@ -203,7 +204,8 @@ ResponsesRequest parse_responses_request(const Json& body) {
   echo["tools"] = tools ? *tools : Json::array();
   echo["top_logprobs"] = top_logprobs;
   echo["truncation"] = "disabled";
-  echo["user"] = r.string("user") ? Json(*r.string("user")) : Json(nullptr);
+  const std::optional<std::string> user = r.string("user");
+  echo["user"] = user ? Json(*user) : Json(nullptr);
   echo["metadata"] = metadata ? *metadata : Json(nullptr);
   chat.sampling.ignored_fields = r.unread();
   return req;

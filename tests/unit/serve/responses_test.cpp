@@ -61,7 +61,8 @@ TEST(ResponsesRequest, ItemsBecomeChatMessages) {
     {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Weather"},
                                                      {"type": "input_text", "text": "in Paris?"}]},
     {"type": "reasoning", "id": "rs_1", "summary": [], "content": [{"type": "reasoning_text", "text": "Call it."}]},
-    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Checking.", "annotations": []}]},
+    {"type": "message", "role": "assistant",
+     "content": [{"type": "output_text", "text": "Checking.", "annotations": []}]},
     {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"},
     {"type": "function_call", "call_id": "call_2", "name": "get_time", "arguments": "{}"},
     {"type": "function_call_output", "call_id": "call_1", "output": "18 C"},
@@ -303,7 +304,8 @@ TEST(ResponsesOutput, ReasoningTokensUsageAndStatus) {
   EXPECT_EQ(r["incomplete_details"]["reason"], "max_output_tokens");
   EXPECT_EQ(r["temperature"], 0.5);
   EXPECT_TRUE(r["instructions"].is_null());
-  EXPECT_TRUE(response_json("resp_1", 7, "m", shape, "completed", Json::array(), usage)["incomplete_details"].is_null());
+  Json completed = response_json("resp_1", 7, "m", shape, "completed", Json::array(), usage);
+  EXPECT_TRUE(completed["incomplete_details"].is_null());
 }
 
 const Tokenizer& tiny_tokenizer() {

@@ -66,8 +66,9 @@ std::string read_input(const std::string& path) {
   size_t n = 0;
   while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) text.append(buffer, n);
   const bool failed = std::ferror(f) != 0;
+  const int read_errno = errno;
   std::fclose(f);
-  if (failed) fail(ErrorCode::kIo, "cannot read the input file {}", path);
+  if (failed) fail(ErrorCode::kIo, "cannot read the input file {}: {}", path, std::strerror(read_errno));
   return text;
 }
 

@@ -6,15 +6,19 @@
 set -euo pipefail
 hyllm=$1
 tmp=$(mktemp -d)
-port=$(shuf -i 20000-60000 -n 1)
-"$hyllm" serve --device cpu --host 127.0.0.1 --port "$port" --max-model-len 512 >"$tmp/server.log" 2>&1 &
+# Port 0: the server binds a free port and logs it, so that tests running side
+# by side never race for one.
+"$hyllm" serve --device cpu --host 127.0.0.1 --port 0 --max-model-len 512 >"$tmp/server.log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$tmp"' EXIT
+port=
 for _ in $(seq 1 240); do
-  curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
+  port=${port:-$(sed -n 's|.*listening on http://[^ :]*:\([0-9][0-9]*\).*|\1|p' "$tmp/server.log" | head -1)}
+  [[ -n $port ]] && curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
   kill -0 $server 2>/dev/null || { cat "$tmp/server.log"; exit 1; }
   sleep 0.5
 done
+[[ -n $port ]] || { echo "hyllm serve logged no port"; cat "$tmp/server.log"; exit 1; }
 "$hyllm" bench serve --base-url "http://127.0.0.1:$port" --tokenizer models/hyllm-tiny \
   --num-prompts 8 --random-input-len 32 --random-output-len 8 --max-concurrency 4 \
   --ignore-eos --temperature 0 --num-warmups 2 --percentile-metrics ttft,tpot,itl,e2el \

@@ -56,10 +56,7 @@ std::optional<structured::GrammarSpec> output_rules(const ServingContext& ctx, c
 
 }  // namespace
 
-ChatGeneration start_chat_generation(const ServingContext& ctx, const ChatRequest& req, const std::string& id) {
-  const Tokenizer& tok = ctx.require_tokenizer("messages");
-  ChatGeneration out;
-
+ChatPromptInputs chat_prompt_inputs(const ChatRequest& req) {
   ChatPromptInputs in;
   in.messages = &req.messages;
   in.tools = &req.tools;
@@ -68,7 +65,14 @@ ChatGeneration start_chat_generation(const ServingContext& ctx, const ChatReques
   in.request_kwargs = &req.chat_template_kwargs;
   in.request_template = &req.chat_template;
   in.add_special_tokens = req.add_special_tokens;
-  out.prompt_ids = chat_prompt_ids(ctx, in);
+  return in;
+}
+
+ChatGeneration start_chat_generation(const ServingContext& ctx, const ChatRequest& req, const std::string& id) {
+  const Tokenizer& tok = ctx.require_tokenizer("messages");
+  ChatGeneration out;
+
+  out.prompt_ids = chat_prompt_ids(ctx, chat_prompt_inputs(req));
   if (out.prompt_ids.empty()) throw bad_request("The chat template rendered an empty prompt", "messages");
 
   std::optional<structured::GrammarSpec> grammar = output_rules(ctx, req, tok, out.prompt_ids, out.parsing);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "serve/chat_output.h"
+#include "serve/chat_prompt.h"
 #include "serve/chat_request.h"
 #include "serve/generation.h"
 #include "serve/serving_context.h"
@@ -24,6 +25,9 @@ struct ChatGeneration {
   SamplingParams params;         // as submitted (resolved defaults, max_tokens)
   std::unique_ptr<Generation> generation;
 };
+
+// The chat template's inputs for a parsed request (pointers into `req`).
+ChatPromptInputs chat_prompt_inputs(const ChatRequest& req);
 
 // Throws ApiError for a request the server cannot run (a template failure,
 // a tool choice the server's flags do not allow, a grammar that does not

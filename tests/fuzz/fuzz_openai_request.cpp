@@ -18,6 +18,7 @@
 
 #include "engine/engine_core.h"
 #include "serve/api_error.h"
+#include "serve/chat_generation.h"
 #include "serve/chat_request.h"
 #include "serve/completion_request.h"
 #include "serve/handlers.h"
@@ -75,15 +76,7 @@ void submit_check(const Setup& s, const std::vector<int32_t>& ids, const Samplin
 void chat(const Setup& s, const std::string& body) {
   ChatRequest req = parse_chat_request(parse_request_json(body));
   s.ctx->check_model(req.model);
-  ChatPromptInputs in;
-  in.messages = &req.messages;
-  in.tools = &req.tools;
-  in.add_generation_prompt = req.add_generation_prompt;
-  in.continue_final_message = req.continue_final_message;
-  in.request_kwargs = &req.chat_template_kwargs;
-  in.request_template = &req.chat_template;
-  in.add_special_tokens = req.add_special_tokens;
-  std::vector<int32_t> ids = chat_prompt_ids(*s.ctx, in);
+  std::vector<int32_t> ids = chat_prompt_ids(*s.ctx, chat_prompt_inputs(req));
   if (ids.empty()) return;  // the handler answers 400
   check_token_ids(ids, s.ctx->tokenizer->vocab_size(), "messages");
   submit_check(s, ids, req.sampling);

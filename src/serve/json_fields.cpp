@@ -23,7 +23,10 @@ Json parse_request_json(std::string_view body) {
           }
           return true;
         });
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {
+    // parse_error for bad syntax, and out_of_range for a number beyond a
+    // double (1e999): both are the client's, and callers that catch only
+    // ApiError (run-batch's line parser) must see them as one.
     throw bad_request(fmt::format("Invalid JSON body: {}", e.what()));
   }
   if (!parsed.is_object()) throw bad_request("The request body must be a JSON object");

@@ -71,6 +71,14 @@ TEST(BatchFile, RefusesALineThatIsNotAJsonObject) {
   }
 }
 
+TEST(BatchFile, RefusesANumberBeyondADoubleWithoutThrowing) {
+  const std::string line =
+      R"({"custom_id": "big", "method": "POST", "url": "/v1/completions", "body": {"temperature": 1e999}})";
+  BatchLineError e;
+  ASSERT_NO_THROW(e = error_of(parse_batch_line(line)));
+  EXPECT_NE(e.message.find("number overflow"), std::string::npos) << e.message;
+}
+
 TEST(BatchFile, RefusesNestingDeeperThanRequestsMayHave) {
   const std::string deep = R"({"custom_id": "d", "body": )" + std::string(100000, '[') + std::string(100000, ']') + "}";
   const BatchLineError e = error_of(parse_batch_line(deep));

@@ -36,6 +36,12 @@ TEST(RequestJson, RejectsNonObjectsAndDeepNesting) {
   EXPECT_TRUE(parse_request_json("{\"a\": [[1]]}").is_object());
 }
 
+TEST(RequestJson, RefusesANumberBeyondADoubleAsBadJson) {
+  auto e = expect_api_error([] { parse_request_json("{\"temperature\": 1e999}"); });
+  EXPECT_EQ(e.status(), 400);
+  EXPECT_NE(std::string(e.what()).find("number overflow"), std::string::npos) << e.what();
+}
+
 TEST(CompletionRequest, PromptForms) {
   EXPECT_EQ(completion(R"({"prompt": "hi"})").prompts.at(0).text, "hi");
   auto ids = completion(R"({"prompt": [1, 2, 3]})");

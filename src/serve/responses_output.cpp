@@ -99,20 +99,27 @@ void ResponsesOutput::add_text(Open kind, const std::string& text, std::vector<J
   events.push_back(std::move(delta));
 }
 
+void ResponsesOutput::release_held(std::vector<Json>& events) {
+  if (!is_blank(held_)) add_text(Open::kMessage, held_, events);
+  held_.clear();
+}
+
 void ResponsesOutput::push(const ChatDelta& delta, std::vector<Json>& events) {
   add_text(Open::kReasoning, delta.reasoning, events);
   if (hold_blank_ && open_ != Open::kMessage) {
     held_ += delta.content;
-    if (!is_blank(held_)) {
-      add_text(Open::kMessage, held_, events);
-      held_.clear();
-    }
+    // While a call is open, text waits: the call's arguments may still
+    // follow it (qwen3_coder passes stray text between parameters on as
+    // content), and a closed item cannot take more.
+    if (open_ != Open::kCall && !is_blank(held_)) release_held(events);
   } else {
     add_text(Open::kMessage, delta.content, events);
   }
   for (const ToolCallDelta& call : delta.tool_calls) {
     if (call.name) {
-      held_.clear();
+      // Text held while the previous call was open goes between the two.
+      close(events);
+      release_held(events);
       open(Open::kCall, events, &call);
     } else if (open_ != Open::kCall || call.index != call_index_) {
       continue;  // parsers name a call before its arguments: nothing to add to
@@ -127,7 +134,8 @@ void ResponsesOutput::push(const ChatDelta& delta, std::vector<Json>& events) {
 }
 
 void ResponsesOutput::finish(std::vector<Json>& events) {
-  held_.clear();
+  close(events);
+  release_held(events);
   close(events);
 }
 

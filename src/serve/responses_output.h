@@ -47,10 +47,12 @@ class ResponsesOutput {
   void open(Open kind, std::vector<Json>& events, const ToolCallDelta* call = nullptr);
   void close(std::vector<Json>& events);
   void add_text(Open kind, const std::string& text, std::vector<Json>& events);
+  // Writes held text as a message unless it is blank, and forgets it.
+  void release_held(std::vector<Json>& events);
   Json event(const char* type) const;
 
   bool hold_blank_;
-  std::string held_;    // blank text held back (hold_blank_)
+  std::string held_;    // blank text, or text that came while a call was open (hold_blank_)
   Open open_ = Open::kNone;
   int call_index_ = -1;  // the open call's index among the choice's calls
   Json items_ = Json::array();

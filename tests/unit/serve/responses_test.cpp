@@ -279,6 +279,35 @@ TEST(ResponsesOutput, BlankTextBeforeACallIsDropped) {
   EXPECT_EQ(plain.items()[0]["content"][0]["text"], "\n\n");
 }
 
+// qwen3_coder passes stray text between a call's parameters on as content;
+// the call still gets all its arguments, and the text follows it.
+TEST(ResponsesOutput, TextInsideACallWaitsForTheCallToClose) {
+  for (bool split : {false, true}) {
+    ResponsesOutput out(true);
+    std::vector<Json> events;
+    ChatDelta first;
+    first.tool_calls.push_back({0, "id", "f", "{\"a\": 1"});
+    out.push(first, events);
+    ChatDelta stray;
+    stray.content = "stray";
+    ChatDelta rest;
+    rest.tool_calls.push_back({0, std::nullopt, std::nullopt, ", \"b\": 2}"});
+    if (split) {
+      out.push(stray, events);
+      out.push(rest, events);
+    } else {
+      stray.tool_calls = rest.tool_calls;
+      out.push(stray, events);
+    }
+    out.finish(events);
+    ASSERT_EQ(out.items().size(), 2u) << out.items().dump();
+    EXPECT_EQ(out.items()[0]["type"], "function_call");
+    EXPECT_EQ(Json::parse(out.items()[0]["arguments"].get<std::string>()), Json::parse(R"({"a": 1, "b": 2})"));
+    EXPECT_EQ(out.items()[1]["content"][0]["text"], "stray");
+    EXPECT_EQ(events.back()["type"], "response.output_item.done");
+  }
+}
+
 TEST(ResponsesOutput, ReasoningTokensUsageAndStatus) {
   ResponsesShape shape;
   const std::vector<int32_t> ids = {5, 100, 6, 7, 101, 8, 9};

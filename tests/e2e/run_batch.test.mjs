@@ -164,6 +164,19 @@ describe('hyllm run-batch', () => {
     assert.equal(out[0].response.body.usage.completion_tokens, 3);
   });
 
+  it('refuses a line with a number beyond a double and answers the others', async () => {
+    // JSON.stringify cannot write 1e999; the line is spelled out.
+    const big = '{"custom_id": "big", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "temperature": 1e999}}';
+    const input = [big, line('after', '/v1/completions', { prompt: 'The re module', max_tokens: 2, temperature: 0 })].join('\n');
+    const run = await runBatch(['-i', '-', '-o', '-'], { input });
+    assert.equal(run.code, 0, run.stderr);
+    const out = run.stdout.trimEnd().split('\n').map((l) => JSON.parse(l));
+    // A line that is not JSON has no custom_id to read: its line number names it.
+    assert.deepEqual(out.map((o) => o.custom_id), [null, 'after']);
+    assert.deepEqual(out.map((o) => o.response.status_code), [400, 200]);
+    assert.match(out[0].error, /^Line 1: Invalid batch request line: .*number overflow/);
+  });
+
   it('fails with a clear message when a file cannot be read or written, or the model is missing', async () => {
     const inFile = path.join(dir, 'one.jsonl');
     fs.writeFileSync(inFile, line('x', '/v1/completions', { prompt: 'x', max_tokens: 1 }) + '\n');

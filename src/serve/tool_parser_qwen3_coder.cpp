@@ -16,11 +16,20 @@ constexpr std::string_view kFunctionOpen = "<function=";
 constexpr std::string_view kFunctionClose = "</function>";
 constexpr std::string_view kParamOpen = "<parameter=";
 constexpr std::string_view kParamClose = "</parameter>";
-// A name longer than this is no tag the model meant.
+// A name this long or longer is no tag the model meant.
 constexpr size_t kMaxNameBytes = 256;
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 bool is_prefix_of(std::string_view s, std::string_view tag) { return tag.substr(0, s.size()) == s; }
+
+// Where the tag `open`NAME`>` at the start of `s` ends: its `>`, or npos
+// when it is not there or comes after a name of kMaxNameBytes or more. The
+// limit holds however the text was cut into pieces: a stream gives up
+// waiting at the same length.
+size_t tag_end(std::string_view s, std::string_view open) {
+  const size_t gt = s.find('>');
+  return gt != std::string_view::npos && gt - open.size() < kMaxNameBytes ? gt : std::string_view::npos;
+}
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -130,7 +139,7 @@ class Qwen3CoderParser final : public BlockToolCallParser {
       switch (phase_) {
         case Phase::kName: {
           if (starts_with(rest, kFunctionOpen)) {
-            const size_t gt = rest.find('>');
+            const size_t gt = tag_end(rest, kFunctionOpen);
             if (gt == std::string_view::npos) {
               if (!at_end && rest.size() < kFunctionOpen.size() + kMaxNameBytes) return BlockStep::kWait;
               return announced_ ? BlockStep::kDone : BlockStep::kMalformed;
@@ -152,7 +161,7 @@ class Qwen3CoderParser final : public BlockToolCallParser {
         }
         case Phase::kBody: {
           if (starts_with(rest, kParamOpen)) {
-            const size_t gt = rest.find('>');
+            const size_t gt = tag_end(rest, kParamOpen);
             if (gt == std::string_view::npos && !at_end && rest.size() < kParamOpen.size() + kMaxNameBytes) {
               return BlockStep::kWait;
             }

@@ -158,6 +158,22 @@ TEST(Qwen3CoderParser, MalformedCallsStayInContent) {
   }
 }
 
+// A name past the length limit is no tag, whether its `>` comes in the same
+// piece or later.
+TEST(Qwen3CoderParser, OverlongNamesAreNoTagsInEveryPiecing) {
+  for (size_t length : {255, 256, 300}) {
+    const std::string function = "<tool_call>\n<function=" + std::string(length, 'f') + ">\n</function>\n</tool_call>";
+    const Parsed p = parse_all_ways(options("qwen3_coder"), function);
+    EXPECT_EQ(p.calls.size(), length < 256 ? 1u : 0u) << length;
+  }
+  const std::string name(256, 'n');
+  const std::string long_param = "<tool_call>\n<function=get_weather>\n<parameter=" + name +
+                                 ">\nx\n</parameter>\n</function>\n</tool_call>";
+  const Parsed p = parse_all_ways(options("qwen3_coder"), long_param);
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(args(p, 0), Json::object());
+}
+
 TEST(HermesParser, CallsMalformedJsonAndStringArguments) {
   const std::string text =
       "Sure.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"filter\": {\"x\": [1, "

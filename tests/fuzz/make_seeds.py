@@ -254,6 +254,75 @@ def seeds_http():
                                                ("Authorization: Bearer k", "Content-Encoding: gzip")))
 
 
+def seeds_responses_request():
+    t = "responses_request"
+    plain, coder, hermes = b"\x00", b"\x01", b"\x02"
+    write(t, "string_input", plain + compact({"model": "hyllm-tiny", "input": "Hi", "max_output_tokens": 4,
+                                              "temperature": 0}).encode())
+    write(t, "stream", plain + compact({"input": "Hi", "instructions": "Be brief.", "stream": True,
+                                        "max_output_tokens": 3, "metadata": {"k": "v"}, "user": "u"}).encode())
+    write(t, "items", coder + compact({"input": [
+        {"role": "developer", "content": "Answer in French."},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "weather?"}]},
+        {"type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": "call it"}]},
+        {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "sunny"}],
+        "tools": [{"type": "function", "name": "get_weather", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}}}}],
+        "tool_choice": "auto", "max_output_tokens": 6, "stream": True}).encode())
+    write(t, "forced_tool", hermes + compact({"input": "x", "tools": [{"type": "function", "name": "f"}],
+                                              "tool_choice": {"type": "function", "name": "f"},
+                                              "parallel_tool_calls": False, "max_output_tokens": 8}).encode())
+    write(t, "json_schema", coder + compact({"input": "list", "text": {"format": {
+        "type": "json_schema", "name": "r", "strict": True,
+        "schema": {"type": "object", "properties": {"a": {"type": "integer"}}}}},
+        "reasoning": {"effort": "low"}, "max_output_tokens": 5}).encode())
+    write(t, "continue", plain + compact({"input": [{"role": "user", "content": "Count"},
+                                                    {"role": "assistant", "status": "in_progress",
+                                                     "content": [{"type": "output_text", "text": "1, 2,"}]}],
+                                          "max_output_tokens": 3, "top_p": 0.5, "store": False,
+                                          "include": ["reasoning.encrypted_content"]}).encode())
+    write(t, "refused", plain + compact({"input": [{"type": "item_reference", "id": "msg_1"}],
+                                         "previous_response_id": "resp_1", "truncation": "auto"}).encode())
+
+
+def seeds_responses_output():
+    t = "responses_output"
+    # First byte: bits 0-1 reasoning (none, qwen3, qwen3 thinking, deepseek_r1), bits 2-3 tool parser
+    # (none, hermes, qwen3_coder), bit 4 parallel calls, bits 5-6 how it ended (stop, length, abort).
+    write(t, "plain", b"\x00Hello\0, world\0.")
+    write(t, "think", b"\x01<think>\0plan\0</th\0ink>\n\nThe answer.")
+    write(t, "thinking_start", b"\x22still thinking</think>done")
+    write(t, "hermes", b"\x14\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": \0{\"city\": \"Oslo\"}}"
+          b"\n</tool_call>\0<tool_call>{\"name\": \"noop\", \"arguments\": {}}</tool_call>")
+    write(t, "qwen3_coder", b"\x19<think>x</think>\n<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n"
+          b"</parameter>\0\n<parameter=days>\n3\n</parameter>\n<parameter=where>\n{\"a\": [1]}\n</parameter>\n"
+          b"</function>\n</tool_call>")
+    write(t, "qwen3_coder_cut", b"\x28<tool_call>\n<function=get_weather>\n<parameter=ratio>\n1.5e")
+    write(t, "invalid_utf8", b"\x05<think>\xff\xfe</think>\xc3\0\xa9\xe2\x82")
+
+
+def seeds_batch_file():
+    t = "batch_file"
+    chat = {"custom_id": "req-1", "method": "POST", "url": "/v1/chat/completions",
+            "body": {"model": "hyllm-tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}}
+    completion = {"custom_id": "req-2", "method": "post", "url": "/v1/completions",
+                  "body": {"prompt": "x", "stream": False}}
+    responses = {"custom_id": "req-3", "method": "POST", "url": "/v1/responses", "body": {"input": "hi"}}
+    lines = [compact(x) for x in (chat, completion, responses)]
+    write(t, "valid", "\n".join(lines) + "\n")
+    write(t, "bom_crlf_blank", "\ufeff" + "\r\n\r\n".join(lines) + "\r\n  \t\n")
+    write(t, "refused", "\n".join([
+        "not json", "[1, 2]", compact({"custom_id": 7, "method": "POST", "url": "/v1/completions", "body": {}}),
+        compact({"custom_id": "g", "method": "GET", "url": "/v1/completions", "body": {}}),
+        compact({"custom_id": "e", "method": "POST", "url": "/v1/embeddings", "body": {"input": "x"}}),
+        compact({"custom_id": "b", "method": "POST", "url": "/v1/completions", "body": "prompt"}),
+        compact({"custom_id": "s", "method": "POST", "url": "/v1/chat/completions", "body": {"stream": True}})]))
+    write(t, "deep", '{"custom_id": "d", "body": ' + "[" * 100 + "]" * 100 + "}")
+    write(t, "numbers", compact({"custom_id": "n", "method": "POST", "url": "/v1/completions",
+                                 "body": {"prompt": [1, 2], "max_tokens": 18446744073709551615, "seed": -1.0}}))
+
+
 def main():
     if os.path.isdir(CORPUS):
         # Keep regression inputs; rewrite the generated seeds.
@@ -262,7 +331,8 @@ def main():
                 if not f.startswith("regression-"):
                     os.remove(os.path.join(CORPUS, target, f))
     for fn in [seeds_safetensors, seeds_shard_index, seeds_model_config, seeds_tokenizer_json, seeds_tokenizer_text,
-               seeds_jinja, seeds_openai_request, seeds_http]:
+               seeds_jinja, seeds_openai_request, seeds_http, seeds_responses_request, seeds_responses_output,
+               seeds_batch_file]:
         fn()
 
 

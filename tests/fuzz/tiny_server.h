@@ -50,6 +50,7 @@ inline std::unique_ptr<serve::ServingContext> tiny_serving_context() {
   ctx->served_model_names = {"hyllm-tiny"};
   ctx->model_root = tiny_model_dir().string();
   ctx->max_model_len = kTinyMaxModelLen;
+  ctx->model_vocab_size = static_cast<int32_t>(load_model_config(tiny_model_dir()).vocab_size);
   ctx->tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_model_dir(tiny_model_dir()));
   ctx->chat_template.emplace(ChatTemplate::from_source(*ctx->tokenizer->chat_template_source()));
   GenerationConfig g = load_generation_config(tiny_model_dir());

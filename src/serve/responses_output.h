@@ -13,8 +13,11 @@
 // closed when the next one starts or the output ends (the matching .done
 // events, then response.output_item.done with the whole item). A whole
 // response pushes its text as one delta through the same machine, so its
-// items are the ones a stream ends with. Events carry a sequence_number of 0
-// for the writer to number.
+// items say what a stream's say; only their interleaving can differ, since
+// one delta lists its text before its calls (text the model wrote between
+// or inside calls comes first in a whole response). Text that arrives while
+// a call is open waits until the call closes. Events carry a
+// sequence_number of 0 for the writer to number.
 
 #include <cstdint>
 #include <optional>

@@ -109,6 +109,19 @@ TEST_P(MoeTest, MatchesCpu) {
   } else {
     EXPECT_EQ(after.chunked - before.chunked, 2) << "the chunked small regime did not run";
   }
+  if (fp8 && c.grouped) {
+    // The same case with the grouped GEMMs' k tiles taken in pairs and not
+    // (an A/B switch: both forms must compute the same function).
+    const bool was = cuda_pair_moe_fp8_k_tiles(*gpu_, false);
+    for (const bool pair : {true, false}) {
+      cuda_pair_moe_fp8_k_tiles(*gpu_, pair);
+      run_gpu_poisoned([&] { moe(*gpu_, ga); }, {&dout, &dids, &dtw});
+      const std::string form = tag + (pair ? ", paired k tiles" : ", single k tiles");
+      expect_equal("moe ids (" + form + ")", dids, ids);
+      expect_close("moe out (" + form + ")", dout, out, kTolMoeFp8Grouped);
+    }
+    cuda_pair_moe_fp8_k_tiles(*gpu_, was);
+  }
   if (!fp8 || c.grouped || T > kMoeSmallTokens) return;
   // The same case on the register-fed gate|up kernels, which GPUs without
   // the TMA kernel take.

@@ -40,6 +40,10 @@ CudaMoeCounts cuda_moe_counts(Backend& cuda_backend);
 // device has them (true by default): a test turns this off to run the kernels
 // other GPUs take on the same cases.
 void cuda_allow_moe_small_tma(Backend& cuda_backend, bool allow);
+// Whether the grouped FP8 expert GEMMs take their k tiles in pairs (an A/B
+// switch, off by default: cuda_kernels.h): a test runs both forms. Returns
+// the previous setting.
+bool cuda_pair_moe_fp8_k_tiles(Backend& cuda_backend, bool pair);
 
 // The GPU sampler of a CUDA backend (backend/device_sampler.h).
 std::unique_ptr<DeviceSampler> make_cuda_sampler(Backend& cuda_backend);

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <utility>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_gemm.h"
@@ -53,6 +54,8 @@ class CudaKernels final : public Kernels {
   uint64_t scratch_generation() const { return scratch_generation_; }
   const CudaMoeCounts& moe_counts() const { return moe_counts_; }
   void allow_moe_small_tma(bool allow) { moe_small_tma_ = allow; }
+  // Returns the previous setting.
+  bool pair_moe_fp8_k_tiles(bool pair) { return std::exchange(moe_fp8_paired_k_tiles_, pair); }
 
  protected:
   const char* table_name() const override { return "the cuda backend"; }
@@ -77,6 +80,10 @@ class CudaKernels final : public Kernels {
   int32_t* attn_split_counters_ = nullptr;
   bool grouped_moe_ = false;
   bool moe_small_tma_ = true;  // cuda_backend.h cuda_allow_moe_small_tma
+  // A/B switch (cuda_backend.h cuda_pair_moe_fp8_k_tiles): the grouped FP8
+  // expert GEMMs' paired k tiles (launch/moe.h). Off until an H200 A/B of
+  // 35B-A3B FP8 prefill decides; then the losing form is deleted.
+  bool moe_fp8_paired_k_tiles_ = false;
   CudaMoeCounts moe_counts_;
 };
 

@@ -320,6 +320,7 @@ void CudaKernels::moe_grouped(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs)
     g.hidden_q = hidden_q;
     g.hidden_scale = hidden_scale;
     g.hidden_scale_ld = rows;
+    g.paired_k_tiles = moe_fp8_paired_k_tiles_;
     if (!cuda::launch_moe_up_grouped_fp8(g, stream_) || !cuda::launch_moe_down_grouped_fp8(g, stream_))
       fail(ErrorCode::kUnsupported, "moe: the driver cannot map the FP8 experts' weights for TMA");
     check_launch("moe (grouped fp8)");

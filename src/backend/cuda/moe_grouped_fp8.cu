@@ -21,6 +21,15 @@
 // kernel is bound by its warps' instruction latency more than by memory, so
 // the consumers spend their issue slots on MMAs and promotion only.
 //
+// Paired k tiles (MoeGroupedGemmParams::paired_k_tiles): each consumer issues
+// two k tiles' MMAs into two partial accumulators back to back and promotes
+// the first while the second's run, then the second. The extra 64 registers a
+// thread come from a producer warpgroup that gives its registers to the
+// consumers (setmaxnreg: one warp of it works, three exit). ptxas keeps the
+// MMAs asynchronous only when each pair drains before the next is issued:
+// with a rotating pair (tile kt + 2's MMAs issued before tile kt + 1's
+// promotion) it serialises them.
+//
 // Warpgroup w multiplies the tile's 64 A rows by B rows [128 w, 128 w + 128):
 // for gate_up those are gate then up rows of intermediate columns
 // n0 + 64 w .. n0 + 64 w + 63, so each thread holds the gate and up values
@@ -43,7 +52,14 @@ using namespace wgmma;
 constexpr int kBK = 128;  // e4m3 codes per 128-byte row of a k tile = one scale block
 constexpr int kRows = 64;
 constexpr int kBRows = 256;
-constexpr int kThreads = 256;
+constexpr int kThreads = 256;  // the two consumer warpgroups
+// Producer threads: one warp, or a whole warpgroup whose registers go to the
+// consumers (paired k tiles): 56 + 2 x 224 registers a warpgroup fit the
+// register file at 128 threads each.
+template <bool kPaired>
+constexpr int kProducerThreads = kPaired ? 128 : 32;
+constexpr int kPairedProducerRegs = 56;
+constexpr int kPairedConsumerRegs = 224;
 constexpr int kStages = 5;
 constexpr int kAStage = kRows * kRowBytes;
 constexpr int kBStage = kBRows * kRowBytes;
@@ -156,8 +172,8 @@ __device__ __forceinline__ void up_epilogue_quantize(const MoeGroupedGemmParams&
 // for the async proxy; it is empty again when the 8 consumer warps have
 // arrived after their MMAs on it. Nothing in the k loop waits at a block
 // barrier.
-template <bool kUp>
-__global__ void __launch_bounds__(kThreads + 32, 1)
+template <bool kUp, bool kPaired>
+__global__ void __launch_bounds__(kThreads + kProducerThreads<kPaired>, 1)
     grouped_fp8_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap smap,
                        const MoeGroupedGemmParams p) {
 #ifdef HYLLM_WGMMA
@@ -181,6 +197,10 @@ __global__ void __launch_bounds__(kThreads + 32, 1)
   const int tid = threadIdx.x, lane = tid & 31;
 
   if (tid >= kThreads) {
+    if constexpr (kPaired) {
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kPairedProducerRegs));
+      if (tid >= kThreads + 32) return;
+    }
     // The producer. Lane l copies A rows l and l + 32 (rows past the item's
     // are not copied: their products land in accumulator rows that are never
     // stored). Its copies of step n are waited for at step n + kLag, so
@@ -240,6 +260,7 @@ __global__ void __launch_bounds__(kThreads + 32, 1)
     return;
   }
 
+  if constexpr (kPaired) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kPairedConsumerRegs));
   const int wg = tid >> 7, warp = (tid >> 5) & 3;
   const float* as = kUp ? p.x_scale : p.hidden_scale;
   const int64_t as_ld = kUp ? p.x_scale_ld : p.hidden_scale_ld;
@@ -253,12 +274,13 @@ __global__ void __launch_bounds__(kThreads + 32, 1)
     // The weight scale rows of this warpgroup's columns (up: gate, then up).
     const int sb_row0 = kUp ? op.n0 / kBK : (op.n0 + 128 * wg) / kBK;
     const int sb_row1 = kUp ? (I + op.n0) / kBK : sb_row0;
-    float acc[64], part[64];
+    float acc[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-    for (int kt = 0; kt < op.kblocks; ++kt, ++step) {
-      const int st = step % kStages;
-      mbar_wait(&full[st], static_cast<uint32_t>((step / kStages) & 1));
+    // Step s's MMAs on its stage into `part` (one commit group).
+    auto issue = [&](float(&part)[64], int s) {
+      const int st = s % kStages;
+      mbar_wait(&full[st], static_cast<uint32_t>((s / kStages) & 1));
       const uint8_t* stage = smem + st * kStageBytes;
       const uint64_t da = smem_desc(stage);
       const uint64_t db = smem_desc(stage + kAStage + wg * 128 * kRowBytes);
@@ -267,24 +289,56 @@ __global__ void __launch_bounds__(kThreads + 32, 1)
 #pragma unroll
       for (int k32 = 0; k32 < kBK / 32; ++k32) m64n128k32_e4m3(part, da + 2 * k32, db + 2 * k32, k32);
       commit();
-      // This block's scales, loaded while the MMAs run.
+    };
+    // K tile kt's scale products (loaded while MMAs run): one scale per (row,
+    // weight block), so a single FMA per accumulator.
+    struct Scales {
+      float s00, s10, s01, s11;
+    };
+    auto load_scales = [&](int kt) {
       const float sa0 = src0 >= 0 ? __ldg(as + kt * as_ld + src0) : 0.0f;
       const float sa1 = src1 >= 0 ? __ldg(as + kt * as_ld + src1) : 0.0f;
       const float sb0 = __ldg(op.ws + static_cast<int64_t>(sb_row0) * op.kblocks + kt);
       const float sb1 = __ldg(op.ws + static_cast<int64_t>(sb_row1) * op.kblocks + kt);
-      wait<0>();
+      return Scales{sa0 * sb0, sa1 * sb0, sa0 * sb1, sa1 * sb1};
+    };
+    // After step s's MMAs completed: its stage goes back, its partial sums
+    // join acc. Accumulator j: row r0 + 8 ((j / 2) % 2), column 8 (j / 4) +
+    // 2 (lane % 4) + j % 2.
+    auto promote = [&](float(&part)[64], int s, const Scales& sc) {
       fence_operands(part);
       // This warp's MMAs have read the stage: hand it back.
       __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[st]);
-      // Accumulator j: row r0 + 8 ((j / 2) % 2), column 8 (j / 4) + 2 (lane % 4) + j % 2.
-      // One scale per (row, weight block): a single FMA per accumulator.
-      const float s00 = sa0 * sb0, s10 = sa1 * sb0, s01 = sa0 * sb1, s11 = sa1 * sb1;
+      if (lane == 0) mbar_arrive(&empty[s % kStages]);
 #pragma unroll
       for (int j = 0; j < 64; ++j) {
         const bool odd_row = (j >> 1) & 1, second = kUp && j >= 32;
-        acc[j] = fmaf(part[j], odd_row ? (second ? s11 : s10) : (second ? s01 : s00), acc[j]);
+        acc[j] = fmaf(part[j], odd_row ? (second ? sc.s11 : sc.s10) : (second ? sc.s01 : sc.s00), acc[j]);
       }
+    };
+    int kt = 0;
+    if constexpr (kPaired) {
+      float part_b[64];
+#pragma unroll 1
+      for (; kt + 1 < op.kblocks; kt += 2, step += 2) {
+        float part_a[64];
+        issue(part_a, step);
+        issue(part_b, step + 1);
+        const Scales sc_a = load_scales(kt), sc_b = load_scales(kt + 1);
+        wait<1>();
+        promote(part_a, step, sc_a);
+        wait<0>();
+        promote(part_b, step + 1, sc_b);
+      }
+    }
+    // Single tiles (the last of an odd count when paired).
+#pragma unroll 1
+    for (; kt < op.kblocks; ++kt, ++step) {
+      float part[64];
+      issue(part, step);
+      const Scales sc = load_scales(kt);
+      wait<0>();
+      promote(part, step, sc);
     }
     if constexpr (kUp) {
       up_epilogue_quantize(p, op, acc, s_amax);
@@ -303,6 +357,15 @@ __global__ void __launch_bounds__(kThreads + 32, 1)
 #endif
 }
 
+template <bool kUp, bool kPaired>
+void launch_kernel(const CUtensorMap& wmap, const CUtensorMap& smap, const MoeGroupedGemmParams& p, int grid,
+                   cudaStream_t stream) {
+  const size_t smem = smem_bytes(p.w.experts);
+  auto kernel = grouped_fp8_kernel<kUp, kPaired>;
+  allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
+  kernel<<<grid, kThreads + kProducerThreads<kPaired>, smem, stream>>>(wmap, smap, p);
+}
+
 template <bool kUp>
 bool launch_grouped_fp8(const MoeGroupedGemmParams& p, int max_items, cudaStream_t stream) {
   const MoeExpertPtrs& w = p.w;
@@ -317,11 +380,13 @@ bool launch_grouped_fp8(const MoeGroupedGemmParams& p, int max_items, cudaStream
                                        kUp ? H : Is, kBoxRows, kRowBytes)) {
     return false;
   }
-  const size_t smem = smem_bytes(p.w.experts);
-  allow_dynamic_smem(reinterpret_cast<const void*>(grouped_fp8_kernel<kUp>), smem);
   const int grid = p.grid < max_items ? p.grid : max_items;
   if (grid <= 0) return true;
-  grouped_fp8_kernel<kUp><<<grid, kThreads + 32, smem, stream>>>(wmap, smap, p);
+  if (p.paired_k_tiles) {
+    launch_kernel<kUp, true>(wmap, smap, p, grid, stream);
+  } else {
+    launch_kernel<kUp, false>(wmap, smap, p, grid, stream);
+  }
   return true;
 }
 

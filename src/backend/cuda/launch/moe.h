@@ -240,6 +240,9 @@ struct MoeGroupedGemmParams {
   int grid = 0;  // persistent blocks
   int max_up_items = 0;
   int max_down_items = 0;
+  // Block-FP8 only: the consumers take k tiles in pairs, promoting the first
+  // tile's partial sums while the second tile's MMAs run (moe_grouped_fp8.cu).
+  bool paired_k_tiles = false;
 };
 // Columns per work item of the grouped GEMMs.
 inline constexpr int kMoeUpColTile = 128;

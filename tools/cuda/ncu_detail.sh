@@ -12,6 +12,13 @@
 #   HYLLM_BENCH_STEP=path/to/bench_cuda_step tools/cuda/ncu_detail.sh CONFIG REGEX [COUNT] [-- bench args]
 #   e.g. HYLLM_NCU_SKIP=24 tools/cuda/ncu_detail.sh qwen3_5_35b_a3b 'route_small|up_small|down_small' 3
 # (default bench args: --prefill 1 --context 256 --batches 1 --moe-tokens 1 --iters 2)
+# HYLLM_NCU_HYLLM=path/to/hyllm profiles `hyllm bench latency --load-format dummy` on the cut config
+# instead (FP8 configs too, which bench_cuda_step does not make); the bench args are then bench
+# latency's (default: --input-len 1024 --output-len 2 --batch-size 1 --max-model-len 2048
+# --num-iters-warmup 1 --num-iters 1 --enforce-eager), e.g.
+#   HYLLM_NCU_HYLLM=/tmp/sb/hyllm tools/cuda/ncu_detail.sh qwen3_5_35b_a3b_fp8 grouped_fp8 2
+# HYLLM_NCU_WHAT="--metrics gpu__time_duration.sum,..." collects those instead of `--set full`
+# (quicker, for comparing builds: the log then holds one line a metric).
 # Writes $OUT/ncu_<config>.txt and prints the headline rows per kernel.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -21,7 +28,13 @@ mkdir -p "$OUT"
 CFG=$1 REGEX=$2 COUNT=${3:-3}
 shift $(( $# >= 3 ? 3 : $# )); [[ ${1:-} == -- ]] && shift
 ARGS=("$@")
-[[ ${#ARGS[@]} -gt 0 ]] || ARGS=(--prefill 1 --context 256 --batches 1 --moe-tokens 1 --iters 2)
+HYLLM=${HYLLM_NCU_HYLLM:-}
+if [[ -n $HYLLM ]]; then
+  [[ ${#ARGS[@]} -gt 0 ]] || ARGS=(--input-len 1024 --output-len 2 --batch-size 1 --max-model-len 2048
+                                   --num-iters-warmup 1 --num-iters 1 --enforce-eager)
+else
+  [[ ${#ARGS[@]} -gt 0 ]] || ARGS=(--prefill 1 --context 256 --batches 1 --moe-tokens 1 --iters 2)
+fi
 BENCH=${HYLLM_BENCH_STEP:-$ROOT/build-cuda/tests/cuda/bench_cuda_step}
 CUT=$OUT/config_$CFG
 mkdir -p "$CUT"
@@ -35,8 +48,13 @@ if t.get("layer_types"):
     t["layer_types"] = t["layer_types"][:n]
 json.dump(c, open(sys.argv[2], "w"), indent=1)
 PY
-ncu --clock-control none --set full -k "regex:$REGEX" --launch-skip "${HYLLM_NCU_SKIP:-0}" --launch-count "$COUNT" \
-  --log-file "$OUT/ncu_$CFG.txt" "$BENCH" "$CUT" "${ARGS[@]}" > "$OUT/bench_$CFG.log" 2>&1
+if [[ -n $HYLLM ]]; then
+  CMD=("$HYLLM" bench latency --model "$CUT" --load-format dummy "${ARGS[@]}")
+else
+  CMD=("$BENCH" "$CUT" "${ARGS[@]}")
+fi
+ncu --clock-control none ${HYLLM_NCU_WHAT:---set full} -k "regex:$REGEX" --launch-skip "${HYLLM_NCU_SKIP:-0}" --launch-count "$COUNT" \
+  --log-file "$OUT/ncu_$CFG.txt" "${CMD[@]}" > "$OUT/bench_$CFG.log" 2>&1
 echo "ncu rc=$?"
-grep -E "^  [a-zA-Z_].*\(|^    (Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per Thread|One or More Eligible|L2 Hit Rate|Theoretical Occupancy|Warp Cycles Per Issued Instruction|Block Size|Grid Size) " \
+grep -E "^  [a-zA-Z_].*\(|^    ([a-z]+__[a-z_.]+ |Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per Thread|One or More Eligible|L2 Hit Rate|Theoretical Occupancy|Warp Cycles Per Issued Instruction|Block Size|Grid Size) " \
   "$OUT/ncu_$CFG.txt" | head -${HYLLM_NCU_LINES:-80}

@@ -141,10 +141,10 @@ void cuda_allow_moe_small_tma(Backend& be, bool allow) {
   k->allow_moe_small_tma(allow);
 }
 
-bool cuda_pair_moe_fp8_k_tiles(Backend& be, bool pair) {
+MoeFp8GroupedForm cuda_set_moe_fp8_grouped_form(Backend& be, MoeFp8GroupedForm form) {
   auto* k = dynamic_cast<CudaKernels*>(&be.kernels());
-  HYLLM_CHECK(k != nullptr, "cuda_pair_moe_fp8_k_tiles needs the cuda backend, got {}", be.name());
-  return k->pair_moe_fp8_k_tiles(pair);
+  HYLLM_CHECK(k != nullptr, "cuda_set_moe_fp8_grouped_form needs the cuda backend, got {}", be.name());
+  return k->set_moe_fp8_grouped_form(form);
 }
 
 void cuda_fill_uniform(Backend& be, void* dst, DType dtype, size_t n, uint64_t seed, float mean, float scale) {

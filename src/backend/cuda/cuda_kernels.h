@@ -55,7 +55,7 @@ class CudaKernels final : public Kernels {
   const CudaMoeCounts& moe_counts() const { return moe_counts_; }
   void allow_moe_small_tma(bool allow) { moe_small_tma_ = allow; }
   // Returns the previous setting.
-  bool pair_moe_fp8_k_tiles(bool pair) { return std::exchange(moe_fp8_paired_k_tiles_, pair); }
+  MoeFp8GroupedForm set_moe_fp8_grouped_form(MoeFp8GroupedForm form) { return std::exchange(moe_fp8_form_, form); }
 
  protected:
   const char* table_name() const override { return "the cuda backend"; }
@@ -80,10 +80,11 @@ class CudaKernels final : public Kernels {
   int32_t* attn_split_counters_ = nullptr;
   bool grouped_moe_ = false;
   bool moe_small_tma_ = true;  // cuda_backend.h cuda_allow_moe_small_tma
-  // A/B switch (cuda_backend.h cuda_pair_moe_fp8_k_tiles): the grouped FP8
-  // expert GEMMs' paired k tiles (launch/moe.h). Off until an H200 A/B of
-  // 35B-A3B FP8 prefill decides; then the losing form is deleted.
-  bool moe_fp8_paired_k_tiles_ = false;
+  // A/B switches (cuda_backend.h cuda_set_moe_fp8_grouped_form): the grouped
+  // FP8 expert GEMMs' paired k tiles, 128-row tiles and staged scales
+  // (moe_grouped_fp8.cu). Off until an op test and an A/B of 35B-A3B FP8
+  // prefill and serving on the GPU decide each; then the losing form is deleted.
+  MoeFp8GroupedForm moe_fp8_form_;
   CudaMoeCounts moe_counts_;
 };
 

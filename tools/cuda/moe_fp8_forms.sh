@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The grouped FP8 expert GEMMs' forms (cuda_backend.h MoeFp8GroupedForm) on the
+# GPU machine in one device call, from a bundle of
+# tools/cuda/pack_serve_bundle.sh unpacked at /tmp/sb whose bin/ holds
+# test_cuda_ops and hyllm builds named hyllm_<name> (tools/cuda/build_variants.sh,
+# e.g. a form's switch turned on in one of them). Stages:
+#  ops  the MoE op cases: every form of every grouped FP8 case against the CPU
+#       reference;
+#  ncu  layer 0's gate_up and down launches of a prefill under Nsight Compute
+#       (35B-A3B FP8 cut to 4 layers), one line per kernel: duration, DRAM
+#       throughput, IPC and the main stall reasons per issued instruction;
+#  ab   35B-A3B FP8 prefill end to end (tools/cuda/ab_latency.sh, steps of up
+#       to 8,192 tokens as the server takes them on an H100/H200).
+# Every stage has a time limit, so that the call ends inside the device's
+# 600 s, and prints as it goes; logs go to $OUT.
+#
+#   HYLLM_FORMS_BINS="base main"            builds for the ab stage
+#   HYLLM_FORMS_NCU="base:1024 main:1024"   build:tokens pairs for the ncu stage
+#   HYLLM_FORMS_TOKENS="1024 4096"          prompt lengths for the ab stage
+#   HYLLM_FORMS_STAGES="ops ncu ab"
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT" || exit 1
+OUT=${OUT:-/tmp/hyllm-moe-forms}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=/tmp/sb/lib:${LD_LIBRARY_PATH:-/usr/local/cuda/lib64}
+B=/tmp/sb/bin
+STAGES=${HYLLM_FORMS_STAGES:-ops ncu ab}
+BINS=${HYLLM_FORMS_BINS:-base main}
+NCU_CASES=${HYLLM_FORMS_NCU:-base:1024 main:1024}
+TOKENS=${HYLLM_FORMS_TOKENS:-1024 4096}
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
+
+if has ops; then
+  t=$(date +%s)
+  timeout 240 "$B/test_cuda_ops" --gtest_filter='*Moe*' > "$OUT/moe_ops.log" 2>&1
+  rc=$?
+  echo "moe ops rc=$rc in $(( $(date +%s) - t )) s: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/moe_ops.log" | tr '\n' ' ')"
+  [[ $rc == 124 ]] && echo "  timed out in: $(grep -E '^\[ RUN' "$OUT/moe_ops.log" | tail -1)"
+  grep -E '^\[  FAILED|  FAIL' "$OUT/moe_ops.log" | head -12
+fi
+
+if has ncu; then
+  M=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__inst_executed.avg.per_cycle_active
+  for r in long_scoreboard wait barrier lg_throttle; do M+=",smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio"; done
+  for c in $NCU_CASES; do
+    v=${c%%:*} n=${c#*:}
+    A="--input-len $n --output-len 2 --batch-size 1 --max-model-len $((2 * n)) --max-num-batched-tokens 8192"
+    A+=" --num-iters-warmup 1 --num-iters 1 --enforce-eager --gpu-memory-utilization 0.3"
+    echo "== ncu $v, $n tokens"
+    # The memory-profiling step and the warm-up come first: 8 launches each.
+    OUT=$OUT/ncu_${v}_$n HYLLM_NCU_SKIP=8 HYLLM_NCU_HYLLM=$B/hyllm_$v HYLLM_NCU_WHAT="--metrics $M" timeout 90 \
+      tools/cuda/ncu_detail.sh qwen3_5_35b_a3b_fp8 grouped_fp8 2 -- $A | grep -v '^ncu rc=0' \
+      | sed -E 's/ +/ /g; s/^ void [^ ]*grouped_fp8_kernel/K/; s/\(CUtensorMap_st.*//;
+                s/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio inst//;
+                s/dram__throughput.avg.pct_of_peak_sustained_elapsed %/dram %/; s/gpu__time_duration.sum/time/;
+                s/sm__inst_executed.avg.per_cycle_active inst.cycle/ipc/' \
+      | tr '\n' ' ' | sed 's/ K</\nK</g'
+    echo
+  done
+fi
+
+if has ab; then
+  bins=()
+  for v in $BINS; do bins+=("$v=$B/hyllm_$v"); done
+  cases=()
+  for n in $TOKENS; do cases+=("qwen3_5_35b_a3b_fp8:$n:1:$((2 * n))"); done
+  OUT=$OUT/ab HYLLM_AB_BINS="${bins[*]}" HYLLM_AB_METRIC=prefill HYLLM_AB_OUTPUT_LEN=2 HYLLM_AB_ITERS=5 \
+    HYLLM_AB_ARGS="--enforce-eager --max-num-batched-tokens 8192" HYLLM_AB_CASES="${cases[*]}" \
+    timeout "${HYLLM_FORMS_AB_LIMIT:-300}" tools/cuda/ab_latency.sh > "$OUT/ab.log" 2>&1
+  echo "ab rc=$?"
+  grep -E '^\|' "$OUT/ab.log" || tail -5 "$OUT/ab.log"
+fi

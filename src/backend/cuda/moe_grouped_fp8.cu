@@ -198,13 +198,14 @@ __device__ __forceinline__ void up_epilogue_quantize(const MoeGroupedGemmParams&
 // (gate_up: [E * 2I, H], down: [E * H, I]); smap: the shared expert's.
 //
 // Warp-specialised: warps 0-7 (two consumer warpgroups) only wait, multiply
-// and promote; warp 8 (the producer) fills the stages. A stage is full when
+// and promote; warp 8 (the producer; with a producer warpgroup, warps 9-11
+// give their registers away and exit) fills the stages. A stage is full when
 // its weight boxes have landed (TMA bytes on the `full` barrier, with the
 // producer's lane 0 arriving as it asks for them) and the producer's 32
-// lanes have arrived after their A copies completed and they fenced them
-// for the async proxy; it is empty again when the 8 consumer warps have
-// arrived after their MMAs on it. Nothing in the k loop waits at a block
-// barrier.
+// lanes have arrived after their A copies (and staged scales) completed and
+// they fenced them for the async proxy; it is empty again when the 8
+// consumer warps have arrived after their MMAs on it. Nothing in the k loop
+// waits at a block barrier.
 template <bool kUp, bool kPaired, int kHalves, bool kStaged>
 __global__ void __launch_bounds__(kThreads + Form<kPaired, kHalves>::kProducerThreads, 1)
     grouped_fp8_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap smap,

@@ -1,11 +1,13 @@
 // EngineClient on a thread: callers hand requests and aborts to an inbox; the
-// engine thread drains it before each step, runs the core, and pushes every
-// output to its request's stream.
+// engine thread drains it before each step, runs the core, and hands the
+// step's outputs to a publisher thread, which pushes each to its request's
+// stream.
 
 #include "engine/engine_client.h"
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -52,6 +54,65 @@ class QueueStream final : public ResponseStream {
   std::condition_variable cv_;
   std::deque<RequestOutput> queue_;
   bool ended_ = false;
+};
+
+// Delivers the engine's outputs on a thread of its own, batch by batch in the
+// order posted. Each output pushed wakes the thread that reads its stream;
+// with a thousand streams that is a thousand wake-ups a step, which the
+// engine thread would otherwise pay for between two steps, while the device
+// waits for the next one.
+class Publisher {
+ public:
+  explicit Publisher(std::function<void(std::vector<RequestOutput>&)> deliver)
+      : deliver_(std::move(deliver)), thread_([this] { run(); }) {}
+  ~Publisher() {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  void post(std::vector<RequestOutput> batch) {
+    if (batch.empty()) return;
+    {
+      std::lock_guard lock(mu_);
+      batches_.push_back(std::move(batch));
+    }
+    cv_.notify_all();
+  }
+
+  // Returns once every batch posted before the call has been delivered.
+  void flush() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return batches_.empty() && !delivering_; });
+  }
+
+ private:
+  void run() {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return !batches_.empty() || stopping_; });
+      if (batches_.empty()) return;  // stopping, and everything delivered
+      std::vector<RequestOutput> batch = std::move(batches_.front());
+      batches_.pop_front();
+      delivering_ = true;
+      lock.unlock();
+      deliver_(batch);
+      lock.lock();
+      delivering_ = false;
+      cv_.notify_all();  // flush() waits on the same condition
+    }
+  }
+
+  const std::function<void(std::vector<RequestOutput>&)> deliver_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::vector<RequestOutput>> batches_;
+  bool delivering_ = false;
+  bool stopping_ = false;
+  std::thread thread_;  // last: it starts once the members above exist
 };
 
 class ThreadedEngineClient final : public EngineClient {
@@ -122,6 +183,8 @@ class ThreadedEngineClient final : public EngineClient {
     cv_.notify_one();
     std::lock_guard join_lock(join_mu_);
     if (thread_.joinable()) thread_.join();
+    // Every output of the last steps is in its stream when shutdown returns.
+    publisher_.flush();
   }
 
   EngineState state() const override {
@@ -146,7 +209,7 @@ class ThreadedEngineClient final : public EngineClient {
       // Every request still live ends with an error; nothing is left hanging.
       try {
         core_.finish_all(FinishReason::kError, std::string("engine failed: ") + e.what());
-        publish(core_.step());
+        publisher_.post(core_.step());
       } catch (const std::exception& e2) {
         log::error("engine could not finish its requests: {}", e2.what());
       }
@@ -195,12 +258,13 @@ class ThreadedEngineClient final : public EngineClient {
         }
       }
       if (drain_expired) core_.finish_all(FinishReason::kAbort);
-      if (core_.has_unfinished_requests()) publish(core_.step());
+      if (core_.has_unfinished_requests()) publisher_.post(core_.step());
       core_.log_stats_if_due();
     }
   }
 
-  void publish(std::vector<RequestOutput> outputs) {
+  // On the publisher's thread.
+  void deliver(std::vector<RequestOutput>& outputs) {
     for (RequestOutput& out : outputs) {
       std::shared_ptr<QueueStream> stream;
       {
@@ -225,6 +289,8 @@ class ThreadedEngineClient final : public EngineClient {
   }
 
   void fail_leftover_streams(const std::string& message) {
+    // The outputs already posted first: a stream's error comes after its tokens.
+    publisher_.flush();
     std::unordered_map<std::string, std::shared_ptr<QueueStream>> left;
     {
       std::lock_guard lock(mu_);
@@ -258,6 +324,9 @@ class ThreadedEngineClient final : public EngineClient {
   Clock::time_point drain_deadline_{};
   std::mutex join_mu_;
   std::thread thread_;
+  // Last: destroyed (its thread joined, every posted batch delivered) before
+  // the streams it delivers to.
+  Publisher publisher_{[this](std::vector<RequestOutput>& outputs) { deliver(outputs); }};
 };
 
 }  // namespace

@@ -4,13 +4,22 @@
 // H200 defaults (1,024 sequences, 8,192 tokens a step), for decode steps of
 // B running sequences and for mixed steps that also take prompt chunks. On a
 // GPU the device idles for this long between two steps, since the next one
-// is planned after the last one's tokens are back.
+// is planned after the last one's tokens are back. BM_ClientThousandStreams
+// adds what a server adds on the host: the same workload through an
+// EngineClient, each request's outputs read by a thread of its own (as the
+// server's connection threads read them), over an executor whose every step
+// takes a fixed 10 ms as a device's would; a step's time past those 10 ms is
+// the host work the device waits for.
 #include <benchmark/benchmark.h>
 
+#include <chrono>
+#include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "engine/engine_client.h"
 #include "engine/engine_core.h"
 #include "engine/executor.h"
 
@@ -35,6 +44,16 @@ class NullExecutor : public ModelExecutor {
       out.sampled.push_back(std::move(t));
     }
     return out;
+  }
+};
+
+// NullExecutor whose steps last kDeviceStep, the device's share of a step.
+constexpr std::chrono::milliseconds kDeviceStep{10};
+class DeviceTimeExecutor : public NullExecutor {
+ public:
+  StepOutput execute(const StepInput& input) override {
+    std::this_thread::sleep_for(kDeviceStep);
+    return NullExecutor::execute(input);
   }
 };
 
@@ -95,6 +114,38 @@ void BM_ThousandPrompts(benchmark::State& st) {
       benchmark::Counter(static_cast<double>(steps), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_ThousandPrompts)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+// The same through an EngineClient with one reading thread per request.
+void BM_ClientThousandStreams(benchmark::State& st) {
+  int64_t steps = 0;
+  for (auto _ : st) {
+    st.PauseTiming();
+    std::unique_ptr<EngineClient> client = make_engine_client(std::make_unique<DeviceTimeExecutor>(), h200_config());
+    client->start();
+    std::mt19937 rng(2);
+    std::vector<EngineRequest> requests;
+    for (int i = 0; i < 1000; ++i) requests.push_back(request(i, 1024, 128, rng));
+    const uint64_t steps_before = client->stats().num_steps;
+    st.ResumeTiming();
+    std::vector<std::thread> readers;
+    readers.reserve(requests.size());
+    for (EngineRequest& r : requests) {
+      readers.emplace_back([stream = client->submit(std::move(r))] {
+        while (!stream->ended()) benchmark::DoNotOptimize(stream->next(std::chrono::milliseconds(1000)));
+      });
+    }
+    for (std::thread& t : readers) t.join();
+    st.PauseTiming();
+    steps += static_cast<int64_t>(client->stats().num_steps - steps_before);
+    client.reset();
+    st.ResumeTiming();
+  }
+  st.counters["steps"] = benchmark::Counter(static_cast<double>(steps), benchmark::Counter::kAvgIterations);
+  st.counters["us_per_step"] =
+      benchmark::Counter(static_cast<double>(steps), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  st.counters["device_us_per_step"] = std::chrono::duration<double, std::micro>(kDeviceStep).count();
+}
+BENCHMARK(BM_ClientThousandStreams)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
 
 }  // namespace
 }  // namespace hyllm

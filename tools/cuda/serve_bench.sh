@@ -69,6 +69,11 @@ bench() {
 }
 # A metric of a result, or FAILED when any of its requests failed (its
 # numbers would be those of the survivors, or 0.00 when none survived).
+# Engine steps so far: the count of vllm:iteration_tokens_total (one sample a step) on /metrics.
+engine_steps() {
+  curl -s "http://127.0.0.1:$PORT/metrics" | awk '/^vllm:iteration_tokens_total_count/ {s += $NF} END {print s + 0}'
+}
+
 metric() {
   python3 -c "
 import json, sys
@@ -163,10 +168,17 @@ for cfg in $MODELS; do
   done
   if [[ ${HYLLM_THROUGHPUT_PROMPTS:-0} -gt 0 ]]; then
     n=$HYLLM_THROUGHPUT_PROMPTS
+    steps_before=$(engine_steps)
     bench "${cfg}_throughput" 1024 128 "$n" "$n"
+    steps=$(( $(engine_steps) - steps_before ))
     add_row "$(printf '| %s | random 1024/128 x %s at once: total tok/s (output tok/s, median TPOT ms) | %s (%s, %s) | | |' \
       "$cfg" "$n" "$(metric "$LOGS/${cfg}_throughput.json" total_token_throughput)" \
       "$(metric "$LOGS/${cfg}_throughput.json" output_throughput)" "$(metric "$LOGS/${cfg}_throughput.json" median_tpot_ms)")"
+    # The run's wall time per engine step (the warm-up request's steps included), to set beside the
+    # runner's per-step split below: what lies between the two is host work outside the runner.
+    python3 -c "import json, sys; d = json.load(open(sys.argv[1]))['duration']; n = int(sys.argv[2])
+print('  [%s] %s prompts at once: %d engine steps, %.1f ms of wall time a step' % (sys.argv[3], sys.argv[4], n, 1e3 * d / max(n, 1)))" \
+      "$LOGS/${cfg}_throughput.json" "$steps" "$cfg" "$n" 2>/dev/null
   fi
   if [[ ${HYLLM_STRUCTURED_BENCH:-0} == 1 ]]; then
     # 16 unconstrained requests at a time (32 in all) measured while 16

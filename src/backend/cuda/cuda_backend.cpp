@@ -141,12 +141,6 @@ void cuda_allow_moe_small_tma(Backend& be, bool allow) {
   k->allow_moe_small_tma(allow);
 }
 
-MoeFp8GroupedForm cuda_set_moe_fp8_grouped_form(Backend& be, MoeFp8GroupedForm form) {
-  auto* k = dynamic_cast<CudaKernels*>(&be.kernels());
-  HYLLM_CHECK(k != nullptr, "cuda_set_moe_fp8_grouped_form needs the cuda backend, got {}", be.name());
-  return k->set_moe_fp8_grouped_form(form);
-}
-
 void cuda_fill_uniform(Backend& be, void* dst, DType dtype, size_t n, uint64_t seed, float mean, float scale) {
   HYLLM_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "cuda_fill_uniform: dtype {} is not f32/bf16",
               dtype_name(dtype));

@@ -40,17 +40,6 @@ CudaMoeCounts cuda_moe_counts(Backend& cuda_backend);
 // device has them (true by default): a test turns this off to run the kernels
 // other GPUs take on the same cases.
 void cuda_allow_moe_small_tma(Backend& cuda_backend, bool allow);
-// The forms of the grouped FP8 expert GEMMs under A/B test (all off by
-// default: cuda_kernels.h); a test runs each. Paired k tiles apply to 64-row
-// tiles; 128-row tiles are taken where the experts average 96 rows or more;
-// staged scales combine with either.
-struct MoeFp8GroupedForm {
-  bool paired_k_tiles = false;
-  bool wide_row_tiles = false;
-  bool staged_scales = false;
-};
-// Returns the previous form.
-MoeFp8GroupedForm cuda_set_moe_fp8_grouped_form(Backend& cuda_backend, MoeFp8GroupedForm form);
 
 // The GPU sampler of a CUDA backend (backend/device_sampler.h).
 std::unique_ptr<DeviceSampler> make_cuda_sampler(Backend& cuda_backend);

@@ -8,7 +8,6 @@
 #include <cuda_runtime.h>
 
 #include <memory>
-#include <utility>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_gemm.h"
@@ -54,8 +53,6 @@ class CudaKernels final : public Kernels {
   uint64_t scratch_generation() const { return scratch_generation_; }
   const CudaMoeCounts& moe_counts() const { return moe_counts_; }
   void allow_moe_small_tma(bool allow) { moe_small_tma_ = allow; }
-  // Returns the previous setting.
-  MoeFp8GroupedForm set_moe_fp8_grouped_form(MoeFp8GroupedForm form) { return std::exchange(moe_fp8_form_, form); }
 
  protected:
   const char* table_name() const override { return "the cuda backend"; }
@@ -80,11 +77,6 @@ class CudaKernels final : public Kernels {
   int32_t* attn_split_counters_ = nullptr;
   bool grouped_moe_ = false;
   bool moe_small_tma_ = true;  // cuda_backend.h cuda_allow_moe_small_tma
-  // A/B switches (cuda_backend.h cuda_set_moe_fp8_grouped_form): the grouped
-  // FP8 expert GEMMs' paired k tiles, 128-row tiles and staged scales
-  // (moe_grouped_fp8.cu). Off until an op test and an A/B of 35B-A3B FP8
-  // prefill and serving on the GPU decide each; then the losing form is deleted.
-  MoeFp8GroupedForm moe_fp8_form_;
   CudaMoeCounts moe_counts_;
 };
 

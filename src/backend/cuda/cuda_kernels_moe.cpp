@@ -227,10 +227,9 @@ void CudaKernels::moe_grouped(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs)
   const bool gated = has_shared && !a.shared.gate.empty();
   const int64_t rows = P + (has_shared ? T : 0);
   const int64_t hidden_ld = std::max(ptrs.inter, ptrs.shared_inter);
-  // Rows per tile: 128 once the experts average that many rows (the FP8
-  // kernels' 128-row form behind its A/B switch).
-  const bool wide_tiles = !fp8 || moe_fp8_form_.wide_row_tiles;
-  const int tile_rows = wide_tiles && P >= 96 * E ? 128 : 64;
+  // Rows per tile: bf16 experts take 128 once the experts average that many
+  // rows; the FP8 kernels always take 64 (moe_grouped_fp8.cu says why).
+  const int tile_rows = !fp8 && P >= 96 * E ? 128 : 64;
   const int64_t slots = std::min(E, P) + 1;
   const int64_t tiles = (rows + tile_rows - 1) / tile_rows + slots;
   const int64_t up_cols = (hidden_ld + cuda::kMoeUpColTile - 1) / cuda::kMoeUpColTile;
@@ -321,8 +320,6 @@ void CudaKernels::moe_grouped(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs)
     g.hidden_q = hidden_q;
     g.hidden_scale = hidden_scale;
     g.hidden_scale_ld = rows;
-    g.paired_k_tiles = moe_fp8_form_.paired_k_tiles;
-    g.staged_scales = moe_fp8_form_.staged_scales;
     if (!cuda::launch_moe_up_grouped_fp8(g, stream_) || !cuda::launch_moe_down_grouped_fp8(g, stream_))
       fail(ErrorCode::kUnsupported, "moe: the driver cannot map the FP8 experts' weights for TMA");
     check_launch("moe (grouped fp8)");

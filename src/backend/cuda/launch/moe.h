@@ -240,12 +240,6 @@ struct MoeGroupedGemmParams {
   int grid = 0;  // persistent blocks
   int max_up_items = 0;
   int max_down_items = 0;
-  // Block-FP8 only, with 64-row tiles: the consumers take k tiles in pairs,
-  // promoting the first tile's partial sums while the second tile's MMAs run
-  // (moe_grouped_fp8.cu).
-  bool paired_k_tiles = false;
-  // Block-FP8 only: the producer stages each step's scales in shared memory.
-  bool staged_scales = false;
 };
 // Columns per work item of the grouped GEMMs.
 inline constexpr int kMoeUpColTile = 128;
@@ -257,7 +251,7 @@ void launch_moe_down_grouped(const MoeGroupedGemmParams& p, cudaStream_t stream)
 void launch_moe_combine(const MoeGroupedGemmParams& p, cudaStream_t stream);
 
 // The grouped GEMMs for block-FP8 experts (w's _q and _scale pointers),
-// e4m3 operands in the MMAs (moe_grouped_fp8.cu): tile_rows 64 or 128, and
+// e4m3 operands in the MMAs (moe_grouped_fp8.cu): tile_rows 64, and
 // H, inter and shared_inter multiples of 128. The gate_up GEMM writes the
 // SwiGLU rows as a producer would: quantised per row and 128 columns with the
 // CPU quantiser's arithmetic, into hidden_q / hidden_scale (routed rows have

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The grouped FP8 expert GEMMs' forms (cuda_backend.h MoeFp8GroupedForm) on the
-# GPU machine in one device call, from a bundle of
+# Builds of the grouped FP8 expert GEMMs (moe_grouped_fp8.cu) side by side on
+# the GPU machine in one device call, from a bundle of
 # tools/cuda/pack_serve_bundle.sh unpacked at /tmp/sb whose bin/ holds
-# test_cuda_ops and hyllm builds named hyllm_<name> (tools/cuda/build_variants.sh,
-# e.g. a form's switch turned on in one of them). Stages:
-#  ops  the MoE op cases: every form of every grouped FP8 case against the CPU
+# test_cuda_ops and hyllm builds named hyllm_<name> (tools/cuda/build_variants.sh:
+# main and a variant of the kernel, say). Stages:
+#  ops  the MoE op cases (every grouped FP8 case) of bin/test_cuda_ops against the CPU
 #       reference;
 #  ncu  layer 0's gate_up and down launches of a prefill under Nsight Compute
 #       (35B-A3B FP8 cut to 4 layers), one line per kernel: duration, DRAM

@@ -12,13 +12,6 @@
 
 namespace hyllm::cuda {
 
-// One float from global to shared memory on the thread's cp.async groups
-// (cp_async_commit / cp_async_wait), through L1: small tables read by a whole
-// block, such as scales.
-__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(smem)), "l"(gmem));
-}
-
 __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
 }

@@ -1,6 +1,7 @@
 #include "backend/cuda/cuda_gemm.h"
 
 #include <chrono>
+#include <vector>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/sanitizer_marks.h"
@@ -30,7 +31,7 @@ void mark_output(void* out, bool out_f32, int64_t M, int64_t N, cudaStream_t str
 }
 }  // namespace
 
-GemmRunner::GemmRunner() {
+GemmRunner::GemmRunner(int algo_rank) : algo_rank_(algo_rank) {
   // cuBLASLt keeps its own process-wide cache of heuristic answers (8,192
   // shapes by default), which a server's ever-new prefill row counts fill
   // over hours; the plan LRU here is the cache, so cuBLASLt's is turned off
@@ -109,11 +110,11 @@ const GemmRunner::Plan* GemmRunner::plan(Kind kind, int64_t M, int64_t N, int64_
   HYLLM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   HYLLM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                           &workspace_bytes_, sizeof(workspace_bytes_)));
-  cublasLtMatmulHeuristicResult_t result{};
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(algo_rank_) + 1);
   int found = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, pref,
+                                                           static_cast<int>(results.size()), results.data(), &found);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   cublasLtMatmulPreferenceDestroy(pref);
   heuristic_ms_ += ms;
@@ -122,7 +123,7 @@ const GemmRunner::Plan* GemmRunner::plan(Kind kind, int64_t M, int64_t N, int64_
     log::debug("cuBLASLt: {} heuristic queries, {:.1f} ms in all; the last ({}, M={} N={} K={}) took {:.3f} ms",
                heuristic_queries_, heuristic_ms_, kKindNames[static_cast<int>(kind)], M, N, K, ms);
   }
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+  if (st != CUBLAS_STATUS_SUCCESS || found <= algo_rank_) {
     cublasLtMatrixLayoutDestroy(p.a);
     cublasLtMatrixLayoutDestroy(p.b);
     cublasLtMatrixLayoutDestroy(p.c);
@@ -130,7 +131,7 @@ const GemmRunner::Plan* GemmRunner::plan(Kind kind, int64_t M, int64_t N, int64_
     remember(Plan{});  // remembered: the heuristic is not asked again
     return nullptr;
   }
-  p.algo = result.algo;
+  p.algo = results[static_cast<size_t>(algo_rank_)].algo;
   return &remember(p);
 }
 

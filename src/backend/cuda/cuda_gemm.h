@@ -22,7 +22,10 @@ namespace hyllm::cuda {
 
 class GemmRunner {
  public:
-  GemmRunner();
+  // algo_rank: which of the heuristic's answers for a shape the plans take,
+  // 0 for its first choice (the engine's); bench_cuda_gemm --algo-ranks
+  // times the others. A shape with no answer of that rank has no plan.
+  explicit GemmRunner(int algo_rank = 0);
   ~GemmRunner();
   GemmRunner(const GemmRunner&) = delete;
   GemmRunner& operator=(const GemmRunner&) = delete;
@@ -66,6 +69,7 @@ class GemmRunner {
   uint64_t heuristic_queries_ = 0;
   double heuristic_ms_ = 0.0;
 
+  int algo_rank_ = 0;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;

@@ -7,12 +7,13 @@
 // (M = 1..64) and prefill rows. Prints weight bandwidth against the measured
 // copy rate (4.28 TB/s) and, for prefill, TFLOP/s. Used to choose the M at
 // which the linear switches kernels.
-//   bench_cuda_gemm [--iters 50] [--max-m 4096] [--probe-rows] [--sweep-tma FULL_LOG]
+//   bench_cuda_gemm [--iters 50] [--max-m 4096] [--probe-rows] [--sweep-tma FULL_LOG] [--algo-ranks N]
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,76 @@ int probe_row_counts(hyllm::cuda::GemmRunner& gemm, cudaStream_t s) {
   cudaFree(x);
   cudaFree(scales);
   cudaFree(out);
+  return 0;
+}
+
+// cuBLASLt's FP8 GEMMs at prefill rows with each of the heuristic's first
+// `ranks` answers (GemmRunner's algo_rank): TFLOP/s per rank, "-" where it
+// gave fewer, and the best rank's gain over its first choice, the engine's.
+int sweep_algo_ranks(const std::vector<ShapeCase>& shapes, int ranks, int iters, cudaStream_t s) {
+  std::vector<std::unique_ptr<hyllm::cuda::GemmRunner>> runners;
+  for (int r = 0; r < ranks; ++r) runners.push_back(std::make_unique<hyllm::cuda::GemmRunner>(r));
+  std::printf("| shape | M | scales |");
+  for (int r = 0; r < ranks; ++r) std::printf(" rank %d TF/s |", r);
+  std::printf(" best vs rank 0 |\n|---|---:|---|");
+  for (int r = 0; r <= ranks; ++r) std::printf("---:|");
+  std::printf("\n");
+  for (const ShapeCase& sc : shapes) {
+    const size_t wbytes = static_cast<size_t>(sc.N) * sc.K;
+    const int copies = std::max<int>(2, static_cast<int>(200e6 / wbytes) + 1);  // > 4x the 50 MB L2
+    const int max_m = 8192, kb = (sc.K + 127) / 128, nb = (sc.N + 127) / 128;
+    std::vector<uint8_t*> w(copies);
+    for (int c = 0; c < copies; ++c) {
+      CHECK(cudaMalloc(&w[c], wbytes));
+      fill_codes<<<1024, 256, 0, s>>>(w[c], wbytes, 17u * c + 1);
+    }
+    float *wsb, *wst, *xs;
+    uint8_t* x;
+    void* out;
+    CHECK(cudaMalloc(&wsb, sizeof(float) * nb * kb));
+    CHECK(cudaMalloc(&wst, sizeof(float)));
+    CHECK(cudaMalloc(&xs, sizeof(float) * kb * max_m));
+    CHECK(cudaMalloc(&x, static_cast<size_t>(max_m) * sc.K));
+    CHECK(cudaMalloc(&out, static_cast<size_t>(max_m) * sc.N * 2));
+    fill_f32<<<64, 256, 0, s>>>(wsb, static_cast<size_t>(nb) * kb, 1e-3f);
+    fill_f32<<<1, 32, 0, s>>>(wst, 1, 1e-3f);
+    fill_f32<<<64, 256, 0, s>>>(xs, static_cast<size_t>(kb) * max_m, 1e-2f);
+    fill_codes<<<1024, 256, 0, s>>>(x, static_cast<size_t>(max_m) * sc.K, 99);
+    CHECK(cudaStreamSynchronize(s));
+    for (int M : {1024, 4096, 8192}) {
+      for (bool block : {true, false}) {
+        const auto scales = block ? hyllm::cuda::GemmRunner::Fp8Scales::kBlock
+                                  : hyllm::cuda::GemmRunner::Fp8Scales::kTensor;
+        std::printf("| %s | %d | %s |", sc.name, M, block ? "block" : "tensor");
+        double first = -1, best = -1;
+        for (int r = 0; r < ranks; ++r) {
+          hyllm::cuda::GemmRunner& g = *runners[r];
+          // Planned outside the capture (the heuristic must not run inside it).
+          if (!g.run_fp8(x, block ? xs : wst, w[0], block ? wsb : wst, scales, out, false, M, sc.N, sc.K, s)) {
+            std::printf(" - |");
+            continue;
+          }
+          const double t = time_graph(s, copies, iters, [&](int c, cudaStream_t st) {
+            g.run_fp8(x, block ? xs : wst, w[c], block ? wsb : wst, scales, out, false, M, sc.N, sc.K, st);
+          });
+          const double tflops = 2.0 * M * sc.N * sc.K / t / 1e12;
+          if (r == 0) first = tflops;
+          best = std::max(best, tflops);
+          std::printf(" %.0f |", tflops);
+        }
+        if (first > 0) std::printf(" %+.1f%% |\n", 100.0 * (best / first - 1.0));
+        else std::printf(" - |\n");
+        std::fflush(stdout);
+      }
+    }
+    CHECK(cudaGetLastError());
+    for (uint8_t* c : w) cudaFree(c);
+    cudaFree(wsb);
+    cudaFree(wst);
+    cudaFree(xs);
+    cudaFree(x);
+    cudaFree(out);
+  }
   return 0;
 }
 
@@ -216,11 +287,13 @@ int main(int argc, char** argv) {
   int iters = 50, max_m = 4096;
   bool probe_rows = false;
   const char* sweep_log = nullptr;
+  int algo_ranks = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--probe-rows") probe_rows = true;
     if (i + 1 < argc && a == "--sweep-tma") sweep_log = argv[i + 1];
     if (i + 1 < argc && a == "--iters") iters = std::stoi(argv[i + 1]);
+    if (i + 1 < argc && a == "--algo-ranks") algo_ranks = std::stoi(argv[i + 1]);
     if (i + 1 < argc && a == "--max-m") max_m = std::stoi(argv[i + 1]);
   }
   int dev_count = 0;
@@ -239,6 +312,7 @@ int main(int argc, char** argv) {
       {"27B mlp down", 5120, 17408},  {"27B out_proj", 5120, 6144},    {"35B gdn qkv|z", 12288, 2048},
       {"35B attn q|k|v", 9216, 2048}, {"35B out_proj", 2048, 4096},   {"35B shared gate|up", 1024, 2048}};
   if (sweep_log != nullptr) return sweep_tma(shapes, iters, sms, s, sweep_log);
+  if (algo_ranks > 0) return sweep_algo_ranks(shapes, algo_ranks, iters, s);
   const std::vector<int> ms = {1, 3, 8, 16, 32, 64, 1024, 4096};
   std::printf("| shape | N x K | M | picked vs tiles | fp8_gemv block (as picked) | fp8_gemv block (register tiles) | "
               "fp8_gemv tensor (as picked) | "

@@ -247,11 +247,6 @@ __global__ void __launch_bounds__(kRowsPerBlock * kLanesPerRow) decode_kernel(Ga
   if (row_ok) save_row<EPL, Vec>(srow, st, sub, Dk);
 }
 
-// 4-byte asynchronous copy global -> shared.
-__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(smem)), "l"(gmem));
-}
-
 // The same recurrence for sequences of many tokens: the block stages the
 // per-token inputs it shares (q, k, the scalars, its rows' v) in shared memory,
 // kChunk tokens at a time, double buffered with cp.async, so that the token

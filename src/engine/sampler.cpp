@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "engine/logprobs.h"
+#include "util/counter_rng.h"
 #include "util/status.h"
 
 namespace hyllm {
@@ -16,13 +17,6 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // vLLM's _SAMPLING_EPS: temperatures below it mean greedy.
 constexpr float kGreedyTemperature = 1e-5f;
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 int32_t argmax(std::span<const float> values) {
   // std::max_element returns the first maximum: the lowest id wins ties.
   return static_cast<int32_t>(std::max_element(values.begin(), values.end()) - values.begin());
@@ -31,7 +25,7 @@ int32_t argmax(std::span<const float> values) {
 }  // namespace
 
 double sampler_uniform(uint64_t seed, uint64_t sample_index) {
-  const uint64_t bits = splitmix64(splitmix64(seed) ^ sample_index);
+  const uint64_t bits = rng::mix(rng::mix(seed) ^ sample_index);
   return static_cast<double>(bits >> 11) * 0x1.0p-53;
 }
 

@@ -21,11 +21,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define HYLLM_HD __host__ __device__ __forceinline__
-#else
-#define HYLLM_HD inline
-#endif
+#include "util/host_device.h"
 
 namespace hyllm {
 

@@ -2,15 +2,18 @@
 // The counter-based generator of dummy weights: element i of a tensor is a
 // pure function of (stream, i), so any order, thread count or device gives the
 // same bytes. The CPU backend's fill_random and the host dummy-weight source
-// share these functions; the CUDA backend's fill kernel restates them (it may
-// not include host headers) with the same operation order.
+// share these functions. The CUDA backend's fill kernel shares mix and
+// restates the float ones with explicit roundings (no contracted multiply-add);
+// the samplers on both sides draw their seeded uniforms from mix too.
 
 #include <cstdint>
+
+#include "util/host_device.h"
 
 namespace hyllm::rng {
 
 // splitmix64's finaliser of x + golden ratio.
-inline uint64_t mix(uint64_t x) {
+HYLLM_HD uint64_t mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;

@@ -2,22 +2,16 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/launch/fill.h"
 #include "tensor/float_conversions.h"
+#include "util/counter_rng.h"
 
 namespace hyllm::cuda {
 namespace {
 
-__device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 __global__ void fill_kernel(void* dst, bool f32, size_t n, uint64_t seed, float mean, float scale) {
-  const uint64_t key = splitmix64(seed);
+  const uint64_t key = rng::mix(seed);
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const uint64_t bits = splitmix64(key ^ i);
+    const uint64_t bits = rng::mix(key ^ i);
     const float u = static_cast<float>(bits >> 40) * (1.0f / 16777216.0f);  // [0, 1)
     const float v = mean + scale * (2.0f * u - 1.0f);
     if (f32) {
@@ -46,7 +40,7 @@ template <bool kNormal, FillType kType>
 __global__ void fill_random_kernel(void* dst, size_t n, uint64_t stream, float offset, float scale) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const uint64_t bits = splitmix64(stream + i);
+    const uint64_t bits = rng::mix(stream + i);
     const float v = __fadd_rn(offset, __fmul_rn(scale, kNormal ? normal(bits) : uniform01(bits)));
     if constexpr (kType == FillType::kF32) {
       static_cast<float*>(dst)[i] = v;

@@ -13,6 +13,7 @@
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/launch/sampling.h"
+#include "util/counter_rng.h"
 
 namespace hyllm::cuda {
 namespace {
@@ -29,13 +30,6 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kStride = kBlocks * kThreads;
 constexpr int kMaxCandidates = 64;
 constexpr float kGreedyTemperature = 1e-5f;
-
-__device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 // Monotone map of floats to unsigned ints (-inf lowest; NaN never occurs here).
 __device__ __forceinline__ uint32_t order_key(float f) {
@@ -469,7 +463,7 @@ __global__ void __cluster_dims__(kBlocks, 1, 1) __launch_bounds__(kThreads) samp
       }
       double total = 0.0;
       const double start = exclusive_scan(part, total, s);
-      const uint64_t bits = splitmix64(splitmix64(prm.seed) ^ prm.sample_index);
+      const uint64_t bits = rng::mix(rng::mix(prm.seed) ^ prm.sample_index);
       const double target = static_cast<double>(bits >> 11) * 0x1.0p-53 * total;
       // The range holding target: the last non-empty one starting at or
       // below it. Its owner walks it; if rounding leaves the walk short of

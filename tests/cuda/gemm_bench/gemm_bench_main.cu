@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "../bench_check.cuh"
+#include "../bench_graph_timing.cuh"
 #include "backend/cuda/cuda_gemm.h"
 #include "backend/cuda/fp8_gemv_tma.h"
 #include "backend/cuda/launch/fp8.h"
@@ -46,33 +46,10 @@ __global__ void fill_f32(float* p, size_t n, float v) {
     p[i] = v;
 }
 
+// Launch i reads weight copy i % copies, so that the weights come from HBM.
 template <typename F>
 double time_graph(cudaStream_t s, int copies, int iters, F&& launch_copy) {
-  cudaGraph_t g;
-  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < iters; ++i) launch_copy(i % copies, s);
-  CHECK(cudaStreamEndCapture(s, &g));
-  cudaGraphExec_t ge;
-  CHECK(cudaGraphInstantiate(&ge, g, 0));
-  CHECK(cudaGraphLaunch(ge, s));  // warm-up
-  CHECK(cudaStreamSynchronize(s));
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  std::vector<double> t;
-  for (int r = 0; r < 5; ++r) {
-    CHECK(cudaEventRecord(a, s));
-    CHECK(cudaGraphLaunch(ge, s));
-    CHECK(cudaEventRecord(b, s));
-    CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms / 1e3 / iters);
-  }
-  CHECK(cudaGraphExecDestroy(ge));
-  CHECK(cudaGraphDestroy(g));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return graph_seconds_per_launch(s, iters, [&](int i, cudaStream_t st) { launch_copy(i % copies, st); });
 }
 
 // Which row counts cuBLASLt's FP8 algorithms take (hyllm::cuda::kFp8BlockRowMultiple):

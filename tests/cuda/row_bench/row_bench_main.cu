@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "../bench_check.cuh"
+#include "../bench_graph_timing.cuh"
 #include "backend/cuda/launch/dense.h"
 #include "backend/cuda/launch/fp8.h"
 
@@ -30,36 +30,6 @@ __global__ void fill_bf16(uint16_t* p, size_t n, uint32_t seed) {
 }
 
 __global__ void empty_kernel() {}
-
-double time_graph(cudaStream_t s, int iters, const std::function<void(cudaStream_t)>& launch) {
-  cudaGraph_t g;
-  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < iters; ++i) launch(s);
-  CHECK(cudaStreamEndCapture(s, &g));
-  cudaGraphExec_t ge;
-  CHECK(cudaGraphInstantiate(&ge, g, 0));
-  CHECK(cudaGraphLaunch(ge, s));  // warm-up
-  CHECK(cudaStreamSynchronize(s));
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  std::vector<double> t;
-  for (int r = 0; r < 5; ++r) {
-    CHECK(cudaEventRecord(a, s));
-    CHECK(cudaGraphLaunch(ge, s));
-    CHECK(cudaEventRecord(b, s));
-    CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms / 1e3 / iters);
-  }
-  CHECK(cudaEventDestroy(a));
-  CHECK(cudaEventDestroy(b));
-  CHECK(cudaGraphExecDestroy(ge));
-  CHECK(cudaGraphDestroy(g));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 struct Case {
   std::string name;
@@ -170,7 +140,7 @@ int main(int argc, char** argv) {
       {"quantize_fp8 (27B, 5120)", 5120, 2.0, quantize(5120)},
       {"quantize_fp8 (27B, 6144)", 6144, 2.0, quantize(6144)},
   };
-  const double empty = time_graph(s, iters, [](cudaStream_t st) { empty_kernel<<<1, 32, 0, st>>>(); });
+  const double empty = graph_seconds_per_launch(s, iters, [](int, cudaStream_t st) { empty_kernel<<<1, 32, 0, st>>>(); });
   std::printf("empty kernel: %.2f us per launch\n\n", empty * 1e6);
   std::printf("| kernel | output | 1 | 3 | 32 | 256 | 2048 | 8192 rows |\n|---|---|---|---|---|---|---|---|\n");
   for (const Case& k : cases) {
@@ -179,7 +149,7 @@ int main(int argc, char** argv) {
       std::printf("| %s | %s |", k.name.c_str(), fp8 ? "fp8" : "bf16");
       for (int rows : {1, 3, 32, 256, 2048, 8192}) {
         const int it = rows >= 2048 ? std::max(5, iters / 10) : iters;
-        const double t = time_graph(s, it, [&](cudaStream_t st) { k.launch(rows, fp8, st); });
+        const double t = graph_seconds_per_launch(s, it, [&](int, cudaStream_t st) { k.launch(rows, fp8, st); });
         CHECK(cudaGetLastError());
         if (rows >= 2048)
           std::printf(" %.1f us, %.2f TB/s |", t * 1e6, k.width * (k.input_bytes_per_col + (fp8 ? 1 : 2)) * rows / t / 1e12);

@@ -46,6 +46,49 @@ __global__ void fill_f32(float* p, size_t n, float v) {
     p[i] = v;
 }
 
+// One shape's FP8 operands for up to max_rows rows: enough copies of the e4m3
+// weights that they exceed L2 more than four times over (so that rotating
+// through them reads HBM), their block and per-tensor scales, the rows' codes
+// and block scales, and an output of f32 width.
+struct Fp8Operands {
+  size_t wbytes;
+  int copies;
+  std::vector<uint8_t*> w;
+  float *wsb = nullptr, *wst = nullptr, *xs = nullptr;
+  uint8_t* x = nullptr;
+  void* out = nullptr;
+
+  Fp8Operands(const ShapeCase& sc, int max_rows, cudaStream_t s)
+      : wbytes(static_cast<size_t>(sc.N) * sc.K), copies(std::max<int>(2, static_cast<int>(200e6 / wbytes) + 1)) {
+    const int kb = (sc.K + 127) / 128, nb = (sc.N + 127) / 128;
+    w.resize(copies);
+    for (int c = 0; c < copies; ++c) {
+      CHECK(cudaMalloc(&w[c], wbytes));
+      fill_codes<<<1024, 256, 0, s>>>(w[c], wbytes, 17u * c + 1);
+    }
+    CHECK(cudaMalloc(&wsb, sizeof(float) * nb * kb));
+    CHECK(cudaMalloc(&wst, sizeof(float)));
+    CHECK(cudaMalloc(&xs, sizeof(float) * kb * max_rows));
+    CHECK(cudaMalloc(&x, static_cast<size_t>(max_rows) * sc.K));
+    CHECK(cudaMalloc(&out, static_cast<size_t>(max_rows) * sc.N * 4));
+    fill_f32<<<64, 256, 0, s>>>(wsb, static_cast<size_t>(nb) * kb, 1e-3f);
+    fill_f32<<<1, 32, 0, s>>>(wst, 1, 1e-3f);
+    fill_f32<<<64, 256, 0, s>>>(xs, static_cast<size_t>(kb) * max_rows, 1e-2f);
+    fill_codes<<<1024, 256, 0, s>>>(x, static_cast<size_t>(max_rows) * sc.K, 99);
+    CHECK(cudaStreamSynchronize(s));
+  }
+  ~Fp8Operands() {
+    for (uint8_t* c : w) cudaFree(c);
+    cudaFree(wsb);
+    cudaFree(wst);
+    cudaFree(xs);
+    cudaFree(x);
+    cudaFree(out);
+  }
+  Fp8Operands(const Fp8Operands&) = delete;
+  Fp8Operands& operator=(const Fp8Operands&) = delete;
+};
+
 // Launch i reads weight copy i % copies, so that the weights come from HBM.
 template <typename F>
 double time_graph(cudaStream_t s, int copies, int iters, F&& launch_copy) {
@@ -97,27 +140,7 @@ int sweep_algo_ranks(const std::vector<ShapeCase>& shapes, int ranks, int iters,
   for (int r = 0; r <= ranks; ++r) std::printf("---:|");
   std::printf("\n");
   for (const ShapeCase& sc : shapes) {
-    const size_t wbytes = static_cast<size_t>(sc.N) * sc.K;
-    const int copies = std::max<int>(2, static_cast<int>(200e6 / wbytes) + 1);  // > 4x the 50 MB L2
-    const int max_m = 8192, kb = (sc.K + 127) / 128, nb = (sc.N + 127) / 128;
-    std::vector<uint8_t*> w(copies);
-    for (int c = 0; c < copies; ++c) {
-      CHECK(cudaMalloc(&w[c], wbytes));
-      fill_codes<<<1024, 256, 0, s>>>(w[c], wbytes, 17u * c + 1);
-    }
-    float *wsb, *wst, *xs;
-    uint8_t* x;
-    void* out;
-    CHECK(cudaMalloc(&wsb, sizeof(float) * nb * kb));
-    CHECK(cudaMalloc(&wst, sizeof(float)));
-    CHECK(cudaMalloc(&xs, sizeof(float) * kb * max_m));
-    CHECK(cudaMalloc(&x, static_cast<size_t>(max_m) * sc.K));
-    CHECK(cudaMalloc(&out, static_cast<size_t>(max_m) * sc.N * 2));
-    fill_f32<<<64, 256, 0, s>>>(wsb, static_cast<size_t>(nb) * kb, 1e-3f);
-    fill_f32<<<1, 32, 0, s>>>(wst, 1, 1e-3f);
-    fill_f32<<<64, 256, 0, s>>>(xs, static_cast<size_t>(kb) * max_m, 1e-2f);
-    fill_codes<<<1024, 256, 0, s>>>(x, static_cast<size_t>(max_m) * sc.K, 99);
-    CHECK(cudaStreamSynchronize(s));
+    const Fp8Operands o(sc, 8192, s);
     for (int M : {1024, 4096, 8192}) {
       for (bool block : {true, false}) {
         const auto scales = block ? hyllm::cuda::GemmRunner::Fp8Scales::kBlock
@@ -127,12 +150,14 @@ int sweep_algo_ranks(const std::vector<ShapeCase>& shapes, int ranks, int iters,
         for (int r = 0; r < ranks; ++r) {
           hyllm::cuda::GemmRunner& g = *runners[r];
           // Planned outside the capture (the heuristic must not run inside it).
-          if (!g.run_fp8(x, block ? xs : wst, w[0], block ? wsb : wst, scales, out, false, M, sc.N, sc.K, s)) {
+          if (!g.run_fp8(o.x, block ? o.xs : o.wst, o.w[0], block ? o.wsb : o.wst, scales, o.out, false, M, sc.N, sc.K,
+                         s)) {
             std::printf(" - |");
             continue;
           }
-          const double t = time_graph(s, copies, iters, [&](int c, cudaStream_t st) {
-            g.run_fp8(x, block ? xs : wst, w[c], block ? wsb : wst, scales, out, false, M, sc.N, sc.K, st);
+          const double t = time_graph(s, o.copies, iters, [&](int c, cudaStream_t st) {
+            g.run_fp8(o.x, block ? o.xs : o.wst, o.w[c], block ? o.wsb : o.wst, scales, o.out, false, M, sc.N, sc.K,
+                      st);
           });
           const double tflops = 2.0 * M * sc.N * sc.K / t / 1e12;
           if (r == 0) first = tflops;
@@ -145,12 +170,6 @@ int sweep_algo_ranks(const std::vector<ShapeCase>& shapes, int ranks, int iters,
       }
     }
     CHECK(cudaGetLastError());
-    for (uint8_t* c : w) cudaFree(c);
-    cudaFree(wsb);
-    cudaFree(wst);
-    cudaFree(xs);
-    cudaFree(x);
-    cudaFree(out);
   }
   return 0;
 }
@@ -170,33 +189,15 @@ int sweep_tma(const std::vector<ShapeCase>& shapes, int iters, int sms, cudaStre
   std::printf("| shape | M | planned: C, KiB, %% of copy rate | fastest: C, KiB, %% |\n|---|---:|---|---|\n");
   for (const ShapeCase& sc : shapes) {
     if (!hyllm::cuda::fp8_gemv_tma_sized(sc.N, sc.K)) continue;
-    const size_t wbytes = static_cast<size_t>(sc.N) * sc.K;
-    const int copies = std::max<int>(2, static_cast<int>(200e6 / wbytes) + 1);
-    std::vector<uint8_t*> w8(copies);
-    for (int c = 0; c < copies; ++c) {
-      CHECK(cudaMalloc(&w8[c], wbytes));
-      fill_codes<<<1024, 256, 0, s>>>(w8[c], wbytes, 17u * c + 1);
-    }
-    const int kb = (sc.K + 127) / 128, nb = (sc.N + 127) / 128;
-    float *wsb, *xs;
-    uint8_t* x8;
-    void* out;
-    CHECK(cudaMalloc(&wsb, sizeof(float) * nb * kb));
-    CHECK(cudaMalloc(&xs, sizeof(float) * kb * 32));
-    CHECK(cudaMalloc(&x8, static_cast<size_t>(32) * sc.K));
-    CHECK(cudaMalloc(&out, static_cast<size_t>(32) * sc.N * 2));
-    fill_f32<<<64, 256, 0, s>>>(wsb, static_cast<size_t>(nb) * kb, 1e-3f);
-    fill_f32<<<64, 256, 0, s>>>(xs, static_cast<size_t>(kb) * 32, 1e-2f);
-    fill_codes<<<1024, 256, 0, s>>>(x8, static_cast<size_t>(32) * sc.K, 99);
-    CHECK(cudaStreamSynchronize(s));
+    const Fp8Operands o(sc, 32, s);
     for (int M : {1, 8, 16, 24, 32}) {
       auto params = [&](int c, int cluster, size_t smem) {
         hyllm::cuda::Fp8GemvParams p;
-        p.w = w8[c];
-        p.w_scale = wsb;
-        p.x = x8;
-        p.x_scale = xs;
-        p.out = out;
+        p.w = o.w[c];
+        p.w_scale = o.wsb;
+        p.x = o.x;
+        p.x_scale = o.xs;
+        p.out = o.out;
         p.M = M;
         p.N = sc.N;
         p.K = sc.K;
@@ -204,9 +205,9 @@ int sweep_tma(const std::vector<ShapeCase>& shapes, int iters, int sms, cudaStre
         p.tma_smem = smem;
         return p;
       };
-      auto pct = [&](double t) { return 100.0 * wbytes / t / kCopyBandwidth; };
+      auto pct = [&](double t) { return 100.0 * o.wbytes / t / kCopyBandwidth; };
       const auto plan = hyllm::cuda::fp8_gemv_tma_plan(sc.N, sc.K, M);
-      const double planned = time_graph(s, copies, iters, [&](int c, cudaStream_t st) {
+      const double planned = time_graph(s, o.copies, iters, [&](int c, cudaStream_t st) {
         hyllm::cuda::launch_fp8_gemv(params(c, 0, 0), sms, st);
       });
       double best = planned;
@@ -230,7 +231,7 @@ int sweep_tma(const std::vector<ShapeCase>& shapes, int iters, int sms, cudaStre
             continue;
           }
           CHECK(cudaStreamSynchronize(s));
-          const double t = time_graph(s, copies, iters, [&](int c, cudaStream_t st) {
+          const double t = time_graph(s, o.copies, iters, [&](int c, cudaStream_t st) {
             hyllm::cuda::launch_fp8_gemv_tma(params(c, cluster, pad), st);
           });
           std::fprintf(log, "N=%d K=%d M=%d C=%d per_sm=%d headroom=%d pad=%.1fKiB %.2fus %.1f%% %s\n", sc.N, sc.K, M,
@@ -248,11 +249,6 @@ int sweep_tma(const std::vector<ShapeCase>& shapes, int iters, int sms, cudaStre
                   best_smem == 0 ? "own" : std::to_string(best_smem / 1024).c_str(), pct(best));
       std::fflush(stdout);
     }
-    for (int c = 0; c < copies; ++c) cudaFree(w8[c]);
-    cudaFree(wsb);
-    cudaFree(xs);
-    cudaFree(x8);
-    cudaFree(out);
   }
   std::fclose(log);
   return 0;
@@ -295,31 +291,23 @@ int main(int argc, char** argv) {
               "fp8_gemv tensor (as picked) | "
               "cuBLASLt fp8 block | cuBLASLt fp8 tensor | cuBLASLt bf16 |\n|---|---|---|---|---|---|---|---|---|---|\n");
   for (const ShapeCase& sc : shapes) {
-    const size_t wbytes = static_cast<size_t>(sc.N) * sc.K;
-    const int copies = std::max<int>(2, static_cast<int>(200e6 / wbytes) + 1);  // > 4x the 50 MB L2
-    std::vector<uint8_t*> w8(copies);
+    const Fp8Operands o(sc, 4096, s);
+    const size_t wbytes = o.wbytes;
+    const int copies = o.copies;
+    const std::vector<uint8_t*>& w8 = o.w;
+    float* const wsb = o.wsb;
+    float* const wst = o.wst;
+    float* const xs = o.xs;
+    uint8_t* const x8 = o.x;
+    void* const out = o.out;
+    // The bf16 operands of the cuBLASLt bf16 column.
     std::vector<uint16_t*> w16(copies);
     for (int c = 0; c < copies; ++c) {
-      CHECK(cudaMalloc(&w8[c], wbytes));
       CHECK(cudaMalloc(&w16[c], wbytes * 2));
-      fill_codes<<<1024, 256, 0, s>>>(w8[c], wbytes, 17u * c + 1);
       fill_codes<<<1024, 256, 0, s>>>(reinterpret_cast<uint8_t*>(w16[c]), wbytes * 2, 31u * c + 7);
     }
-    const int kb = (sc.K + 127) / 128, nb = (sc.N + 127) / 128;
-    float *wsb, *wst, *xs;
-    CHECK(cudaMalloc(&wsb, sizeof(float) * nb * kb));
-    CHECK(cudaMalloc(&wst, sizeof(float)));
-    CHECK(cudaMalloc(&xs, sizeof(float) * kb * 4096));
-    fill_f32<<<64, 256, 0, s>>>(wsb, static_cast<size_t>(nb) * kb, 1e-3f);
-    fill_f32<<<1, 32, 0, s>>>(wst, 1, 1e-3f);
-    fill_f32<<<64, 256, 0, s>>>(xs, static_cast<size_t>(kb) * 4096, 1e-2f);
-    uint8_t* x8;
     uint16_t* x16;
-    void* out;
-    CHECK(cudaMalloc(&x8, static_cast<size_t>(4096) * sc.K));
     CHECK(cudaMalloc(&x16, static_cast<size_t>(4096) * sc.K * 2));
-    CHECK(cudaMalloc(&out, static_cast<size_t>(4096) * sc.N * 4));
-    fill_codes<<<1024, 256, 0, s>>>(x8, static_cast<size_t>(4096) * sc.K, 99);
     fill_codes<<<1024, 256, 0, s>>>(reinterpret_cast<uint8_t*>(x16), static_cast<size_t>(4096) * sc.K * 2, 98);
     CHECK(cudaStreamSynchronize(s));
     for (int M : ms) {
@@ -397,16 +385,8 @@ int main(int argc, char** argv) {
                   cell(lt_t, false).c_str(), cell(lt_bf16, true).c_str());
       std::fflush(stdout);
     }
-    for (int c = 0; c < copies; ++c) {
-      cudaFree(w8[c]);
-      cudaFree(w16[c]);
-    }
-    cudaFree(wsb);
-    cudaFree(wst);
-    cudaFree(xs);
-    cudaFree(x8);
+    for (uint16_t* c : w16) cudaFree(c);
     cudaFree(x16);
-    cudaFree(out);
   }
   // The TMA kernel's launch per shape (where the weights are large enough for it).
   std::printf("\n| shape | M | TMA kernel: blocks per 128-row block | shared memory per block |\n|---|---:|---:|---:|\n");

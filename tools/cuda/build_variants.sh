@@ -60,7 +60,8 @@ restore() {
     # Back to HEAD's src/ and tests/ (index and tree), without the files
     # only REV has, then the uncommitted changes that were stashed.
     git checkout -q HEAD -- src tests
-    git diff --name-only --diff-filter=A HEAD "$REV_CHECKED_OUT" -- src tests | xargs -r rm -f
+    # (out of the index too: `git checkout REV -- src` staged them).
+    git diff --name-only --diff-filter=A HEAD "$REV_CHECKED_OUT" -- src tests | xargs -r git rm -q -f --
     REV_CHECKED_OUT=
     if [[ $STASHED == 1 ]]; then git stash pop -q; fi
     STASHED=0

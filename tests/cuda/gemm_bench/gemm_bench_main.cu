@@ -292,19 +292,11 @@ int main(int argc, char** argv) {
               "cuBLASLt fp8 block | cuBLASLt fp8 tensor | cuBLASLt bf16 |\n|---|---|---|---|---|---|---|---|---|---|\n");
   for (const ShapeCase& sc : shapes) {
     const Fp8Operands o(sc, 4096, s);
-    const size_t wbytes = o.wbytes;
-    const int copies = o.copies;
-    const std::vector<uint8_t*>& w8 = o.w;
-    float* const wsb = o.wsb;
-    float* const wst = o.wst;
-    float* const xs = o.xs;
-    uint8_t* const x8 = o.x;
-    void* const out = o.out;
     // The bf16 operands of the cuBLASLt bf16 column.
-    std::vector<uint16_t*> w16(copies);
-    for (int c = 0; c < copies; ++c) {
-      CHECK(cudaMalloc(&w16[c], wbytes * 2));
-      fill_codes<<<1024, 256, 0, s>>>(reinterpret_cast<uint8_t*>(w16[c]), wbytes * 2, 31u * c + 7);
+    std::vector<uint16_t*> w16(o.copies);
+    for (int c = 0; c < o.copies; ++c) {
+      CHECK(cudaMalloc(&w16[c], o.wbytes * 2));
+      fill_codes<<<1024, 256, 0, s>>>(reinterpret_cast<uint8_t*>(w16[c]), o.wbytes * 2, 31u * c + 7);
     }
     uint16_t* x16;
     CHECK(cudaMalloc(&x16, static_cast<size_t>(4096) * sc.K * 2));
@@ -320,7 +312,7 @@ int main(int argc, char** argv) {
           std::snprintf(buf, sizeof buf, "%.1f us, %.0f TF/s", t * 1e6, 2.0 * M * sc.N * sc.K / t / 1e12);
         else
           std::snprintf(buf, sizeof buf, "%.1f us, %.0f%%", t * 1e6,
-                        100.0 * wbytes * (bf16 ? 2 : 1) / t / kCopyBandwidth);
+                        100.0 * o.wbytes * (bf16 ? 2 : 1) / t / kCopyBandwidth);
         return std::string(buf);
       };
       double gemv_b = -1, gemv_b_regs = -1, gemv_t = -1, lt_b = -1, lt_t = -1, lt_bf16 = -1;
@@ -330,12 +322,12 @@ int main(int argc, char** argv) {
       // picks (TMA from kFp8GemvTmaMinWeightBytes) or on the register tiles.
       auto gemv = [&](int c, bool block, bool tma, bool out_f32, cudaStream_t st) {
         hyllm::cuda::Fp8GemvParams p;
-        p.w = w8[c];
-        p.w_scale = block ? wsb : wst;
-        p.x = x8;
-        p.x_scale = block ? xs : wst;
+        p.w = o.w[c];
+        p.w_scale = block ? o.wsb : o.wst;
+        p.x = o.x;
+        p.x_scale = block ? o.xs : o.wst;
         p.block_scales = block;
-        p.out = out;
+        p.out = o.out;
         p.out_f32 = out_f32;
         p.M = M;
         p.N = sc.N;
@@ -348,7 +340,7 @@ int main(int argc, char** argv) {
         for (int variant = 0; variant < 2; ++variant) {
           gemv(0, true, variant == 0, true, s);
           res[variant].resize(static_cast<size_t>(M) * sc.N);
-          CHECK(cudaMemcpyAsync(res[variant].data(), out, res[variant].size() * 4, cudaMemcpyDeviceToHost, s));
+          CHECK(cudaMemcpyAsync(res[variant].data(), o.out, res[variant].size() * 4, cudaMemcpyDeviceToHost, s));
           CHECK(cudaStreamSynchronize(s));
         }
         double diff = 0, ref = 0;
@@ -359,25 +351,25 @@ int main(int argc, char** argv) {
         tma_vs_tiles = ref > 0 ? diff / ref : diff;
         for (int variant = 0; variant < 3; ++variant) {
           const bool block = variant < 2, tma = variant != 1;
-          double t = time_graph(s, copies, it, [&](int c, cudaStream_t st) { gemv(c, block, tma, false, st); });
+          double t = time_graph(s, o.copies, it, [&](int c, cudaStream_t st) { gemv(c, block, tma, false, st); });
           (variant == 0 ? gemv_b : variant == 1 ? gemv_b_regs : gemv_t) = t;
         }
       }
       for (bool block : {true, false}) {
         // Plan outside the capture (the heuristic must not run inside it).
-        if (!gemm.run_fp8(x8, block ? xs : wst, w8[0], block ? wsb : wst,
+        if (!gemm.run_fp8(o.x, block ? o.xs : o.wst, o.w[0], block ? o.wsb : o.wst,
                           block ? hyllm::cuda::GemmRunner::Fp8Scales::kBlock : hyllm::cuda::GemmRunner::Fp8Scales::kTensor,
-                          out, false, M, sc.N, sc.K, s))
+                          o.out, false, M, sc.N, sc.K, s))
           continue;
-        double t = time_graph(s, copies, it, [&](int c, cudaStream_t st) {
-          gemm.run_fp8(x8, block ? xs : wst, w8[c], block ? wsb : wst,
+        double t = time_graph(s, o.copies, it, [&](int c, cudaStream_t st) {
+          gemm.run_fp8(o.x, block ? o.xs : o.wst, o.w[c], block ? o.wsb : o.wst,
                        block ? hyllm::cuda::GemmRunner::Fp8Scales::kBlock : hyllm::cuda::GemmRunner::Fp8Scales::kTensor,
-                       out, false, M, sc.N, sc.K, st);
+                       o.out, false, M, sc.N, sc.K, st);
         });
         (block ? lt_b : lt_t) = t;
       }
-      gemm.run(x16, w16[0], out, false, M, sc.N, sc.K, s);
-      lt_bf16 = time_graph(s, copies, it, [&](int c, cudaStream_t st) { gemm.run(x16, w16[c], out, false, M, sc.N, sc.K, st); });
+      gemm.run(x16, w16[0], o.out, false, M, sc.N, sc.K, s);
+      lt_bf16 = time_graph(s, o.copies, it, [&](int c, cudaStream_t st) { gemm.run(x16, w16[c], o.out, false, M, sc.N, sc.K, st); });
       CHECK(cudaStreamSynchronize(s));
       CHECK(cudaGetLastError());
       std::printf("| %s | %d x %d | %d | %.1e | %s | %s | %s | %s | %s | %s |\n", sc.name, sc.N, sc.K, M, tma_vs_tiles,

@@ -16,10 +16,15 @@
 // column per thread (no barrier inside the solve). Kernel 2 walks the chunks
 // of a sequence in order with a block of VB state columns (32 or 64) in shared
 // memory and runs its products on tensor cores; it stages each chunk's operands
-// while the previous chunk's products run. Products take TF32 operands (10-bit
-// mantissa, rounded to nearest) and accumulate in fp32; the state itself is
-// only ever accumulated in fp32 (the accumulator starts from gamma_last S).
-// BF16 operands, as other engines use, would carry 8 times the rounding.
+// while the previous chunk's products run.
+//
+// Precision: every product's operands carry a 10-bit mantissa and accumulate
+// in fp32; the state itself is only ever accumulated in fp32 (the
+// accumulator starts from gamma_last S). Q, K, W and P, whose entries lie in
+// [-1, 1], are stored as fp16 (DeltaRuleScratch), which rounds them as TF32
+// does in half the bytes; S, U~ and U, which have no such bound, stay fp32
+// and enter the products rounded to TF32. BF16 operands, as other engines
+// use, would carry 8 times the rounding.
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/delta_rule_scratch.cuh"
 
@@ -34,11 +39,17 @@ __device__ __forceinline__ uint32_t to_tf32(float x) {
   return r;
 }
 __device__ __forceinline__ float round_tf32(float x) { return __uint_as_float(to_tf32(x)); }
+// An fp16 value as a TF32 operand: exact, no rounding needed.
+__device__ __forceinline__ uint32_t h2tf32(uint16_t h) { return __float_as_uint(h2f(h)); }
+__device__ __forceinline__ uint32_t lds32(const uint16_t* at) { return *reinterpret_cast<const uint32_t*>(at); }
 
 // D = A B + D, m16n8k8 with TF32 operands. Fragment coordinates, lane =
 // 4 g + t: A holds (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4); B holds
 // (t, g), (t + 4, g); the accumulator (g, 2t), (g, 2t + 1), (g + 8, 2t),
-// (g + 8, 2t + 1).
+// (g + 8, 2t + 1). The fragment loads below give k slots t and t + 4 of an
+// 8-wide step elements 2t and 2t + 1 of the step, to both operands: a dot
+// product does not depend on the order of its terms, and an fp16 pair is
+// then one 32-bit load.
 __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -46,58 +57,62 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+// D = A B + D, m16n8k16 with fp16 operands, two fp16 values a register (the
+// lower k first): A holds (g, 2t..2t+1), (g + 8, 2t..2t+1), (g, 2t+8..2t+9),
+// (g + 8, 2t+8..2t+9); B holds (2t..2t+1, g), (2t+8..2t+9, g); the
+// accumulator as m16n8k8's.
+__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
 __device__ __forceinline__ int acc_row(int e, int g) { return g + (e >= 2 ? 8 : 0); }
 __device__ __forceinline__ int acc_col(int e, int t) { return 2 * t + (e & 1); }
 
-// A fragment of the row-major M at (m0, k0); `Rounded` when M already holds
-// TF32 values.
-template <bool Rounded>
-__device__ __forceinline__ void load_a(uint32_t (&a)[4], const float* M, int ld, int m0, int k0, int g, int t) {
-  const float v[4] = {M[(m0 + g) * ld + k0 + t], M[(m0 + g + 8) * ld + k0 + t], M[(m0 + g) * ld + k0 + t + 4],
-                      M[(m0 + g + 8) * ld + k0 + t + 4]};
-#pragma unroll
-  for (int e = 0; e < 4; ++e) a[e] = Rounded ? __float_as_uint(v[e]) : to_tf32(v[e]);
+// TF32 A fragment of the row-major fp16 M at (m0, k0), k slots paired.
+__device__ __forceinline__ void load_a_h(uint32_t (&a)[4], const uint16_t* M, int ld, int m0, int k0, int g, int t) {
+  const uint32_t lo = lds32(M + (m0 + g) * ld + k0 + 2 * t), hi = lds32(M + (m0 + g + 8) * ld + k0 + 2 * t);
+  a[0] = h2tf32(static_cast<uint16_t>(lo));
+  a[2] = h2tf32(static_cast<uint16_t>(lo >> 16));
+  a[1] = h2tf32(static_cast<uint16_t>(hi));
+  a[3] = h2tf32(static_cast<uint16_t>(hi >> 16));
 }
-// B fragment of B[k][n] = M[k * ld + n] at (k0, n0).
+// TF32 B fragment of B[k][n] = M[k * ld + n] (fp32) at (k0, n0), k slots
+// paired; `Rounded` when M already holds TF32 values.
 template <bool Rounded>
 __device__ __forceinline__ void load_b(uint32_t (&b)[2], const float* M, int ld, int k0, int n0, int g, int t) {
-  const float v0 = M[(k0 + t) * ld + n0 + g], v1 = M[(k0 + t + 4) * ld + n0 + g];
+  const float v0 = M[(k0 + 2 * t) * ld + n0 + g], v1 = M[(k0 + 2 * t + 1) * ld + n0 + g];
   b[0] = Rounded ? __float_as_uint(v0) : to_tf32(v0);
   b[1] = Rounded ? __float_as_uint(v1) : to_tf32(v1);
 }
-// B fragment of B[k][n] = M[n * ld + k] (M^T) at (k0, n0).
-__device__ __forceinline__ void load_bt(uint32_t (&b)[2], const float* M, int ld, int k0, int n0, int g, int t) {
-  b[0] = to_tf32(M[(n0 + g) * ld + k0 + t]);
-  b[1] = to_tf32(M[(n0 + g) * ld + k0 + t + 4]);
+// fp16 A fragment (m16n8k16) of the row-major fp16 M at (m0, k0).
+__device__ __forceinline__ void load_a16(uint32_t (&a)[4], const uint16_t* M, int ld, int m0, int k0, int g, int t) {
+  const uint16_t* lo = M + (m0 + g) * ld + k0 + 2 * t;
+  a[0] = lds32(lo);
+  a[1] = lds32(lo + 8 * ld);
+  a[2] = lds32(lo + 8);
+  a[3] = lds32(lo + 8 * ld + 8);
 }
 
-// Stages `rows` valid rows of `cols4` float4s (zeros past `valid_cols4` and
-// past `rows`) with 16-byte asynchronous copies; src row r is at
-// src + r * src_stride.
-__device__ __forceinline__ void stage_rows16(float* dst, int ld, const float* src, int64_t src_stride, int rows,
-                                             int cols4, int valid_cols4) {
-  for (int i = threadIdx.x; i < kDeltaChunk * cols4; i += blockDim.x) {
-    const int r = i / cols4, c4 = i % cols4;
-    const bool ok = r < rows && c4 < valid_cols4;
-    cp_async16(dst + r * ld + 4 * c4, src + (ok ? r * src_stride + 4 * c4 : 0), ok);
+// Stages `rows` rows of `cols` elements (cols * sizeof(T) a multiple of 16
+// bytes, zeros past `rows`) with 16-byte asynchronous copies; src row r is
+// at src + r * src_stride, dst row r at dst + r * ld.
+template <typename T>
+__device__ __forceinline__ void stage_rows(T* dst, int ld, const T* src, int64_t src_stride, int rows, int cols) {
+  constexpr int kPer16 = 16 / sizeof(T);
+  const int per_row = cols / kPer16;
+  for (int i = threadIdx.x; i < kDeltaChunk * per_row; i += blockDim.x) {
+    const int r = i / per_row, c = (i % per_row) * kPer16;
+    cp_async16(dst + r * ld + c, src + (r < rows ? r * src_stride + c : 0), r < rows);
   }
 }
-// The same for rows whose length is not a multiple of four floats.
-__device__ __forceinline__ void load_rows(float* dst, int ld, const float* src, int64_t src_stride, int rows,
-                                          int cols, int valid_cols) {
-  for (int i = threadIdx.x; i < kDeltaChunk * cols; i += blockDim.x) {
-    const int r = i / cols, c = i % cols;
-    dst[r * ld + c] = (r < rows && c < valid_cols) ? src[r * src_stride + c] : 0.0f;
-  }
-}
-// The chunk's rows of q and k for key head kh ([T, Hk, Dk] scratch).
-__device__ __forceinline__ void stage_qk(float* dst, int ld, const float* src, const GatedDeltaRuleParams& p,
-                                         int64_t tb, int kh, int rows, int dk_pad) {
-  const int Dk = p.k_dim;
-  const float* at = src + (tb * p.num_k_heads + kh) * Dk;
-  const int64_t stride = static_cast<int64_t>(p.num_k_heads) * Dk;
-  if (Dk % 4 == 0) stage_rows16(dst, ld, at, stride, rows, dk_pad / 4, Dk / 4);
-  else load_rows(dst, ld, at, stride, rows, dk_pad, Dk);
+// The chunk's rows of q16 or k16 for key head kh ([T, Hk, DKP] scratch).
+template <int DKP>
+__device__ __forceinline__ void stage_qk(uint16_t* dst, int ld, const uint16_t* src, const GatedDeltaRuleParams& p,
+                                         int64_t tb, int kh, int rows) {
+  stage_rows(dst, ld, src + (tb * p.num_k_heads + kh) * DKP, static_cast<int64_t>(p.num_k_heads) * DKP, rows, DKP);
 }
 
 // The chunks of one sequence of n tokens: kDeltaChunk tokens each from its
@@ -140,25 +155,32 @@ __device__ __forceinline__ ChunkSpans chunk_spans(const GatedDeltaRuleParams& p,
 // ---------------------------------------------------------------------------
 // Kernel 1: per (chunk, value head, sequence).
 
+// Shared-memory layout, byte offsets. Row strides are padded so that each
+// fragment load touches 32 distinct banks; every region starts 16-byte aligned.
 template <int DKP>
 struct PrepSmem {
-  static constexpr int kQK = DKP + 4;  // q and k rows, read as A rows and as B^T
-  static constexpr int kA = kDeltaChunk + 4;
+  static constexpr int kQK = DKP + 8;           // fp16 q and k rows, read as A rows and as B^T
+  static constexpr int kP = kDeltaChunk + 8;    // fp16 P rows, over q's once Q K^T is formed
+  static constexpr int kA = kDeltaChunk + 4;    // floats
   static constexpr int k = 0;
-  static constexpr int q = k + kDeltaChunk * kQK;
-  static constexpr int a = q + kDeltaChunk * kQK;
-  static constexpr int g = a + kDeltaChunk * kA;
-  static constexpr int beta = g + kDeltaChunk;
-  static constexpr int beta_gamma = beta + kDeltaChunk;
-  static constexpr int v = beta_gamma + kDeltaChunk;  // bf16 [64][v_dim], after the floats
-  static size_t bytes(int v_dim) { return sizeof(float) * v + sizeof(uint16_t) * kDeltaChunk * v_dim; }
-  static_assert(v % 4 == 0, "v rows start 16-byte aligned, for 16-byte copies");
+  static constexpr int q = k + 2 * kDeltaChunk * kQK;
+  static constexpr int a = q + 2 * kDeltaChunk * kQK;
+  static constexpr int g = a + 4 * kDeltaChunk * kA;
+  static constexpr int beta = g + 4 * kDeltaChunk;
+  static constexpr int beta_gamma = beta + 4 * kDeltaChunk;
+  static constexpr int v = beta_gamma + 4 * kDeltaChunk;  // bf16 [64][v_dim]
+  static size_t bytes(int v_dim) { return v + sizeof(uint16_t) * kDeltaChunk * v_dim; }
+  static_assert(q % 16 == 0 && a % 16 == 0 && v % 16 == 0, "16-byte copies and float4 reads");
+  static_assert(kP <= kQK, "P fits where q was");
 };
 
+// Three blocks an SM (with fp16 q and k the shared memory allows it; the
+// registers are capped to fit), so that one block's loads and stores overlap
+// the others' products and solve.
 template <int DKP>
-__global__ void __launch_bounds__(kThreads) chunk_prepare_kernel(GatedDeltaRuleParams p, DeltaRuleScratch s) {
+__global__ void __launch_bounds__(kThreads, 3) chunk_prepare_kernel(GatedDeltaRuleParams p, DeltaRuleScratch s) {
   using Lay = PrepSmem<DKP>;
-  extern __shared__ __align__(16) float sm[];
+  extern __shared__ __align__(16) unsigned char smem[];
   const int seq = blockIdx.z, vh = blockIdx.y, c = blockIdx.x;
   const int t0 = p.query_start_loc[seq], n = p.query_start_loc[seq + 1] - t0;
   if (n < kChunkedFromTokens) return;
@@ -169,15 +191,16 @@ __global__ void __launch_bounds__(kThreads) chunk_prepare_kernel(GatedDeltaRuleP
   const int Dk = p.k_dim, Dv = p.v_dim, Hk = p.num_k_heads, Hv = p.num_v_heads;
   const int kh = vh / (Hv / Hk);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
-  float* Ks = sm + Lay::k;
-  float* Qs = sm + Lay::q;
-  float* Am = sm + Lay::a;
-  float* Gs = sm + Lay::g;
-  float* Bs = sm + Lay::beta;
-  float* BGs = sm + Lay::beta_gamma;
-  uint16_t* Vs = reinterpret_cast<uint16_t*>(sm + Lay::v);
-  stage_qk(Ks, Lay::kQK, s.kn, p, tb, kh, L, DKP);
-  stage_qk(Qs, Lay::kQK, s.qn, p, tb, kh, L, DKP);
+  uint16_t* Ks = reinterpret_cast<uint16_t*>(smem + Lay::k);
+  uint16_t* Qs = reinterpret_cast<uint16_t*>(smem + Lay::q);
+  uint16_t* Ps = Qs;  // P, once Q K^T is formed
+  float* Am = reinterpret_cast<float*>(smem + Lay::a);
+  float* Gs = reinterpret_cast<float*>(smem + Lay::g);
+  float* Bs = reinterpret_cast<float*>(smem + Lay::beta);
+  float* BGs = reinterpret_cast<float*>(smem + Lay::beta_gamma);
+  uint16_t* Vs = reinterpret_cast<uint16_t*>(smem + Lay::v);
+  stage_qk<DKP>(Ks, Lay::kQK, s.k16, p, tb, kh, L);
+  stage_qk<DKP>(Qs, Lay::kQK, s.q16, p, tb, kh, L);
   {
     // The chunk's v rows of this head, staged so that the solve below reads
     // shared memory only: with 16-byte asynchronous copies alongside q and k
@@ -229,19 +252,21 @@ __global__ void __launch_bounds__(kThreads) chunk_prepare_kernel(GatedDeltaRuleP
   {
     const int m0 = 16 * (warp & 3), n0 = 32 * (warp >> 2);
     float kk[4][4] = {}, qk[4][4] = {};
-#pragma unroll 4
-    for (int k0 = 0; k0 < DKP; k0 += 8) {
+#pragma unroll 2
+    for (int k0 = 0; k0 < DKP; k0 += 16) {
       uint32_t ak[4], aq[4];
-      load_a<false>(ak, Ks, Lay::kQK, m0, k0, g, t);
-      load_a<false>(aq, Qs, Lay::kQK, m0, k0, g, t);
+      load_a16(ak, Ks, Lay::kQK, m0, k0, g, t);
+      load_a16(aq, Qs, Lay::kQK, m0, k0, g, t);
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt) {
-        uint32_t b[2];
-        load_bt(b, Ks, Lay::kQK, k0, n0 + 8 * nt, g, t);
-        mma_tf32(kk[nt], ak, b[0], b[1]);
-        mma_tf32(qk[nt], aq, b[0], b[1]);
+        // B[k][n] = K[n][k]: column n of B is row n of K.
+        const uint16_t* col = Ks + (n0 + 8 * nt + g) * Lay::kQK + k0 + 2 * t;
+        const uint32_t b0 = lds32(col), b1 = lds32(col + 8);
+        mma_f16(kk[nt], ak, b0, b1);
+        mma_f16(qk[nt], aq, b0, b1);
       }
     }
+    __syncthreads();  // every warp is done with Qs: P takes its place
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll
@@ -249,12 +274,17 @@ __global__ void __launch_bounds__(kThreads) chunk_prepare_kernel(GatedDeltaRuleP
         const int i = m0 + acc_row(e, g), j = n0 + 8 * nt + acc_col(e, t);
         const float decay = j <= i ? expf(Gs[i] - Gs[j]) : 0.0f;
         Am[i * Lay::kA + j] = (j < i && i < L) ? Bs[i] * decay * kk[nt][e] : 0.0f;
-        // P is only ever a tensor-core operand: stored rounded.
-        if (i < L) s.p[((tb + i) * Hv + vh) * kDeltaChunk + j] = round_tf32(decay * qk[nt][e]);
+        Ps[i * Lay::kP + j] = f2h(decay * qk[nt][e]);
       }
     }
   }
   __syncthreads();
+  // P's rows out with 16-byte stores (the fragments' own would be 2-byte pieces).
+  for (int c = tid; c < L * (kDeltaChunk / 8); c += blockDim.x) {
+    const int i = c / (kDeltaChunk / 8), j = c % (kDeltaChunk / 8) * 8;
+    *reinterpret_cast<uint4*>(s.p + ((tb + i) * Hv + vh) * kDeltaChunk + j) =
+        *reinterpret_cast<const uint4*>(Ps + i * Lay::kP + j);
+  }
 
   // Forward substitution (I + A) X = [diag(beta gamma) K | diag(beta) V], one
   // column per thread: columns [0, DKP) are W's, the next dv_pad U~'s;
@@ -271,7 +301,7 @@ __global__ void __launch_bounds__(kThreads) chunk_prepare_kernel(GatedDeltaRuleP
     float x[kDeltaChunk];
 #pragma unroll
     for (int i = 0; i < kDeltaChunk; ++i) {
-      const float rhs = is_k ? BGs[i] * Ks[i * Lay::kQK + dd] : Bs[i] * bf2f(Vs[i * Dv + dd]);
+      const float rhs = is_k ? BGs[i] * h2f(Ks[i * Lay::kQK + dd]) : Bs[i] * bf2f(Vs[i * Dv + dd]);
       x[i] = valid ? rhs : 0.0f;
     }
 #pragma unroll
@@ -287,13 +317,19 @@ __global__ void __launch_bounds__(kThreads) chunk_prepare_kernel(GatedDeltaRuleP
       }
       x[i] -= (acc[0] + acc[1]) + (acc[2] + acc[3]);
     }
-    const int pad = is_k ? DKP : dv_pad;
-    float* dst = (is_k ? s.w : s.u) + (tb * Hv + vh) * pad + d;
-    const int64_t row_stride = static_cast<int64_t>(Hv) * pad;
+    // W is only ever a tensor-core operand, stored as fp16; U~ is not.
+    if (is_k) {
+      uint16_t* dst = s.w + (tb * Hv + vh) * DKP + d;
+      const int64_t row_stride = static_cast<int64_t>(Hv) * DKP;
 #pragma unroll
-    for (int i = 0; i < kDeltaChunk; ++i) {
-      // W is only ever a tensor-core operand: stored rounded. U~ is not.
-      if (i < L) dst[i * row_stride] = is_k ? round_tf32(x[i]) : x[i];
+      for (int i = 0; i < kDeltaChunk; ++i)
+        if (i < L) dst[i * row_stride] = f2h(x[i]);
+    } else {
+      float* dst = s.u + (tb * Hv + vh) * dv_pad + d;
+      const int64_t row_stride = static_cast<int64_t>(Hv) * dv_pad;
+#pragma unroll
+      for (int i = 0; i < kDeltaChunk; ++i)
+        if (i < L) dst[i * row_stride] = x[i];
     }
   }
   if (tid < L) s.gcum[(tb + tid) * Hv + vh] = Gs[tid];
@@ -303,35 +339,40 @@ __global__ void __launch_bounds__(kThreads) chunk_prepare_kernel(GatedDeltaRuleP
 // Kernel 2: per (block of VB state columns, value head, sequence).
 //
 // The smaller block gives more blocks; the larger one reads the chunk's W, Q,
-// K and P (the same for every block of a head) half as often. One block
-// fills an SM's shared memory either way, so VB = 32 wins while its grid fits
-// one wave and VB = 64 once it would not (choose_v_block).
+// K and P (the same for every block of a head) half as often. Two blocks of
+// 32 columns fit an SM's shared memory, one of 64, so VB = 32 wins while its
+// grid fits one wave at two blocks an SM and VB = 64 once it would not
+// (choose_v_block).
+template <int VB>
+constexpr int kStateBlocksPerSm = VB == 32 ? 2 : 1;
 
-// Shared-memory layout in floats. Row strides are padded so that each
+// Shared-memory layout, byte offsets. Row strides are padded so that each
 // fragment load touches 32 distinct banks; every row starts 16-byte aligned.
 template <int DKP, int VB>
 struct StateSmem {
-  static constexpr int kQW = DKP + 4;          // W and Q, read as A rows
-  static constexpr int kK = DKP + 8;           // K, read as A transposed
-  static constexpr int kP = kDeltaChunk + 4;   // P, read as A rows
-  static constexpr int kV = VB + 8;            // S, U~ and U, read as B
+  static constexpr int kH = DKP + 8;           // fp16 W and Q, read as A rows; K, read as A transposed
+  static constexpr int kP = kDeltaChunk + 8;   // fp16 P, read as A rows
+  static constexpr int kV = VB + 4;            // fp32 S, U~ and U, read as B (rows 2t and 2t + 1)
   static constexpr int w = 0;
-  static constexpr int q = w + kDeltaChunk * kQW;
-  static constexpr int k = q + kDeltaChunk * kQW;
-  static constexpr int p = k + kDeltaChunk * kK;
-  static constexpr int ut = p + kDeltaChunk * kP;
-  static constexpr int un = ut + kDeltaChunk * kV;
-  static constexpr int s = un + kDeltaChunk * kV;
-  static constexpr int gamma = s + DKP * kV;            // exp(G_i)
-  static constexpr int to_last = gamma + kDeltaChunk;   // exp(G_last - G_i)
-  static constexpr int total = to_last + kDeltaChunk;
+  static constexpr int q = w + 2 * kDeltaChunk * kH;
+  static constexpr int k = q + 2 * kDeltaChunk * kH;
+  static constexpr int p = k + 2 * kDeltaChunk * kH;
+  static constexpr int ut = p + 2 * kDeltaChunk * kP;
+  static constexpr int un = ut + 4 * kDeltaChunk * kV;
+  static constexpr int s = un + 4 * kDeltaChunk * kV;
+  static constexpr int gamma = s + 4 * DKP * kV;          // exp(G_i)
+  static constexpr int to_last = gamma + 4 * kDeltaChunk;  // exp(G_last - G_i)
+  static constexpr int bytes = to_last + 4 * kDeltaChunk;
+  static_assert(q % 16 == 0 && k % 16 == 0 && p % 16 == 0 && ut % 16 == 0 && un % 16 == 0 && s % 16 == 0,
+                "16-byte copies");
 };
 
 template <int DKP, int VB>
-__global__ void __launch_bounds__(kThreads) chunk_state_kernel(GatedDeltaRuleParams p, DeltaRuleScratch s) {
+__global__ void __launch_bounds__(kThreads, kStateBlocksPerSm<VB>)
+    chunk_state_kernel(GatedDeltaRuleParams p, DeltaRuleScratch s) {
   using Lay = StateSmem<DKP, VB>;
   constexpr int NT = VB / 16;  // 8-column mma tiles per warp: two column halves of VB / 2
-  extern __shared__ __align__(16) float sm[];
+  extern __shared__ __align__(16) unsigned char smem[];
   const int seq = blockIdx.z, vh = blockIdx.y, j0 = blockIdx.x * VB;
   const int t0 = p.query_start_loc[seq], n = p.query_start_loc[seq + 1] - t0;
   if (n < kChunkedFromTokens) return;
@@ -340,15 +381,15 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(GatedDeltaRulePar
   const int Dk = p.k_dim, Dv = p.v_dim, Hk = p.num_k_heads, Hv = p.num_v_heads;
   const int kh = vh / (Hv / Hk);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
-  float* Ws = sm + Lay::w;
-  float* Qs = sm + Lay::q;
-  float* Ks = sm + Lay::k;
-  float* Ps = sm + Lay::p;
-  float* Ut = sm + Lay::ut;
-  float* Un = sm + Lay::un;
-  float* Ss = sm + Lay::s;
-  float* gamma = sm + Lay::gamma;
-  float* to_last = sm + Lay::to_last;
+  uint16_t* Ws = reinterpret_cast<uint16_t*>(smem + Lay::w);
+  uint16_t* Qs = reinterpret_cast<uint16_t*>(smem + Lay::q);
+  uint16_t* Ks = reinterpret_cast<uint16_t*>(smem + Lay::k);
+  uint16_t* Ps = reinterpret_cast<uint16_t*>(smem + Lay::p);
+  float* Ut = reinterpret_cast<float*>(smem + Lay::ut);
+  float* Un = reinterpret_cast<float*>(smem + Lay::un);
+  float* Ss = reinterpret_cast<float*>(smem + Lay::s);
+  float* gamma = reinterpret_cast<float*>(smem + Lay::gamma);
+  float* to_last = reinterpret_cast<float*>(smem + Lay::to_last);
 
   float* state = p.state + (slot * Hv + vh) * static_cast<int64_t>(Dv) * Dk;
   // This block's columns of S into a slot's state (v-major).
@@ -376,18 +417,17 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(GatedDeltaRulePar
   auto stage_a = [&](int c) {
     const int64_t tb = t0 + spans.start(c);
     const int rows = spans.end(c) - spans.start(c);
-    stage_rows16(Ws, Lay::kQW, s.w + (tb * Hv + vh) * DKP, static_cast<int64_t>(Hv) * DKP, rows, DKP / 4, DKP / 4);
-    stage_rows16(Ut, Lay::kV, s.u + (tb * Hv + vh) * s.dv_pad + j0, static_cast<int64_t>(Hv) * s.dv_pad, rows,
-                 VB / 4, VB / 4);
-    stage_qk(Qs, Lay::kQW, s.qn, p, tb, kh, rows, DKP);
+    stage_rows(Ws, Lay::kH, s.w + (tb * Hv + vh) * DKP, static_cast<int64_t>(Hv) * DKP, rows, DKP);
+    stage_rows(Ut, Lay::kV, s.u + (tb * Hv + vh) * s.dv_pad + j0, static_cast<int64_t>(Hv) * s.dv_pad, rows, VB);
+    stage_qk<DKP>(Qs, Lay::kH, s.q16, p, tb, kh, rows);
     cp_async_commit();
   };
   auto stage_b = [&](int c) {
     const int64_t tb = t0 + spans.start(c);
     const int rows = spans.end(c) - spans.start(c);
-    stage_rows16(Ps, Lay::kP, s.p + (tb * Hv + vh) * kDeltaChunk, static_cast<int64_t>(Hv) * kDeltaChunk, rows,
-                 kDeltaChunk / 4, kDeltaChunk / 4);
-    stage_qk(Ks, Lay::kK, s.kn, p, tb, kh, rows, DKP);
+    stage_rows(Ps, Lay::kP, s.p + (tb * Hv + vh) * kDeltaChunk, static_cast<int64_t>(Hv) * kDeltaChunk, rows,
+               kDeltaChunk);
+    stage_qk<DKP>(Ks, Lay::kH, s.k16, p, tb, kh, rows);
     cp_async_commit();
   };
   // G_i and G_last of chunk c, for thread i < kDeltaChunk: read into
@@ -428,8 +468,8 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(GatedDeltaRulePar
 #pragma unroll 4
     for (int k0 = 0; k0 < DKP; k0 += 8) {
       uint32_t aw[4], aq[4];
-      load_a<true>(aw, Ws, Lay::kQW, m0, k0, g, t);
-      load_a<false>(aq, Qs, Lay::kQW, m0, k0, g, t);
+      load_a_h(aw, Ws, Lay::kH, m0, k0, g, t);
+      load_a_h(aq, Qs, Lay::kH, m0, k0, g, t);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         uint32_t b[2];
@@ -462,7 +502,7 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(GatedDeltaRulePar
 #pragma unroll
     for (int k0 = 0; k0 < kDeltaChunk; k0 += 8) {
       uint32_t ap[4];
-      load_a<true>(ap, Ps, Lay::kP, m0, k0, g, t);
+      load_a_h(ap, Ps, Lay::kP, m0, k0, g, t);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         uint32_t b[2];
@@ -494,11 +534,12 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(GatedDeltaRulePar
       }
 #pragma unroll
       for (int k0 = 0; k0 < kDeltaChunk; k0 += 8) {
-        const float s0 = to_last[k0 + t], s1 = to_last[k0 + t + 4];
-        const uint32_t a[4] = {to_tf32(Ks[(k0 + t) * Lay::kK + ms + g] * s0),
-                               to_tf32(Ks[(k0 + t) * Lay::kK + ms + g + 8] * s0),
-                               to_tf32(Ks[(k0 + t + 4) * Lay::kK + ms + g] * s1),
-                               to_tf32(Ks[(k0 + t + 4) * Lay::kK + ms + g + 8] * s1)};
+        // A[m][k] = K[k][m] exp(G_last - G_k), k slots paired as the loads' (mma_tf32).
+        const float s0 = to_last[k0 + 2 * t], s1 = to_last[k0 + 2 * t + 1];
+        const uint16_t* k_lo = Ks + (k0 + 2 * t) * Lay::kH + ms + g;
+        const uint16_t* k_hi = k_lo + Lay::kH;
+        const uint32_t a[4] = {to_tf32(h2f(k_lo[0]) * s0), to_tf32(h2f(k_lo[8]) * s0), to_tf32(h2f(k_hi[0]) * s1),
+                               to_tf32(h2f(k_hi[8]) * s1)};
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           uint32_t b[2];
@@ -525,15 +566,20 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(GatedDeltaRulePar
 template <typename Kernel>
 void launch_with_smem(Kernel kernel, dim3 grid, size_t smem, const GatedDeltaRuleParams& p,
                       const DeltaRuleScratch& s, cudaStream_t stream) {
-  if (smem > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (smem > 48 * 1024) {
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    // All of the SM's unified memory as shared memory, so that blocks that
+    // fit side by side (kStateBlocksPerSm) are not held to one by L1's share.
+    cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+  }
   kernel<<<grid, kThreads, smem, stream>>>(p, s);
 }
 
 // The state kernel's column block for this call: 32 while its grid fits one
-// wave of one block per SM, else 64 where the padded Dv allows.
+// wave at two blocks an SM, else 64 where the padded Dv allows.
 int choose_v_block(const GatedDeltaRuleParams& p, const DeltaRuleScratch& s) {
   const int64_t blocks32 = static_cast<int64_t>(s.dv_pad / 32) * p.num_v_heads * p.num_seqs;
-  return s.dv_pad % 64 == 0 && blocks32 > p.num_sms ? 64 : 32;
+  return s.dv_pad % 64 == 0 && blocks32 > kStateBlocksPerSm<32> * p.num_sms ? 64 : 32;
 }
 
 template <int DKP>
@@ -545,10 +591,10 @@ void launch_dk(const GatedDeltaRuleParams& p, const DeltaRuleScratch& s, cudaStr
                    PrepSmem<DKP>::bytes(p.v_dim), p, s, stream);
   if (choose_v_block(p, s) == 64) {
     launch_with_smem(chunk_state_kernel<DKP, 64>, dim3(s.dv_pad / 64, p.num_v_heads, p.num_seqs),
-                     sizeof(float) * StateSmem<DKP, 64>::total, p, s, stream);
+                     StateSmem<DKP, 64>::bytes, p, s, stream);
   } else {
     launch_with_smem(chunk_state_kernel<DKP, 32>, dim3(s.dv_pad / 32, p.num_v_heads, p.num_seqs),
-                     sizeof(float) * StateSmem<DKP, 32>::total, p, s, stream);
+                     StateSmem<DKP, 32>::bytes, p, s, stream);
   }
 }
 

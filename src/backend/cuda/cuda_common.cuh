@@ -4,6 +4,7 @@
 // tensor-core fragments. Included only by .cu files.
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -65,6 +66,9 @@ void launch_maybe_pdl(void (*kernel)(Params...), bool pdl, dim3 grid, int thread
 __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
 __device__ __forceinline__ uint16_t f2bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
 __device__ __forceinline__ float round_bf(float f) { return bf2f(f2bf(f)); }
+// fp16 bits of f (round to nearest even) and the float they hold (exact).
+__device__ __forceinline__ uint16_t f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
+__device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 
 // Dot product of 8 bf16 pairs (16 bytes each), in fp32, in element order.
 __device__ __forceinline__ float dot8(const uint4& a, const uint4& b, float acc) {

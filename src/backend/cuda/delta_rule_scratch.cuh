@@ -25,11 +25,19 @@ struct DeltaRuleScratch {
   float* decay;  // [T, Hv]      exp(g)
   float* beta;   // [T, Hv]
   float* g;      // [T, Hv]      log decay
-  // Chunked path only (null otherwise), written by the chunk preparation:
-  float* w;      // [T, Hv, dk_pad]  rows of W = (I + A)^-1 diag(beta gamma) K
-  float* u;      // [T, Hv, dv_pad]  rows of U~ = (I + A)^-1 diag(beta) V
-  float* p;      // [T, Hv, 64]      rows of (Q K^T) * exp(G_i - G_j), j <= i
-  float* gcum;   // [T, Hv]          G_i, g summed from the chunk start
+  // Chunked path only (null otherwise). The tensor-core operands whose
+  // entries lie in [-1, 1] are stored as fp16 bits: its 10-bit mantissa is
+  // TF32's, so they round as TF32 operands do (and fp16 values are exact
+  // TF32 values), in half the bytes of fp32. The bounds: q and k are
+  // normalised; P's entries are decayed q.k; W's rows have norm <= 1, as W
+  // is the WY form of a product of contractions (beta in (0, 1), |k| <= 1).
+  uint16_t* q16;  // [T, Hk, dk_pad]  qn, zero past Dk (the preparation kernel)
+  uint16_t* k16;  // [T, Hk, dk_pad]  kn, zero past Dk
+  // Written by the chunk preparation:
+  uint16_t* w;    // [T, Hv, dk_pad]  rows of W = (I + A)^-1 diag(beta gamma) K
+  float* u;       // [T, Hv, dv_pad]  rows of U~ = (I + A)^-1 diag(beta) V
+  uint16_t* p;    // [T, Hv, 64]      rows of (Q K^T) * exp(G_i - G_j), j <= i
+  float* gcum;    // [T, Hv]          G_i, g summed from the chunk start
   int dk_pad = 0;
   int dv_pad = 0;
 };
@@ -46,11 +54,17 @@ inline bool use_chunked(const GatedDeltaRuleParams& p) {
   return p.max_query_len == 0 || p.max_query_len >= kChunkedFromTokens;
 }
 
+// Floats holding n fp16 values, rounded up so that every region starts on a
+// 16-byte boundary.
+inline int64_t halves_as_floats(int64_t halves) { return align4((halves + 1) / 2); }
+
 inline size_t delta_rule_scratch_floats(const GatedDeltaRuleParams& p, bool chunked) {
   const int64_t T = p.tokens, Hk = p.num_k_heads, Hv = p.num_v_heads;
   int64_t n = 2 * align4(T * Hk * p.k_dim) + align4(T * Hk) + 3 * align4(T * Hv);
   if (chunked) {
-    n += T * Hv * (chunked_dk_pad(p.k_dim) + chunked_dv_pad(p.v_dim) + kDeltaChunk) + align4(T * Hv);
+    const int64_t dk_pad = chunked_dk_pad(p.k_dim);
+    n += 2 * halves_as_floats(T * Hk * dk_pad) + halves_as_floats(T * Hv * dk_pad) +
+         align4(T * Hv * chunked_dv_pad(p.v_dim)) + halves_as_floats(T * Hv * kDeltaChunk) + align4(T * Hv);
   }
   return static_cast<size_t>(n);
 }
@@ -64,6 +78,11 @@ inline DeltaRuleScratch carve_delta_rule_scratch(const GatedDeltaRuleParams& p, 
     f += align4(n);
     return r;
   };
+  auto take16 = [&f](int64_t halves) {
+    uint16_t* r = reinterpret_cast<uint16_t*>(f);
+    f += halves_as_floats(halves);
+    return r;
+  };
   s.qn = take(T * Hk * p.k_dim);
   s.kn = take(T * Hk * p.k_dim);
   s.kq = take(T * Hk);
@@ -73,9 +92,11 @@ inline DeltaRuleScratch carve_delta_rule_scratch(const GatedDeltaRuleParams& p, 
   if (chunked) {
     s.dk_pad = chunked_dk_pad(p.k_dim);
     s.dv_pad = chunked_dv_pad(p.v_dim);
-    s.w = take(T * Hv * s.dk_pad);
+    s.q16 = take16(T * Hk * s.dk_pad);
+    s.k16 = take16(T * Hk * s.dk_pad);
+    s.w = take16(T * Hv * s.dk_pad);
     s.u = take(T * Hv * s.dv_pad);
-    s.p = take(T * Hv * kDeltaChunk);
+    s.p = take16(T * Hv * kDeltaChunk);
     s.gcum = take(T * Hv);
   }
   return s;

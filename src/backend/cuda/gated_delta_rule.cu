@@ -82,6 +82,14 @@ __global__ void __launch_bounds__(kPrepareThreads) prepare_kernel(GatedDeltaRule
     const int64_t head = static_cast<int64_t>(t) * Hk + kh;
     const float dot = normalize_qk(p, t, kh, lane, s.qn + head * Dk, s.kn + head * Dk);
     if (lane == 0) s.kq[head] = dot;
+    if (s.q16 != nullptr) {
+      // The chunked kernels' fp16 operands, padded with zeros; each lane
+      // reads back the elements it wrote above.
+      for (int d = lane; d < s.dk_pad; d += 32) {
+        s.q16[head * s.dk_pad + d] = d < Dk ? f2h(s.qn[head * Dk + d]) : uint16_t{0};
+        s.k16[head * s.dk_pad + d] = d < Dk ? f2h(s.kn[head * Dk + d]) : uint16_t{0};
+      }
+    }
   }
   for (int vh = blockIdx.y * blockDim.x + threadIdx.x; vh < p.num_v_heads; vh += gridDim.y * blockDim.x) {
     const Gates gt = token_gates(p, t, vh);

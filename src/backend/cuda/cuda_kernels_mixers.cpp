@@ -84,6 +84,11 @@ void CudaKernels::paged_attention(const PagedAttentionArgs& a) {
   p.max_seq_len = to_int(a.max_seq_len, "max_seq_len");
   p.num_sms = num_sms_;
   p.split_counters = attn_split_counters_;
+  if (!cuda::paged_attention_grid_fits(p)) {
+    fail(ErrorCode::kUnsupported,
+         "paged_attention: {} sequences and {} query tokens in one step exceed the cuda kernel's grid; "
+         "lower --max-num-batched-tokens or --max-num-seqs", p.num_seqs, p.max_query_len);
+  }
   const size_t bytes = cuda::paged_attention_scratch_bytes(p);
   cuda::launch_paged_attention(p, bytes ? scratch(bytes) : nullptr, stream_);
   check_launch("paged_attention");

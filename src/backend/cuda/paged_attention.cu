@@ -19,56 +19,16 @@
 // An e4m3 cache is converted to bf16 codes (exact) as its tiles are staged in
 // shared memory; k_scale joins the softmax scale and v_scale the final
 // normalisation (ops.h), so the tensor-core loop is the bf16 one.
-#include <cfloat>
+#include <type_traits>
 
-#include "backend/cuda/cluster.cuh"
-#include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/dynamic_smem.cuh"
 #include "backend/cuda/kv_fp8.cuh"
-#include "backend/cuda/launch/attention.h"
+#include "backend/cuda/paged_attention_merge.cuh"
 
 namespace hyllm::cuda {
 namespace {
 
-constexpr int kRows = 64;   // rows per block
-constexpr int kKeys = 64;   // keys per tile
-// Split-KV granularity: a split may hold less than a tile, so that a short
-// decode context still spreads its work over many SMs (one warp does a
-// decode row group's math, and its time grows with the keys it walks).
-constexpr int kSplitKeys = 16;
-// Most splits of a launch: the merge computes one split's weight per lane.
-constexpr int kMaxSplits = 32;
-// Splitting aims for this many blocks per SM; a launch that splits thus has
-// fewer (sequence, KV head, row tile) groups than kSplitTargetPerSm * SMs,
-// which bounds the counters it needs.
-constexpr int kSplitTargetPerSm = 2;
-// Partial loads each thread keeps in flight while merging.
-constexpr int kMergeBatch = 16;
-// Splits merged inside one cluster: the portable cluster size. A launch
-// takes the cluster merge when its longest context over this many splits is
-// at most kClusterMaxSplitKeys keys each.
-constexpr int kMaxClusterSplits = 8;
-constexpr int kClusterMaxSplitKeys = 512;
-constexpr int kThreads = 128;
-constexpr float kLog2e = 1.4426950408889634f;
-
-// Keys per split of a (sequence, KV head, row tile) group whose last row
-// sees kv_len keys; splits past ceil(kv_len / split_keys) are empty.
-__device__ __forceinline__ int split_keys(int kv_len, int num_splits) {
-  return ((kv_len + num_splits - 1) / num_splits + kSplitKeys - 1) / kSplitKeys * kSplitKeys;
-}
-
-template <int D>
-struct Smem {
-  static constexpr int kStride = D + 8;  // 16-byte pad: ldmatrix rows hit distinct banks
-  static constexpr size_t kBytes = static_cast<size_t>(3) * kRows * kStride * 2;
-};
-// The split merges reuse the tiles' shared memory: for the weights (global
-// merge), or for the block's own partials (cluster merge).
-static_assert(kRows * (kMaxSplits + 1) * sizeof(float) <= Smem<32>::kBytes);
-template <int D>
-constexpr bool kPartialsFit = kRows * (D + 2) * sizeof(float) <= Smem<D>::kBytes;
-static_assert(kPartialsFit<32> && kPartialsFit<64> && kPartialsFit<128> && kPartialsFit<256>);
+using namespace paged_attention_detail;
 
 // Per thread, the (row, 16-byte chunk) pieces of a [64][D] bf16 tile are
 // i = threadIdx.x + j * kThreads: a warp copies whole rows (contiguous global
@@ -110,120 +70,6 @@ __device__ __forceinline__ void load_tile_e4m3(uint16_t* tile, SrcFn src) {
   }
 }
 
-// Merges the first num_splits splits (those holding keys) of rows
-// [m0, m0 + n_rows) of one (sequence, KV head):
-// first one warp per row finds the splits' weights (lane s: split s's max and
-// sum), then the block's threads share the rows' columns, two each, summing
-// the splits in order. `smem` holds kRows * (kMaxSplits + 1) floats. Partials
-// are read through L2 (__ldcg): other SMs wrote them during this launch.
-template <int D, bool kFp8>
-__device__ __forceinline__ void merge_splits(const PagedAttentionParams& p, int num_splits, const float* partial,
-                                             int q_start, int m0, int n_rows, int kvh, void* smem) {
-  float* s_weight = static_cast<float*>(smem);  // [kRows][kMaxSplits]
-  float* s_inv = s_weight + kRows * kMaxSplits;  // [kRows]
-  const int group = p.num_q_heads / p.num_kv_heads;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  const int64_t hq = p.num_q_heads;
-  const int64_t stride = static_cast<int64_t>(p.tokens) * hq * (D + 2);  // one split's partials
-  // Row r's (token, head) as an index into [tokens][Hq].
-  auto item_of = [&](int r) {
-    const int rr = m0 + r;
-    return (static_cast<int64_t>(q_start) + rr / group) * hq + kvh * group + rr % group;
-  };
-  for (int r = warp; r < n_rows; r += kThreads / 32) {
-    const float* base = partial + item_of(r) * (D + 2);
-    const float ms = lane < num_splits ? __ldcg(base + lane * stride + D) : -INFINITY;
-    const float m = warp_max(ms);
-    const float weight = ms == -INFINITY ? 0.0f : exp2f(ms - m);
-    const float total = warp_sum(lane < num_splits ? __ldcg(base + lane * stride + D + 1) * weight : 0.0f);
-    s_weight[r * kMaxSplits + lane] = weight;
-    if (lane == 0) s_inv[r] = (kFp8 ? p.v_scale : 1.0f) / total;
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < n_rows * (D / 2); i += kThreads) {
-    const int r = i / (D / 2), d = 2 * (i % (D / 2));
-    const int64_t item = item_of(r);
-    const float* base = partial + item * (D + 2) + d;
-    const float* w = s_weight + r * kMaxSplits;
-    float o0 = 0.0f, o1 = 0.0f;
-    // kMergeBatch loads in flight per thread, then the sums in split order; a
-    // split of weight 0 (no visible key) adds nothing.
-    for (int s0 = 0; s0 < num_splits; s0 += kMergeBatch) {
-      float2 v[kMergeBatch];
-#pragma unroll
-      for (int j = 0; j < kMergeBatch; ++j) {
-        v[j] = s0 + j < num_splits ? __ldcg(reinterpret_cast<const float2*>(base + (s0 + j) * stride))
-                                   : make_float2(0.0f, 0.0f);
-      }
-#pragma unroll
-      for (int j = 0; j < kMergeBatch; ++j) {
-        const float ws = s0 + j < num_splits ? w[s0 + j] : 0.0f;
-        if (ws == 0.0f) continue;
-        o0 += v[j].x * ws;
-        o1 += v[j].y * ws;
-      }
-    }
-    const float inv = s_inv[r];
-    o0 = round_bf(o0 * inv);
-    o1 = round_bf(o1 * inv);
-    const int64_t o_off = item * D + d;
-    if (p.gate != nullptr) {
-      o0 = __fmul_rn(o0, sigmoid(bf2f(p.gate[o_off])));
-      o1 = __fmul_rn(o1, sigmoid(bf2f(p.gate[o_off + 1])));
-    }
-    *reinterpret_cast<uint32_t*>(p.out + o_off) = pack_bf16(o0, o1);
-  }
-}
-
-// Merges the splits of one cluster: block q of the cluster holds split q's
-// partials for rows [m0, m0 + n_rows) in its shared memory `part`
-// ([row - m0][D + 2]: unnormalised o, max, sum). The cluster's blocks share
-// the rows' column pairs; every load of an item (each split's max, sum and
-// two columns) is issued before the first is used.
-template <int D, bool kFp8>
-__device__ __forceinline__ void merge_cluster(const PagedAttentionParams& p, const float* part, int num_splits,
-                                              int rank, int q_start, int m0, int n_rows, int kvh) {
-  const int group = p.num_q_heads / p.num_kv_heads;
-  const int64_t hq = p.num_q_heads;
-  for (int i = rank * kThreads + static_cast<int>(threadIdx.x); i < n_rows * (D / 2); i += num_splits * kThreads) {
-    const int r = i / (D / 2), d = 2 * (i % (D / 2));
-    const int rr = m0 + r;
-    const int64_t o_off = ((static_cast<int64_t>(q_start) + rr / group) * hq + kvh * group + rr % group) * D + d;
-    const uint32_t gate = p.gate != nullptr ? *reinterpret_cast<const uint32_t*>(p.gate + o_off) : 0u;
-    const float* row = part + r * (D + 2);
-    float ms[kMaxClusterSplits], ss[kMaxClusterSplits];
-    float2 v[kMaxClusterSplits];
-#pragma unroll
-    for (int q = 0; q < kMaxClusterSplits; ++q) {
-      if (q < num_splits) {
-        ms[q] = load_remote(row + D, q);
-        ss[q] = load_remote(row + D + 1, q);
-        v[q] = load_remote2(row + d, q);
-      }
-    }
-    float m = -INFINITY;
-#pragma unroll
-    for (int q = 0; q < kMaxClusterSplits; ++q) m = q < num_splits ? fmaxf(m, ms[q]) : m;
-    float total = 0.0f, o0 = 0.0f, o1 = 0.0f;
-#pragma unroll
-    for (int q = 0; q < kMaxClusterSplits; ++q) {
-      // A split with no visible key (max -inf) adds nothing.
-      if (q >= num_splits || ms[q] == -INFINITY) continue;
-      const float w = exp2f(ms[q] - m);
-      total += ss[q] * w;
-      o0 += v[q].x * w;
-      o1 += v[q].y * w;
-    }
-    const float inv = (kFp8 ? p.v_scale : 1.0f) / total;
-    o0 = round_bf(o0 * inv);
-    o1 = round_bf(o1 * inv);
-    if (p.gate != nullptr) {
-      o0 = __fmul_rn(o0, sigmoid(bf2f(static_cast<uint16_t>(gate & 0xffffu))));
-      o1 = __fmul_rn(o1, sigmoid(bf2f(static_cast<uint16_t>(gate >> 16))));
-    }
-    *reinterpret_cast<uint32_t*>(p.out + o_off) = pack_bf16(o0, o1);
-  }
-}
 
 // kCluster: the launch's clusters are the num_splits blocks of one (sequence,
 // KV head, row tile) group, consecutive in z, so that a block's split is its
@@ -241,11 +87,17 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
   uint16_t* sv = smem + 2 * kRows * S;
 
   const int group = p.num_q_heads / p.num_kv_heads;
-  const int seq = blockIdx.z / num_splits, split = blockIdx.z % num_splits;
-  const int kvh = blockIdx.y;
   // Row tiles in reverse: under a causal mask the last tile sees the most
-  // keys, and launching the longest blocks first keeps the tail short.
-  const int m_tile = static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);
+  // keys, and launching the longest blocks first keeps the tail short. Blocks
+  // start in the order of their linear index, so a launch without clusters
+  // puts the row tile in z, the slowest part: the longest tiles of every
+  // (sequence, split, KV head) go first, not those of one KV head after
+  // another's. A cluster launch needs its splits consecutive in z (launch_d).
+  const int m_tiles = static_cast<int>(kCluster ? gridDim.x : gridDim.z);
+  const int m_tile = m_tiles - 1 - static_cast<int>(kCluster ? blockIdx.x : blockIdx.z);
+  const int kvh = static_cast<int>(kCluster ? blockIdx.y : blockIdx.x);
+  const int z = static_cast<int>(kCluster ? blockIdx.z : blockIdx.y);
+  const int seq = z / num_splits, split = z % num_splits;
   const int q_start = p.query_start_loc[seq];
   const int q_len = p.query_start_loc[seq + 1] - q_start;
   const int seq_len = p.seq_lens[seq];
@@ -339,20 +191,31 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
       float s[kKeys / 8][4];
 #pragma unroll
       for (int i = 0; i < kKeys / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+      // A tile whose chunks are all live (every prefill tile but a range's
+      // last) takes the math without the per-chunk exits: each exit ends a
+      // basic block, and ptxas cannot schedule shared loads across them.
+      const bool all_live = live_chunks == kKeys / 16;
       if (warp_active) {
         // S = Q K^T for the warp's 16 rows and the tile's live keys.
+        auto qk = [&](auto full) {
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-          uint32_t a[4];
-          ldmatrix_x4(a, sq + (warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * S + kk * 16 + (lane / 16) * 8);
+          for (int kk = 0; kk < D / 16; ++kk) {
+            uint32_t a[4];
+            ldmatrix_x4(a, sq + (warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * S + kk * 16 + (lane / 16) * 8);
 #pragma unroll
-          for (int nt = 0; nt < kKeys / 8; nt += 2) {
-            if (nt / 2 >= live_chunks) break;
-            uint32_t b[4];
-            ldmatrix_x4(b, sk + (nt * 8 + (lane % 8) + (lane / 16) * 8) * S + kk * 16 + ((lane / 8) % 2) * 8);
-            mma_bf16(s[nt], a, b[0], b[1]);
-            mma_bf16(s[nt + 1], a, b[2], b[3]);
+            for (int nt = 0; nt < kKeys / 8; nt += 2) {
+              if (!decltype(full)::value && nt / 2 >= live_chunks) break;
+              uint32_t b[4];
+              ldmatrix_x4(b, sk + (nt * 8 + (lane % 8) + (lane / 16) * 8) * S + kk * 16 + ((lane / 8) % 2) * 8);
+              mma_bf16(s[nt], a, b[0], b[1]);
+              mma_bf16(s[nt + 1], a, b[2], b[3]);
+            }
           }
+        };
+        if (all_live) {
+          qk(std::true_type{});
+        } else {
+          qk(std::false_type{});
         }
         // Mask, scale (log2 domain) and the online softmax update.
         float tile_max[2] = {-INFINITY, -INFINITY};
@@ -400,21 +263,28 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
       if (warp_active) {
         // O += P V, P from the S accumulators (the C layout of two n-tiles is
         // the A layout of one k16 step).
+        auto pv = [&](auto full) {
 #pragma unroll
-        for (int kc = 0; kc < kKeys / 16; ++kc) {
-          if (kc >= live_chunks) break;
-          uint32_t a[4];
-          a[0] = pack_bf16(s[2 * kc][0], s[2 * kc][1]);
-          a[1] = pack_bf16(s[2 * kc][2], s[2 * kc][3]);
-          a[2] = pack_bf16(s[2 * kc + 1][0], s[2 * kc + 1][1]);
-          a[3] = pack_bf16(s[2 * kc + 1][2], s[2 * kc + 1][3]);
+          for (int kc = 0; kc < kKeys / 16; ++kc) {
+            if (!decltype(full)::value && kc >= live_chunks) break;
+            uint32_t a[4];
+            a[0] = pack_bf16(s[2 * kc][0], s[2 * kc][1]);
+            a[1] = pack_bf16(s[2 * kc][2], s[2 * kc][3]);
+            a[2] = pack_bf16(s[2 * kc + 1][0], s[2 * kc + 1][1]);
+            a[3] = pack_bf16(s[2 * kc + 1][2], s[2 * kc + 1][3]);
 #pragma unroll
-          for (int dt = 0; dt < D / 8; dt += 2) {
-            uint32_t b[4];
-            ldmatrix_x4_trans(b, sv + (kc * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * S + dt * 8 + (lane / 16) * 8);
-            mma_bf16(acc[dt], a, b[0], b[1]);
-            mma_bf16(acc[dt + 1], a, b[2], b[3]);
+            for (int dt = 0; dt < D / 8; dt += 2) {
+              uint32_t b[4];
+              ldmatrix_x4_trans(b, sv + (kc * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * S + dt * 8 + (lane / 16) * 8);
+              mma_bf16(acc[dt], a, b[0], b[1]);
+              mma_bf16(acc[dt + 1], a, b[2], b[3]);
+            }
           }
+        };
+        if (all_live) {
+          pv(std::true_type{});
+        } else {
+          pv(std::false_type{});
         }
       }
       __syncthreads();  // every warp is done with sv
@@ -490,7 +360,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
     // no other block of this launch touches it again, and the next launch (or
     // graph replay) finds it at zero.
     __shared__ bool s_last;
-    const int group_id = (seq * p.num_kv_heads + kvh) * static_cast<int>(gridDim.x) + m_tile;
+    const int group_id = (seq * p.num_kv_heads + kvh) * m_tiles + m_tile;
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -550,7 +420,10 @@ template <int D, bool kFp8>
 void launch_d(const PagedAttentionParams& p, void* scratch, cudaStream_t stream) {
   const LaunchPlan plan = plan_of(p);
   constexpr size_t smem = Smem<D>::kBytes;
-  const dim3 grid(plan.m_tiles, p.num_kv_heads, p.num_seqs * plan.splits);
+  const int groups = p.num_seqs * plan.splits;
+  // (row tile, KV head, sequence x split) with clusters, else (KV head,
+  // sequence x split, row tile): the kernel reads its block's parts by the same rule.
+  const dim3 grid = plan.cluster ? dim3(plan.m_tiles, p.num_kv_heads, groups) : dim3(p.num_kv_heads, groups, plan.m_tiles);
   if (plan.cluster) {
     auto* kernel = paged_attention_kernel<D, kFp8, true>;
     allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
@@ -581,6 +454,12 @@ bool paged_attention_supported(int head_dim) {
 }
 
 int paged_attention_split_counters(int num_sms) { return kSplitTargetPerSm * num_sms; }
+
+bool paged_attention_grid_fits(const PagedAttentionParams& p) {
+  constexpr int kMaxGridYZ = 65535;
+  const LaunchPlan plan = plan_of(p);
+  return plan.m_tiles <= kMaxGridYZ && static_cast<int64_t>(p.num_seqs) * plan.splits <= kMaxGridYZ;
+}
 
 size_t paged_attention_scratch_bytes(const PagedAttentionParams& p) {
   const LaunchPlan plan = plan_of(p);

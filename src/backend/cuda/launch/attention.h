@@ -82,6 +82,9 @@ int paged_attention_split_counters(int num_sms);
 size_t paged_attention_scratch_bytes(const PagedAttentionParams& p);
 // Returns false if head_dim is not one the kernels are built for.
 bool paged_attention_supported(int head_dim);
+// Whether the launch's grid dimensions hold its row tiles and (sequence,
+// split) groups (65,535 each: 64-row tiles of tokens x query heads per KV head).
+bool paged_attention_grid_fits(const PagedAttentionParams& p);
 void launch_paged_attention(const PagedAttentionParams& p, void* scratch, cudaStream_t stream);
 
 }  // namespace hyllm::cuda

@@ -154,6 +154,51 @@ __device__ __forceinline__ void up_epilogue_quantize(const MoeGroupedGemmParams&
   }
 }
 
+// The down epilogue: the item's outputs as bf16 rows of y. A quad's four
+// threads hold 2 of every 8 consecutive columns of their two rows; they
+// exchange them by shuffles (a 4 x 4 transpose per 4 column groups) so that
+// each thread stores 8 consecutive columns, 16 bytes, at once: 4-byte
+// pieces of rows throttle the load-store queue in an epilogue that comes
+// every 4 k tiles.
+__device__ __forceinline__ void down_epilogue_store(const MoeGroupedGemmParams& p, const ItemOperands<false>& op,
+                                                    const float (&acc)[64]) {
+  const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, q = lane & 3;
+  const int r0 = warp * 16 + (lane >> 2);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    // Row r0 + 8 h: accumulators 4 g + 2 h, +1 are columns 8 g + 2 q, +1.
+    const int r = r0 + 8 * h;
+    const int64_t pos = op.it.pos_begin + op.it.m0 + r;
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      // This thread's pairs of column groups 4 m + i.
+      uint32_t pair[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) pair[i] = pack_bf16(acc[16 * m + 4 * i + 2 * h], acc[16 * m + 4 * i + 2 * h + 1]);
+      // Round k: send the pair of group 4 m + (q - k) % 4 to thread (q - k) % 4
+      // of the quad and receive, from thread (q + k) % 4, its pair of group 4 m + q.
+      uint32_t got[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int send = (q - k) & 3;
+        const uint32_t mine = send == 0 ? pair[0] : send == 1 ? pair[1] : send == 2 ? pair[2] : pair[3];
+        got[k] = k == 0 ? mine : __shfl_sync(0xffffffffu, mine, (lane & ~3) | ((q + k) & 3));
+      }
+      // Columns 2 t, 2 t + 1 of group 4 m + q came from thread t = (q + k) % 4.
+      uint32_t cols[4];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const int k = (t - q) & 3;
+        cols[t] = k == 0 ? got[0] : k == 1 ? got[1] : k == 2 ? got[2] : got[3];
+      }
+      const int col = op.n0 + 128 * wg + 8 * (4 * m + q);
+      if (r < op.it.nrows && col < p.w.hidden) {
+        *reinterpret_cast<uint4*>(p.y + pos * p.w.hidden + col) = make_uint4(cols[0], cols[1], cols[2], cols[3]);
+      }
+    }
+  }
+}
+
 // kUp: A = x's codes gathered by token, output the SwiGLU rows' codes and
 // scales. Otherwise A = the hidden rows' codes, output y.
 // wmap: the routed experts' codes as one [experts x rows, K] byte matrix
@@ -275,8 +320,13 @@ __global__ void __launch_bounds__(kThreads + kProducerThreads, 1)
   // This thread's accumulator rows (j / 2 even, odd).
   const int r0 = warp * 16 + (lane >> 2);
   int step = 0;  // this block's steps so far: step s's tiles are in stage s % kStages
+  // Items are resolved one ahead, as the producer's: an item's lookup is a
+  // chain of dependent loads that would otherwise stand between two items'
+  // steps. (Every plan has an item: the shared expert or a routed one.)
+  ItemOperands<kUp> op(p, tables, blockIdx.x < total ? blockIdx.x : 0);
   for (int item = blockIdx.x; item < total; item += gridDim.x) {
-    const ItemOperands<kUp> op(p, tables, item);
+    const int next_item = item + gridDim.x;
+    const ItemOperands<kUp> next(p, tables, next_item < total ? next_item : item);
     float acc[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
@@ -318,16 +368,9 @@ __global__ void __launch_bounds__(kThreads + kProducerThreads, 1)
     if constexpr (kUp) {
       up_epilogue_quantize(p, op, acc, s_amax);
     } else {
-#pragma unroll
-      for (int j = 0; j < 64; j += 2) {
-        const int r = r0 + 8 * ((j >> 1) & 1);
-        const int col = op.n0 + 128 * wg + 8 * (j >> 2) + 2 * (lane & 3);
-        if (r < op.it.nrows && col < p.w.hidden) {
-          const int64_t pos = op.it.pos_begin + op.it.m0 + r;
-          *reinterpret_cast<uint32_t*>(p.y + pos * p.w.hidden + col) = pack_bf16(acc[j], acc[j + 1]);
-        }
-      }
+      down_epilogue_store(p, op, acc);
     }
+    op = next;
   }
 #endif
 }

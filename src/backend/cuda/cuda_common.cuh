@@ -86,9 +86,15 @@ __device__ __forceinline__ float load_float(const void* p, bool is_f32, int64_t 
   return is_f32 ? static_cast<const float*>(p)[i] : bf2f(static_cast<const uint16_t*>(p)[i]);
 }
 
-// The activations below use IEEE expf and division so that they match the CPU
+// SiLU with the hardware exponential and an approximate division: every
+// caller rounds the result to bf16 (or multiplies it into a value that is),
+// so a few fp32 ulps from the CPU's IEEE form rarely move a bf16 output by
+// one ulp, and the IEEE forms made the SwiGLU kernels and the MoE gate_up
+// epilogues bound by instruction issue. For x below about -88, 1 + e^-x is
+// infinite and the quotient is -0, SiLU's limit.
+__device__ __forceinline__ float silu(float x) { return __fdividef(x, 1.0f + __expf(-x)); }
+// The sigmoid below uses IEEE expf and division so that it matches the CPU
 // reference to the last fp32 bit in most cases.
-__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 

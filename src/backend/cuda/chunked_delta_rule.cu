@@ -26,88 +26,16 @@
 // and enter the products rounded to TF32. BF16 operands, as other engines
 // use, would carry 8 times the rounding.
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/delta_rule_fragments.cuh"
 #include "backend/cuda/delta_rule_scratch.cuh"
 
 namespace hyllm::cuda {
 namespace {
 
+using namespace delta_rule_fragments;
+
 constexpr int kThreads = 256;  // eight warps in both kernels
 
-__device__ __forceinline__ uint32_t to_tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-  return r;
-}
-__device__ __forceinline__ float round_tf32(float x) { return __uint_as_float(to_tf32(x)); }
-// An fp16 value as a TF32 operand: exact, no rounding needed.
-__device__ __forceinline__ uint32_t h2tf32(uint16_t h) { return __float_as_uint(h2f(h)); }
-__device__ __forceinline__ uint32_t lds32(const uint16_t* at) { return *reinterpret_cast<const uint32_t*>(at); }
-
-// D = A B + D, m16n8k8 with TF32 operands. Fragment coordinates, lane =
-// 4 g + t: A holds (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4); B holds
-// (t, g), (t + 4, g); the accumulator (g, 2t), (g, 2t + 1), (g + 8, 2t),
-// (g + 8, 2t + 1). The fragment loads below give k slots t and t + 4 of an
-// 8-wide step elements 2t and 2t + 1 of the step, to both operands: a dot
-// product does not depend on the order of its terms, and an fp16 pair is
-// then one 32-bit load.
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-// D = A B + D, m16n8k16 with fp16 operands, two fp16 values a register (the
-// lower k first): A holds (g, 2t..2t+1), (g + 8, 2t..2t+1), (g, 2t+8..2t+9),
-// (g + 8, 2t+8..2t+9); B holds (2t..2t+1, g), (2t+8..2t+9, g); the
-// accumulator as m16n8k8's.
-__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ int acc_row(int e, int g) { return g + (e >= 2 ? 8 : 0); }
-__device__ __forceinline__ int acc_col(int e, int t) { return 2 * t + (e & 1); }
-
-// TF32 A fragment of the row-major fp16 M at (m0, k0), k slots paired.
-__device__ __forceinline__ void load_a_h(uint32_t (&a)[4], const uint16_t* M, int ld, int m0, int k0, int g, int t) {
-  const uint32_t lo = lds32(M + (m0 + g) * ld + k0 + 2 * t), hi = lds32(M + (m0 + g + 8) * ld + k0 + 2 * t);
-  a[0] = h2tf32(static_cast<uint16_t>(lo));
-  a[2] = h2tf32(static_cast<uint16_t>(lo >> 16));
-  a[1] = h2tf32(static_cast<uint16_t>(hi));
-  a[3] = h2tf32(static_cast<uint16_t>(hi >> 16));
-}
-// TF32 B fragment of B[k][n] = M[k * ld + n] (fp32) at (k0, n0), k slots
-// paired; `Rounded` when M already holds TF32 values.
-template <bool Rounded>
-__device__ __forceinline__ void load_b(uint32_t (&b)[2], const float* M, int ld, int k0, int n0, int g, int t) {
-  const float v0 = M[(k0 + 2 * t) * ld + n0 + g], v1 = M[(k0 + 2 * t + 1) * ld + n0 + g];
-  b[0] = Rounded ? __float_as_uint(v0) : to_tf32(v0);
-  b[1] = Rounded ? __float_as_uint(v1) : to_tf32(v1);
-}
-// fp16 A fragment (m16n8k16) of the row-major fp16 M at (m0, k0).
-__device__ __forceinline__ void load_a16(uint32_t (&a)[4], const uint16_t* M, int ld, int m0, int k0, int g, int t) {
-  const uint16_t* lo = M + (m0 + g) * ld + k0 + 2 * t;
-  a[0] = lds32(lo);
-  a[1] = lds32(lo + 8 * ld);
-  a[2] = lds32(lo + 8);
-  a[3] = lds32(lo + 8 * ld + 8);
-}
-
-// Stages `rows` rows of `cols` elements (cols * sizeof(T) a multiple of 16
-// bytes, zeros past `rows`) with 16-byte asynchronous copies; src row r is
-// at src + r * src_stride, dst row r at dst + r * ld.
-template <typename T>
-__device__ __forceinline__ void stage_rows(T* dst, int ld, const T* src, int64_t src_stride, int rows, int cols) {
-  constexpr int kPer16 = 16 / sizeof(T);
-  const int per_row = cols / kPer16;
-  for (int i = threadIdx.x; i < kDeltaChunk * per_row; i += blockDim.x) {
-    const int r = i / per_row, c = (i % per_row) * kPer16;
-    cp_async16(dst + r * ld + c, src + (r < rows ? r * src_stride + c : 0), r < rows);
-  }
-}
 // The chunk's rows of q16 or k16 for key head kh ([T, Hk, DKP] scratch).
 template <int DKP>
 __device__ __forceinline__ void stage_qk(uint16_t* dst, int ld, const uint16_t* src, const GatedDeltaRuleParams& p,

@@ -152,15 +152,23 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
                : "r"(smem_addr(smem)));
 }
 
-// D = A B + D for a 16x16 bf16 A (row-major fragment), 16x8 bf16 B (column
-// fragment) and 16x8 f32 D.
+// D = A B + D, m16n8k16 with fp32 accumulators and bf16 (mma_bf16) or fp16
+// (mma_f16) operands, two a register, the lower k first. Lane = 4 g + t:
+// A holds (g, 2t..2t+1), (g + 8, 2t..2t+1), (g, 2t+8..2t+9),
+// (g + 8, 2t+8..2t+9); B holds (2t..2t+1, g), (2t+8..2t+9, g); D holds
+// (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1).
+#define HYLLM_MMA_M16N8K16(type)                                                                      \
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." type "." type                              \
+               ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"                      \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                      \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  HYLLM_MMA_M16N8K16("bf16");
 }
+__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  HYLLM_MMA_M16N8K16("f16");
+}
+#undef HYLLM_MMA_M16N8K16
 
 // Two floats as packed bf16 (lo in the low half), round to nearest even.
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {

@@ -10,8 +10,10 @@
 #include <functional>
 #include <future>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "engine/engine_core.h"
 #include "engine/executor.h"
@@ -130,21 +132,36 @@ class ThreadedEngineClient final : public EngineClient {
   }
 
   std::shared_ptr<ResponseStream> submit(EngineRequest request) override {
-    core_.validate(request);
-    auto stream = std::make_shared<QueueStream>(request.request_id);
+    std::vector<EngineRequest> one;
+    one.push_back(std::move(request));
+    return submit_batch(std::move(one)).front();
+  }
+
+  std::vector<std::shared_ptr<ResponseStream>> submit_batch(std::vector<EngineRequest> requests) override {
+    for (const EngineRequest& r : requests) core_.validate(r);
+    std::vector<std::shared_ptr<ResponseStream>> streams;
+    streams.reserve(requests.size());
     {
       std::lock_guard lock(mu_);
       if (state_ != EngineState::kReady) {
         fail(ErrorCode::kUnavailable, "the engine is {}",
              state_ == EngineState::kDead ? "dead" : state_ == EngineState::kStarting ? "starting" : "shutting down");
       }
-      if (!streams_.emplace(request.request_id, stream).second) {
-        fail(ErrorCode::kInvalidArgument, "request id '{}' is already in use", request.request_id);
+      std::unordered_set<std::string_view> batch_ids;
+      for (const EngineRequest& r : requests) {
+        if (streams_.count(r.request_id) || !batch_ids.insert(r.request_id).second) {
+          fail(ErrorCode::kInvalidArgument, "request id '{}' is already in use", r.request_id);
+        }
       }
-      inbox_.push_back(std::move(request));
+      for (EngineRequest& r : requests) {
+        auto stream = std::make_shared<QueueStream>(r.request_id);
+        streams_.emplace(r.request_id, stream);
+        streams.push_back(std::move(stream));
+        inbox_.push_back(std::move(r));
+      }
     }
     cv_.notify_one();
-    return stream;
+    return streams;
   }
 
   void abort(const std::string& request_id) override {

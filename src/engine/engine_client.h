@@ -130,6 +130,12 @@ class EngineClient {
   // more KV or state slots than the whole cache, a live duplicate request_id.
   // Throws Error(kUnavailable) when the engine is draining, stopped or dead.
   virtual std::shared_ptr<ResponseStream> submit(EngineRequest request) = 0;
+  // Submits every request at once, as vLLM's offline generate() adds a whole
+  // batch before its first step: the engine's next step sees all of them,
+  // where requests submitted one by one may find a step already started with
+  // the first few. All or nothing: submit's errors (and an id repeated
+  // within the batch) refuse the whole batch. The streams come in order.
+  virtual std::vector<std::shared_ptr<ResponseStream>> submit_batch(std::vector<EngineRequest> requests) = 0;
   // Ends the request with kAbort within one step; unknown or finished ids are ignored.
   virtual void abort(const std::string& request_id) = 0;
   virtual EngineStats stats() const = 0;

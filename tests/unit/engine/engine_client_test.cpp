@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
+#include <random>
 #include <thread>
 
 #include "engine_test_util.h"
@@ -116,6 +118,55 @@ TEST(EngineClient, ShutdownDrainsThenAbortsAndRefusesNewWork) {
     drain(*stream, &finish, &outputs);
     EXPECT_EQ(finish, FinishReason::kAbort);
   }
+}
+
+// submit_batch: every request is in the engine's first step (one by one,
+// the first could start a step alone), each stream gets its request's tokens,
+// and a batch with a bad request or a repeated id is refused whole.
+TEST(EngineClient, ABatchSubmittedAtOnceIsScheduledTogetherOrRefusedWhole) {
+  EngineConfig config = small_config();  // 8 sequences, 32 tokens a step
+  auto executor = std::make_unique<FakeExecutor>();
+  std::mutex mu;
+  std::vector<size_t> step_seqs;
+  executor->on_step = [&](const StepInput& in) {
+    std::lock_guard lock(mu);
+    step_seqs.push_back(in.seqs.size());
+  };
+  auto client = make_engine_client(std::move(executor), config);
+  std::mt19937 rng(7);
+  auto batch = [&](const std::string& tag) {
+    std::vector<EngineRequest> b;
+    for (int i = 0; i < 8; ++i) b.push_back(make_request(tag + std::to_string(i), random_prompt(rng, 4, 64), 3));
+    return b;
+  };
+
+  std::vector<EngineRequest> bad = batch("bad");
+  bad[5].prompt_token_ids.assign(200, 1);  // past max_model_len
+  EXPECT_THROW(client->submit_batch(bad), Error);
+  std::vector<EngineRequest> repeated = batch("rep");
+  repeated[6].request_id = repeated[2].request_id;
+  try {
+    client->submit_batch(repeated);
+    ADD_FAILURE() << "a repeated id was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+  }
+
+  std::vector<EngineRequest> good = batch("good");
+  good[0].request_id = bad[0].request_id;  // free: the refused batch submitted nothing
+  const auto streams = client->submit_batch(good);
+  ASSERT_EQ(streams.size(), good.size());
+  for (size_t i = 0; i < streams.size(); ++i) {
+    FinishReason finish = FinishReason::kNone;
+    int outputs = 0;
+    EXPECT_EQ(drain(*streams[i], &finish, &outputs), solo(good[i], config)[0].tokens) << good[i].request_id;
+    EXPECT_EQ(finish, FinishReason::kLength);
+  }
+  EXPECT_EQ(client->stats().request_finished[static_cast<size_t>(FinishReason::kLength)], 8u);
+  std::lock_guard lock(mu);
+  ASSERT_FALSE(step_seqs.empty());
+  EXPECT_EQ(step_seqs.front(), 8u) << "the batch's first step holds all of its requests";
+  client->shutdown(1s);
 }
 
 }  // namespace

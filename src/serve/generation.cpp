@@ -22,9 +22,9 @@ Generation::Generation(EngineClient& engine, const Tokenizer* tokenizer, std::st
     : engine_(engine),
       tokenizer_(tokenizer),
       request_id_(std::move(request_id)),
-      options_(options),
       n_(n),
-      stop_(std::move(stop)) {}
+      stop_(std::move(stop)),
+      options_(std::move(options)) {}
 
 Generation::~Generation() { abort(); }
 

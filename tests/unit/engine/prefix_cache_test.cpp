@@ -213,7 +213,9 @@ TEST(PrefixCache, AConversationHitsTheEndOfThePreviousTurnExactly) {
     // The previous turn kept its state after all its computed tokens (its
     // last sampled token is not computed), with the partial last block.
     EXPECT_EQ(cached, kept) << turn;
-    if (turn > 0) EXPECT_NE(kept % config.block_size, 0) << turn << ": the test wants hits inside a block";
+    if (turn > 0) {
+      EXPECT_NE(kept % config.block_size, 0) << turn << ": the test wants hits inside a block";
+    }
     kept = static_cast<int>(history.size() + tokens.size()) - 1;
     history = concat(concat(history, tokens), random_prompt(rng, 7, 64));
   }

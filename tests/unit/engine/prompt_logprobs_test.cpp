@@ -30,7 +30,9 @@ void expect_scored(const std::vector<TokenLogprob>& scored, const std::vector<in
     const int32_t fav = FakeExecutor::favourite(std::vector<int32_t>(prompt.begin(), prompt.begin() + p + 1), vocab);
     EXPECT_EQ(t.rank, t.token == fav ? 1 : 2);
     ASSERT_EQ(t.top_logprobs.size(), num_top > 0 ? 1u : 0u);
-    if (num_top > 0) EXPECT_EQ(t.top_logprobs[0].first, fav);
+    if (num_top > 0) {
+      EXPECT_EQ(t.top_logprobs[0].first, fav);
+    }
   }
 }
 

@@ -146,7 +146,7 @@ TEST(Qwen3CoderParser, UnknownFunctionsNoParametersAndMissingClosers) {
 }
 
 TEST(Qwen3CoderParser, MalformedCallsStayInContent) {
-  for (const std::string text : {std::string("<tool_call> not a call </tool_call> and more"),
+  for (const std::string& text : {std::string("<tool_call> not a call </tool_call> and more"),
                                  std::string("I will call <tool_call>\n<funcion=x>"),
                                  std::string("<tool_call>\n<function=>\n</function></tool_call>"),
                                  std::string("ends with <tool_call>\n<funct"),
@@ -185,7 +185,7 @@ TEST(HermesParser, CallsMalformedJsonAndStringArguments) {
   EXPECT_EQ(args(p, 0), Json::parse(R"({"city": "Paris", "filter": {"x": [1, 2]}})"));
   EXPECT_EQ(args(p, 1), Json::parse(R"({"query": "q"})"));
 
-  for (const std::string bad : {std::string("<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": }\n</tool_call>"),
+  for (const std::string& bad : {std::string("<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": }\n</tool_call>"),
                                 std::string("<tool_call>\n[1, 2]\n</tool_call> tail"),
                                 std::string("<tool_call>\n{\"name\": \"search\", \"argum")}) {
     Parsed q = parse_all_ways(options("hermes"), bad);

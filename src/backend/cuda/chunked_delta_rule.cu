@@ -28,6 +28,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/delta_rule_fragments.cuh"
 #include "backend/cuda/delta_rule_scratch.cuh"
+#include "backend/cuda/dynamic_smem.cuh"
 
 namespace hyllm::cuda {
 namespace {
@@ -494,12 +495,9 @@ __global__ void __launch_bounds__(kThreads, kStateBlocksPerSm<VB>)
 template <typename Kernel>
 void launch_with_smem(Kernel kernel, dim3 grid, size_t smem, const GatedDeltaRuleParams& p,
                       const DeltaRuleScratch& s, cudaStream_t stream) {
-  if (smem > 48 * 1024) {
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    // All of the SM's unified memory as shared memory, so that blocks that
-    // fit side by side (kStateBlocksPerSm) are not held to one by L1's share.
-    cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-  }
+  // With the whole carve-out as shared memory, so that the state kernel's
+  // blocks that fit side by side (kStateBlocksPerSm) do.
+  if (smem > 48 * 1024) allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem, /*max_shared_carveout=*/true);
   kernel<<<grid, kThreads, smem, stream>>>(p, s);
 }
 

@@ -14,7 +14,10 @@ namespace hyllm::cuda {
 
 // Lets `kernel` launch with `bytes` of dynamic shared memory on the calling
 // thread's current device; calls the runtime only when that limit must grow.
-inline void allow_dynamic_smem(const void* kernel, size_t bytes) {
+// max_shared_carveout: the first call on a device also asks for all of the
+// SM's unified memory as shared memory, for kernels whose blocks fit side by
+// side only then (L1's default share would hold them to fewer an SM).
+inline void allow_dynamic_smem(const void* kernel, size_t bytes, bool max_shared_carveout = false) {
   struct Raised {
     const void* kernel;
     int device;
@@ -34,6 +37,9 @@ inline void allow_dynamic_smem(const void* kernel, size_t bytes) {
     return;
   }
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  if (max_shared_carveout) {
+    cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+  }
   raised.push_back({kernel, device, bytes});
 }
 

@@ -98,6 +98,19 @@ struct ItemOperands {
   }
 };
 
+// What the consumers need of an item to store its result, staged by the
+// producer beside each step's scales (so that the consumers never resolve
+// items): the item's first output column, its rows, the position of its
+// first row, and flags: kLastStep on the item's last k step, kStored when
+// its columns are stored (gate_up: below the expert's intermediate size).
+struct StagedItem {
+  int n0;
+  int nrows;
+  int pos0;
+  int flags;
+};
+constexpr int kLastStep = 1, kStored = 2;
+
 // A barrier of the two consumer warpgroups alone (the producer warp does not
 // take part); barrier 0 is __syncthreads'.
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory"); }
@@ -108,7 +121,7 @@ __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;
 // (fp8_common.cuh). The tile's 128 columns are one scale group, split
 // between the two warpgroups, which exchange their row maxima through
 // s_amax. Every consumer thread calls it (it has barriers).
-__device__ __forceinline__ void up_epilogue_quantize(const MoeGroupedGemmParams& p, const ItemOperands<true>& op,
+__device__ __forceinline__ void up_epilogue_quantize(const MoeGroupedGemmParams& p, const StagedItem& out,
                                                      const float (&acc)[64], float (*s_amax)[kRows]) {
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
   const int r0 = warp * 16 + (lane >> 2);
@@ -135,16 +148,16 @@ __device__ __forceinline__ void up_epilogue_quantize(const MoeGroupedGemmParams&
   for (int i = 0; i < 2; ++i) row_amax[i] = fmaxf(s_amax[0][r0 + 8 * i], s_amax[1][r0 + 8 * i]);
   consumers_sync();
   // Every column of the group is below I or none is (I and n0 are multiples of 128).
-  if (op.n0 >= op.it.inter) return;
+  if (!(out.flags & kStored)) return;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int r = r0 + 8 * i;
-    if (r >= op.it.nrows) continue;
+    if (r >= out.nrows) continue;
     const float s = __fdiv_rn(fmaxf(row_amax[i], 1e-10f), 448.0f);
     const Fp8GroupDivisor divisor(s);  // h holds bf16 values
-    const int64_t pos = op.it.pos_begin + op.it.m0 + r;
-    if (wg == 0 && (lane & 3) == 0) p.hidden_scale[(op.n0 / kBK) * p.hidden_scale_ld + pos] = s;
-    uint8_t* dst = p.hidden_q + pos * p.hidden_ld + op.n0 + 64 * wg + 2 * (lane & 3);
+    const int64_t pos = out.pos0 + r;
+    if (wg == 0 && (lane & 3) == 0) p.hidden_scale[(out.n0 / kBK) * p.hidden_scale_ld + pos] = s;
+    uint8_t* dst = p.hidden_q + pos * p.hidden_ld + out.n0 + 64 * wg + 2 * (lane & 3);
     // Accumulators j, j + 1 of row r: columns 8 (j / 4) + 2 (lane % 4) + 0, 1.
 #pragma unroll
     for (int j = 2 * i; j < 32; j += 4) {
@@ -160,7 +173,7 @@ __device__ __forceinline__ void up_epilogue_quantize(const MoeGroupedGemmParams&
 // each thread stores 8 consecutive columns, 16 bytes, at once: 4-byte
 // pieces of rows throttle the load-store queue in an epilogue that comes
 // every 4 k tiles.
-__device__ __forceinline__ void down_epilogue_store(const MoeGroupedGemmParams& p, const ItemOperands<false>& op,
+__device__ __forceinline__ void down_epilogue_store(const MoeGroupedGemmParams& p, const StagedItem& out,
                                                     const float (&acc)[64]) {
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, q = lane & 3;
   const int r0 = warp * 16 + (lane >> 2);
@@ -168,7 +181,7 @@ __device__ __forceinline__ void down_epilogue_store(const MoeGroupedGemmParams& 
   for (int h = 0; h < 2; ++h) {
     // Row r0 + 8 h: accumulators 4 g + 2 h, +1 are columns 8 g + 2 q, +1.
     const int r = r0 + 8 * h;
-    const int64_t pos = op.it.pos_begin + op.it.m0 + r;
+    const int64_t pos = out.pos0 + r;
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
       // This thread's pairs of column groups 4 m + i.
@@ -191,8 +204,8 @@ __device__ __forceinline__ void down_epilogue_store(const MoeGroupedGemmParams& 
         const int k = (t - q) & 3;
         cols[t] = k == 0 ? got[0] : k == 1 ? got[1] : k == 2 ? got[2] : got[3];
       }
-      const int col = op.n0 + 128 * wg + 8 * (4 * m + q);
-      if (r < op.it.nrows && col < p.w.hidden) {
+      const int col = out.n0 + 128 * wg + 8 * (4 * m + q);
+      if (r < out.nrows && col < p.w.hidden) {
         *reinterpret_cast<uint4*>(p.y + pos * p.w.hidden + col) = make_uint4(cols[0], cols[1], cols[2], cols[3]);
       }
     }
@@ -225,6 +238,9 @@ __global__ void __launch_bounds__(kThreads + kProducerThreads, 1)
   // item's rows, whose sums are never stored), then the two weight blocks'
   // (gate_up: the gate and up rows' block; down: warpgroup w's columns').
   __shared__ float s_scales[kStages][kRows + 2];
+  // Step s's item, in stage s % kStages (StagedItem), written by the
+  // producer's lane 0 before its arrival on the stage's `full` barrier.
+  __shared__ StagedItem s_items[kStages];
   if (threadIdx.x == 0) {
     prefetch_tensor_map(&wmap);
     prefetch_tensor_map(&smap);
@@ -297,6 +313,9 @@ __global__ void __launch_bounds__(kThreads + kProducerThreads, 1)
         }
         cp_async_commit();
         if (lane == 0) {
+          const bool stored = !kUp || op.n0 < op.it.inter;
+          s_items[st] = StagedItem{op.n0, op.it.nrows, op.it.pos_begin + op.it.m0,
+                                   (kt == op.kblocks - 1 ? kLastStep : 0) | (stored ? kStored : 0)};
           // Box b holds B rows [64 b, 64 b + 64): for gate_up, gate rows when
           // b is even and up rows when odd, intermediate columns n0 + 64 (b / 2)
           // on (n0 + 128 <= I: both multiples of 128); for down, output
@@ -319,58 +338,59 @@ __global__ void __launch_bounds__(kThreads + kProducerThreads, 1)
   const int wg = tid >> 7, warp = (tid >> 5) & 3;
   // This thread's accumulator rows (j / 2 even, odd).
   const int r0 = warp * 16 + (lane >> 2);
+  // The block's items, one after another as the producer stages them: the
+  // consumers count them and take each one's output from its last step's
+  // StagedItem, so they never resolve an item themselves.
+  const int items = blockIdx.x < total ? (total - 1 - blockIdx.x) / static_cast<int>(gridDim.x) + 1 : 0;
+  float acc[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
   int step = 0;  // this block's steps so far: step s's tiles are in stage s % kStages
-  // Items are resolved one ahead, as the producer's: an item's lookup is a
-  // chain of dependent loads that would otherwise stand between two items'
-  // steps. (Every plan has an item: the shared expert or a routed one.)
-  ItemOperands<kUp> op(p, tables, blockIdx.x < total ? blockIdx.x : 0);
-  for (int item = blockIdx.x; item < total; item += gridDim.x) {
-    const int next_item = item + gridDim.x;
-    const ItemOperands<kUp> next(p, tables, next_item < total ? next_item : item);
-    float acc[64];
-#pragma unroll
-    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
 #pragma unroll 1
-    for (int kt = 0; kt < op.kblocks; ++kt, ++step) {
-      const int st = step % kStages;
-      mbar_wait(&full[st], static_cast<uint32_t>((step / kStages) & 1));
-      // The step's MMAs into a fresh partial accumulator (one commit group).
-      const uint8_t* stage = smem + st * kStageBytes;
-      const uint64_t da = smem_desc(stage);
-      const uint64_t db = smem_desc(stage + kAStage + wg * 128 * kRowBytes);
-      float part[64];
-      fence_operands(part);
-      fence();
+  for (int done = 0; done < items; ++step) {
+    const int st = step % kStages;
+    mbar_wait(&full[st], static_cast<uint32_t>((step / kStages) & 1));
+    // The step's MMAs into a fresh partial accumulator (one commit group).
+    const uint8_t* stage = smem + st * kStageBytes;
+    const uint64_t da = smem_desc(stage);
+    const uint64_t db = smem_desc(stage + kAStage + wg * 128 * kRowBytes);
+    float part[64];
+    fence_operands(part);
+    fence();
 #pragma unroll
-      for (int k32 = 0; k32 < kBK / 32; ++k32) m64n128k32_e4m3(part, da + 2 * k32, db + 2 * k32, k32);
-      commit();
-      // The scale products, read while the MMAs run and before the stage goes
-      // back: one scale per (row, weight block), so a single FMA per
-      // accumulator. Up: the gate columns take the first weight block, the up
-      // columns the second; down: warpgroup w's.
-      const float* sc = s_scales[st];
-      const float sa0 = sc[r0], sa1 = sc[r0 + 8];
-      const float sb0 = sc[kRows + (kUp ? 0 : wg)], sb1 = kUp ? sc[kRows + 1] : sb0;
-      const float s00 = sa0 * sb0, s10 = sa1 * sb0, s01 = sa0 * sb1, s11 = sa1 * sb1;
-      wait<0>();
-      // This warp's MMAs on the stage are complete: it goes back.
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[st]);
-      // The partial sums join the result. Accumulator j: row r0 + 8 ((j / 2) % 2),
-      // column 8 (j / 4) + 2 (lane % 4) + j % 2.
-      fence_operands(part);
+    for (int k32 = 0; k32 < kBK / 32; ++k32) m64n128k32_e4m3(part, da + 2 * k32, db + 2 * k32, k32);
+    commit();
+    // The scale products and the step's item, read while the MMAs run and
+    // before the stage goes back: one scale per (row, weight block), so a
+    // single FMA per accumulator. Up: the gate columns take the first weight
+    // block, the up columns the second; down: warpgroup w's.
+    const float* sc = s_scales[st];
+    const float sa0 = sc[r0], sa1 = sc[r0 + 8];
+    const float sb0 = sc[kRows + (kUp ? 0 : wg)], sb1 = kUp ? sc[kRows + 1] : sb0;
+    const float s00 = sa0 * sb0, s10 = sa1 * sb0, s01 = sa0 * sb1, s11 = sa1 * sb1;
+    const StagedItem out = s_items[st];
+    wait<0>();
+    // This warp's MMAs on the stage are complete: it goes back.
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[st]);
+    // The partial sums join the result. Accumulator j: row r0 + 8 ((j / 2) % 2),
+    // column 8 (j / 4) + 2 (lane % 4) + j % 2.
+    fence_operands(part);
 #pragma unroll
-      for (int j = 0; j < 64; ++j) {
-        const bool odd_row = (j >> 1) & 1, second = kUp && j >= 32;
-        acc[j] = fmaf(part[j], odd_row ? (second ? s11 : s10) : (second ? s01 : s00), acc[j]);
+    for (int j = 0; j < 64; ++j) {
+      const bool odd_row = (j >> 1) & 1, second = kUp && j >= 32;
+      acc[j] = fmaf(part[j], odd_row ? (second ? s11 : s10) : (second ? s01 : s00), acc[j]);
+    }
+    if (out.flags & kLastStep) {
+      if constexpr (kUp) {
+        up_epilogue_quantize(p, out, acc, s_amax);
+      } else {
+        down_epilogue_store(p, out, acc);
       }
+#pragma unroll
+      for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+      ++done;
     }
-    if constexpr (kUp) {
-      up_epilogue_quantize(p, op, acc, s_amax);
-    } else {
-      down_epilogue_store(p, op, acc);
-    }
-    op = next;
   }
 #endif
 }

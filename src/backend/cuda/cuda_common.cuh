@@ -175,6 +175,29 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return static_cast<uint32_t>(f2bf(lo)) | (static_cast<uint32_t>(f2bf(hi)) << 16);
 }
 
+// A 4 x 4 transpose across the four lanes of a quad (lanes 4 i .. 4 i + 3,
+// q = lane % 4): on return a[t] holds what lane t of the quad held in a[q].
+// Two rounds of xor shuffles, each swapping one bit of the lane with the same
+// bit of the slot; the slots are picked by selects, not indexed, so that the
+// quad's lanes never diverge (an indexed pick compiles to branches that
+// serialise the four lanes). Every lane of the warp must call it.
+__device__ __forceinline__ void quad_transpose(uint32_t (&a)[4], int q) {
+#pragma unroll
+  for (int bit = 1; bit <= 2; bit <<= 1) {
+    const bool high = (q & bit) != 0;
+#pragma unroll
+    for (int lo = 0; lo < 4; ++lo) {
+      if (lo & bit) continue;
+      // Slots lo and lo + bit: a lane keeps the one whose bit matches its
+      // own and trades the other with its partner (lane ^ bit).
+      const uint32_t give = high ? a[lo] : a[lo + bit];
+      const uint32_t got = __shfl_xor_sync(0xffffffffu, give, bit);
+      a[lo] = high ? got : a[lo];
+      a[lo + bit] = high ? a[lo + bit] : got;
+    }
+  }
+}
+
 inline int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
 }  // namespace hyllm::cuda

@@ -152,27 +152,37 @@ __device__ __forceinline__ void up_epilogue_quantize(const MoeGroupedGemmParams&
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int r = r0 + 8 * i;
-    if (r >= out.nrows) continue;
     const float s = __fdiv_rn(fmaxf(row_amax[i], 1e-10f), 448.0f);
     const Fp8GroupDivisor divisor(s);  // h holds bf16 values
     const int64_t pos = out.pos0 + r;
-    if (wg == 0 && (lane & 3) == 0) p.hidden_scale[(out.n0 / kBK) * p.hidden_scale_ld + pos] = s;
-    uint8_t* dst = p.hidden_q + pos * p.hidden_ld + out.n0 + 64 * wg + 2 * (lane & 3);
-    // Accumulators j, j + 1 of row r: columns 8 (j / 4) + 2 (lane % 4) + 0, 1.
+    // Accumulators j, j + 1 of row r (j = 2 i + 4 g): columns 8 g + 2 q, +1.
+    // words[k]: the codes of column groups 2 k and 2 k + 1 (16 bits each);
+    // after the quad transpose, words[t] holds thread t's codes of groups
+    // 2 q and 2 q + 1, which byte permutes order into those two groups' 16
+    // consecutive bytes.
+    uint32_t words[4];
 #pragma unroll
-    for (int j = 2 * i; j < 32; j += 4) {
-      const uint32_t lo = e4m3_code(divisor.divide(h[j])), hi = e4m3_code(divisor.divide(h[j + 1]));
-      *reinterpret_cast<uint16_t*>(dst + 8 * (j >> 2)) = static_cast<uint16_t>(lo | hi << 8);
+    for (int k = 0; k < 4; ++k) {
+      const int j0 = 2 * i + 8 * k, j1 = j0 + 4;
+      const uint32_t c0 = e4m3_code(divisor.divide(h[j0])) | e4m3_code(divisor.divide(h[j0 + 1])) << 8;
+      const uint32_t c1 = e4m3_code(divisor.divide(h[j1])) | e4m3_code(divisor.divide(h[j1 + 1])) << 8;
+      words[k] = c0 | c1 << 16;
     }
+    quad_transpose(words, lane & 3);
+    if (r >= out.nrows) continue;
+    if (wg == 0 && (lane & 3) == 0) p.hidden_scale[(out.n0 / kBK) * p.hidden_scale_ld + pos] = s;
+    uint8_t* dst = p.hidden_q + pos * p.hidden_ld + out.n0 + 64 * wg + 16 * (lane & 3);
+    *reinterpret_cast<uint4*>(dst) =
+        make_uint4(__byte_perm(words[0], words[1], 0x5410), __byte_perm(words[2], words[3], 0x5410),
+                   __byte_perm(words[0], words[1], 0x7632), __byte_perm(words[2], words[3], 0x7632));
   }
 }
 
 // The down epilogue: the item's outputs as bf16 rows of y. A quad's four
-// threads hold 2 of every 8 consecutive columns of their two rows; they
-// exchange them by shuffles (a 4 x 4 transpose per 4 column groups) so that
-// each thread stores 8 consecutive columns, 16 bytes, at once: 4-byte
-// pieces of rows throttle the load-store queue in an epilogue that comes
-// every 4 k tiles.
+// threads hold 2 of every 8 consecutive columns of their two rows; a quad
+// transpose per 4 column groups gives each thread 8 consecutive columns, so
+// that it stores 16 bytes at once: 4-byte pieces of rows throttle the
+// load-store queue in an epilogue that comes every 4 k tiles.
 __device__ __forceinline__ void down_epilogue_store(const MoeGroupedGemmParams& p, const StagedItem& out,
                                                     const float (&acc)[64]) {
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, q = lane & 3;
@@ -184,26 +194,12 @@ __device__ __forceinline__ void down_epilogue_store(const MoeGroupedGemmParams& 
     const int64_t pos = out.pos0 + r;
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
-      // This thread's pairs of column groups 4 m + i.
-      uint32_t pair[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) pair[i] = pack_bf16(acc[16 * m + 4 * i + 2 * h], acc[16 * m + 4 * i + 2 * h + 1]);
-      // Round k: send the pair of group 4 m + (q - k) % 4 to thread (q - k) % 4
-      // of the quad and receive, from thread (q + k) % 4, its pair of group 4 m + q.
-      uint32_t got[4];
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const int send = (q - k) & 3;
-        const uint32_t mine = send == 0 ? pair[0] : send == 1 ? pair[1] : send == 2 ? pair[2] : pair[3];
-        got[k] = k == 0 ? mine : __shfl_sync(0xffffffffu, mine, (lane & ~3) | ((q + k) & 3));
-      }
-      // Columns 2 t, 2 t + 1 of group 4 m + q came from thread t = (q + k) % 4.
+      // cols[i]: this thread's pair of column group 4 m + i, then (after the
+      // transpose) thread i's pair of group 4 m + q: columns 2 i, 2 i + 1.
       uint32_t cols[4];
 #pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        const int k = (t - q) & 3;
-        cols[t] = k == 0 ? got[0] : k == 1 ? got[1] : k == 2 ? got[2] : got[3];
-      }
+      for (int i = 0; i < 4; ++i) cols[i] = pack_bf16(acc[16 * m + 4 * i + 2 * h], acc[16 * m + 4 * i + 2 * h + 1]);
+      quad_transpose(cols, q);
       const int col = out.n0 + 128 * wg + 8 * (4 * m + q);
       if (r < out.nrows && col < p.w.hidden) {
         *reinterpret_cast<uint4*>(p.y + pos * p.w.hidden + col) = make_uint4(cols[0], cols[1], cols[2], cols[3]);

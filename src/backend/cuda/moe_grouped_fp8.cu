@@ -224,7 +224,7 @@ __device__ __forceinline__ void down_epilogue_store(const MoeGroupedGemmParams& 
 template <bool kUp>
 __global__ void __launch_bounds__(kThreads + kProducerThreads, 1)
     grouped_fp8_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap smap,
-                       const MoeGroupedGemmParams p) {
+                       const __grid_constant__ CUtensorMap amap, const MoeGroupedGemmParams p) {
 #ifdef HYLLM_WGMMA
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
@@ -240,6 +240,7 @@ __global__ void __launch_bounds__(kThreads + kProducerThreads, 1)
   if (threadIdx.x == 0) {
     prefetch_tensor_map(&wmap);
     prefetch_tensor_map(&smap);
+    if (!kUp) prefetch_tensor_map(&amap);
     for (int i = 0; i < kStages; ++i) {
       mbar_init(&full[i], 32 + 1);
       mbar_init(&empty[i], kThreads / 32);
@@ -253,14 +254,15 @@ __global__ void __launch_bounds__(kThreads + kProducerThreads, 1)
   const int tid = threadIdx.x, lane = tid & 31;
 
   if (tid >= kThreads) {
-    // The producer. Lane l copies A rows l + 32 h and their scales (rows
-    // past the item's are not copied: their products land in accumulator
-    // rows that are never stored). Its copies of step n are waited for at
-    // step n + kLag, so that several steps' copies are in flight.
+    // The producer. Lane l copies A rows l + 32 h's scales and, for gate_up,
+    // the rows themselves (gathered by token) by cp.async; down's A rows are
+    // consecutive positions and come as one TMA box with the weights. Rows
+    // past the item's are not copied (or hold the next item's rows or
+    // zeros): their products land in accumulator rows that are never
+    // stored. Its copies of step n are waited for at step n + kLag, so that
+    // several steps' copies are in flight.
     constexpr int kLag = kStages - 2;
     constexpr int kCopyRows = kRows / 32;
-    const uint8_t* A = kUp ? p.xq : p.hidden_q;
-    const int64_t lda = kUp ? p.w.hidden : p.hidden_ld;
     const float* as = kUp ? p.x_scale : p.hidden_scale;
     const int64_t as_ld = kUp ? p.x_scale_ld : p.hidden_scale_ld;
     int n = 0;  // steps asked for so far
@@ -295,13 +297,18 @@ __global__ void __launch_bounds__(kThreads + kProducerThreads, 1)
         uint8_t* sa = smem + st * kStageBytes;
         uint8_t* sb = sa + kAStage;
         const int64_t k0 = static_cast<int64_t>(kt) * kBK;
+        if constexpr (kUp) {
+#pragma unroll
+          for (int h = 0; h < kCopyRows; ++h) {
+            if (src[h] < 0) continue;
+            const uint8_t* row = p.xq + src[h] * static_cast<int64_t>(p.w.hidden) + k0;
+#pragma unroll
+            for (int c = 0; c < 8; ++c) cp_async16(sa + swizzled(lane + 32 * h, c), row + c * 16, true);
+          }
+        }
 #pragma unroll
         for (int h = 0; h < kCopyRows; ++h) {
-          if (src[h] < 0) continue;
-          const uint8_t* row = A + src[h] * lda + k0;
-#pragma unroll
-          for (int c = 0; c < 8; ++c) cp_async16(sa + swizzled(lane + 32 * h, c), row + c * 16, true);
-          cp_async4(&s_scales[st][lane + 32 * h], as + kt * as_ld + src[h]);
+          if (src[h] >= 0) cp_async4(&s_scales[st][lane + 32 * h], as + kt * as_ld + src[h]);
         }
         if (lane == 0) cp_async4(&s_scales[st][kRows], op.ws + static_cast<int64_t>(sb_row0) * op.kblocks + kt);
         if (lane == 1 && sb_row1_valid) {
@@ -317,7 +324,8 @@ __global__ void __launch_bounds__(kThreads + kProducerThreads, 1)
           // on (n0 + 128 <= I: both multiples of 128); for down, output
           // columns n0 + 64 b on (rows past H read the next expert's or zeros,
           // and their columns are not stored).
-          mbar_expect_bytes(&full[st], kBStage);
+          mbar_expect_bytes(&full[st], kUp ? kBStage : kBStage + kAStage);
+          if (!kUp) tma_load_box(sa, &amap, &full[st], static_cast<int>(k0), op.it.pos_begin + op.it.m0);
 #pragma unroll
           for (int b = 0; b < kBRows / kBoxRows; ++b) {
             const int row = kUp ? ((b & 1) ? op.it.inter : 0) + op.n0 + kBoxRows * (b >> 1) : op.n0 + kBoxRows * b;
@@ -405,12 +413,16 @@ bool launch_grouped_fp8(const MoeGroupedGemmParams& p, int max_items, cudaStream
                                        kUp ? H : Is, kBoxRows, kRowBytes)) {
     return false;
   }
+  // Down's A: the hidden rows' codes, [T * top_k (+ T with a shared expert), hidden_ld].
+  CUtensorMap amap = wmap;
+  const int64_t hidden_rows = static_cast<int64_t>(p.tokens) * (p.top_k + (w.has_shared() ? 1 : 0));
+  if (!kUp && !encode_swizzled_byte_map(&amap, p.hidden_q, hidden_rows, p.hidden_ld, kRows, kRowBytes)) return false;
   const int grid = p.grid < max_items ? p.grid : max_items;
   if (grid <= 0) return true;
   const size_t smem = smem_bytes(p.w.experts);
   auto kernel = grouped_fp8_kernel<kUp>;
   allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
-  kernel<<<grid, kThreads + kProducerThreads, smem, stream>>>(wmap, smap, p);
+  kernel<<<grid, kThreads + kProducerThreads, smem, stream>>>(wmap, smap, amap, p);
   return true;
 }
 

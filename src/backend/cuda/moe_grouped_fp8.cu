@@ -16,8 +16,9 @@
 // narrower than fp32, to 128 products.
 //
 // The weight tiles come by TMA (four 64-row boxes a stage, asked for by one
-// thread and counted on the stage's barrier), the A rows by cp.async (rows
-// gathered by token), both from a producer warp: with one block an SM the
+// thread and counted on the stage's barrier), gate_up's A rows by cp.async
+// (rows gathered by token) and down's by one more TMA box (consecutive
+// positions), all from a producer warp: with one block an SM the
 // kernel is bound by its warps' latency more than by memory, so the consumers
 // spend their issue slots on MMAs and promotion only.
 //

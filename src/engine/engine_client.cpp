@@ -10,10 +10,8 @@
 #include <functional>
 #include <future>
 #include <mutex>
-#include <string_view>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "engine/engine_core.h"
 #include "engine/executor.h"
@@ -147,18 +145,17 @@ class ThreadedEngineClient final : public EngineClient {
         fail(ErrorCode::kUnavailable, "the engine is {}",
              state_ == EngineState::kDead ? "dead" : state_ == EngineState::kStarting ? "starting" : "shutting down");
       }
-      std::unordered_set<std::string_view> batch_ids;
-      for (const EngineRequest& r : requests) {
-        if (streams_.count(r.request_id) || !batch_ids.insert(r.request_id).second) {
-          fail(ErrorCode::kInvalidArgument, "request id '{}' is already in use", r.request_id);
+      // A taken id (live, or earlier in this batch) takes back this batch's
+      // entries, so that nothing of a refused batch stays.
+      for (size_t i = 0; i < requests.size(); ++i) {
+        auto stream = std::make_shared<QueueStream>(requests[i].request_id);
+        if (!streams_.emplace(requests[i].request_id, stream).second) {
+          for (size_t j = 0; j < i; ++j) streams_.erase(requests[j].request_id);
+          fail(ErrorCode::kInvalidArgument, "request id '{}' is already in use", requests[i].request_id);
         }
-      }
-      for (EngineRequest& r : requests) {
-        auto stream = std::make_shared<QueueStream>(r.request_id);
-        streams_.emplace(r.request_id, stream);
         streams.push_back(std::move(stream));
-        inbox_.push_back(std::move(r));
       }
+      for (EngineRequest& r : requests) inbox_.push_back(std::move(r));
     }
     cv_.notify_one();
     return streams;

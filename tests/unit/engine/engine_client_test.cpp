@@ -154,6 +154,7 @@ TEST(EngineClient, ABatchSubmittedAtOnceIsScheduledTogetherOrRefusedWhole) {
 
   std::vector<EngineRequest> good = batch("good");
   good[0].request_id = bad[0].request_id;  // free: the refused batch submitted nothing
+  good[1].request_id = repeated[0].request_id;  // free too: the refused batch's entries were taken back
   const auto streams = client->submit_batch(good);
   ASSERT_EQ(streams.size(), good.size());
   for (size_t i = 0; i < streams.size(); ++i) {

@@ -32,6 +32,9 @@
 #                                      share the batch, plain or with a json_schema (target: < 3% change)
 #   HYLLM_PREFIX_BENCH=1               the prefix-cache workloads (max-model-len 8192 unless set);
 #                                      =ttft: only the cached-vs-cold TTFT row
+#   HYLLM_FLOOR_ARGS="--bandwidth-gbs N --bf16-tflops N"   this GPU's measured ceilings for the floors
+#                                      (`hyllm bench floors`); unset: its defaults, the H200's, and on
+#                                      another GPU the table says so
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -45,6 +48,7 @@ BATCHES=${HYLLM_DECODE_BATCHES:-1 8 32}
 PORT=${HYLLM_PORT:-8123}
 PREFIX_BENCH=${HYLLM_PREFIX_BENCH:-0}
 MAX_MODEL_LEN=${HYLLM_MAX_MODEL_LEN:-$([[ $PREFIX_BENCH != 0 ]] && echo 8192 || echo 4096)}
+FLOOR_ARGS=${HYLLM_FLOOR_ARGS:-}
 rows=()
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
@@ -82,7 +86,8 @@ n = r['completed'] + r['failed']
 print('FAILED: %d of %d requests' % (r['failed'] or n, n) if r['failed'] or not r['completed'] else '%.2f' % r[sys.argv[2]])" \
     "$1" "$2" 2>/dev/null || echo "FAILED: no result"
 }
-floor() { "$BIN" bench floors --model "$1" --batch "$2" --random-input-len "$3" --random-output-len "$4" | awk -v k="$5" '$1 == k { print $2 }'; }
+# shellcheck disable=SC2086
+floor() { "$BIN" bench floors --model "$1" --batch "$2" --random-input-len "$3" --random-output-len "$4" $FLOOR_ARGS | awk -v k="$5" '$1 == k { print $2 }'; }
 # pbench NAME ARGS...: one `hyllm bench serve` run of a prefix-cache workload, its JSON in $LOGS.
 pbench() {
   local name=$1
@@ -262,8 +267,15 @@ print('  [%s] %s prompts at once: %d engine steps, %.1f ms of wall time a step' 
 done
 
 echo
-echo "================ serve benchmark (BF16, dummy weights, language model only) ================"
+echo "================ serve benchmark (dummy weights, language model only) ================"
 cat "$OUT/gpu.txt"
+if [[ -n $FLOOR_ARGS ]]; then
+  echo "floors: hyllm bench floors $FLOOR_ARGS"
+elif grep -q H200 "$OUT/gpu.txt"; then
+  echo "floors: hyllm bench floors' defaults (this H200's measured copy rate and BF16 GEMM rate)"
+else
+  echo "floors: the H200's (hyllm bench floors' defaults), not this GPU's: set HYLLM_FLOOR_ARGS to its measured ceilings"
+fi
 echo "| model | workload | measured ms | floor ms | % of floor |"
 echo "|---|---|---|---|---|"
 for r in "${rows[@]}"; do echo "$r"; done | tee "$OUT/table.md"

@@ -283,7 +283,9 @@ describe('lifecycle', () => {
         if (e.type.endsWith('.delta') && ++deltas === 3) controller.abort();
       }
     } catch { /* aborted on purpose */ }
-    assert.equal(deltas, 3);
+    // Events the client had already read when the abort landed may still
+    // come out of the iterator (as in load.test.mjs).
+    assert.ok(deltas >= 3);
     const deadline = Date.now() + 3000;
     let m;
     for (;;) {

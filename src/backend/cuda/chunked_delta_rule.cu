@@ -14,9 +14,10 @@
 // Kernel 1, parallel over chunks and value heads, forms K K^T and Q K^T on
 // tensor cores and solves for W and U~ in fp32 by forward substitution, one
 // column per thread (no barrier inside the solve). Kernel 2 walks the chunks
-// of a sequence in order with a block of VB state columns (32 or 64) in shared
-// memory and runs its products on tensor cores; it stages each chunk's operands
-// while the previous chunk's products run.
+// of a sequence in order with a block of VB state columns (32 or 64), kept in
+// fp32 registers with a TF32 copy in shared memory, and runs its products on
+// tensor cores; it stages each chunk's operands while the previous chunk's
+// products run.
 //
 // Precision: every product's operands carry a 10-bit mantissa and accumulate
 // in fp32; the state itself is only ever accumulated in fp32 (the
@@ -277,30 +278,40 @@ constexpr int kStateBlocksPerSm = VB == 32 ? 2 : 1;
 
 // Shared-memory layout, byte offsets. Row strides are padded so that each
 // fragment load touches 32 distinct banks; every row starts 16-byte aligned.
+// The fp32 B operands (S, U and the decayed U) are stored transposed and
+// rounded to TF32, so that a fragment's k pair is one 8-byte load and needs
+// no conversion; the fp16 A operands are read by ldmatrix, K transposed.
 template <int DKP, int VB>
 struct StateSmem {
-  static constexpr int kH = DKP + 8;           // fp16 W and Q, read as A rows; K, read as A transposed
-  static constexpr int kP = kDeltaChunk + 8;   // fp16 P, read as A rows
-  static constexpr int kV = VB + 4;            // fp32 S, U~ and U, read as B (rows 2t and 2t + 1)
+  static constexpr int kH = DKP + 8;            // fp16 W, Q and K rows
+  static constexpr int kP = kDeltaChunk + 8;    // fp16 P rows
+  static constexpr int kV = VB + 4;             // fp32 U~ rows, as staged
+  static constexpr int kT = kDeltaChunk + 4;    // fp32 U^T and (diag(exp(G_last - G)) U)^T rows
+  static constexpr int kS = DKP + 4;            // fp32 S^T rows
   static constexpr int w = 0;
   static constexpr int q = w + 2 * kDeltaChunk * kH;
   static constexpr int k = q + 2 * kDeltaChunk * kH;
   static constexpr int p = k + 2 * kDeltaChunk * kH;
   static constexpr int ut = p + 2 * kDeltaChunk * kP;
   static constexpr int un = ut + 4 * kDeltaChunk * kV;
-  static constexpr int s = un + 4 * kDeltaChunk * kV;
-  static constexpr int gamma = s + 4 * DKP * kV;          // exp(G_i)
+  static constexpr int ud = un + 4 * VB * kT;
+  static constexpr int s = ud + 4 * VB * kT;
+  static constexpr int gamma = s + 4 * VB * kS;            // exp(G_i)
   static constexpr int to_last = gamma + 4 * kDeltaChunk;  // exp(G_last - G_i)
   static constexpr int bytes = to_last + 4 * kDeltaChunk;
-  static_assert(q % 16 == 0 && k % 16 == 0 && p % 16 == 0 && ut % 16 == 0 && un % 16 == 0 && s % 16 == 0,
-                "16-byte copies");
+  static_assert(q % 16 == 0 && k % 16 == 0 && p % 16 == 0 && ut % 16 == 0 && un % 16 == 0 && ud % 16 == 0 &&
+                    s % 16 == 0,
+                "16-byte copies and ldmatrix rows");
+  static_assert(s - un >= 4 * VB * kS, "S^T fits over U^T and Ud^T (store_state)");
+  static_assert(kStateBlocksPerSm<VB> * (bytes + 1024) <= 228 * 1024, "the blocks an SM takes fit its shared memory");
 };
 
 template <int DKP, int VB>
 __global__ void __launch_bounds__(kThreads, kStateBlocksPerSm<VB>)
     chunk_state_kernel(GatedDeltaRuleParams p, DeltaRuleScratch s) {
   using Lay = StateSmem<DKP, VB>;
-  constexpr int NT = VB / 16;  // 8-column mma tiles per warp: two column halves of VB / 2
+  constexpr int NT = VB / 16;   // 8-column mma tiles per warp: two column halves of VB / 2
+  constexpr int MT = DKP / 64;  // 16-row tiles of S per warp: four row quarters of DKP / 4
   extern __shared__ __align__(16) unsigned char smem[];
   const int seq = blockIdx.z, vh = blockIdx.y, j0 = blockIdx.x * VB;
   const int t0 = p.query_start_loc[seq], n = p.query_start_loc[seq + 1] - t0;
@@ -315,25 +326,51 @@ __global__ void __launch_bounds__(kThreads, kStateBlocksPerSm<VB>)
   uint16_t* Ks = reinterpret_cast<uint16_t*>(smem + Lay::k);
   uint16_t* Ps = reinterpret_cast<uint16_t*>(smem + Lay::p);
   float* Ut = reinterpret_cast<float*>(smem + Lay::ut);
-  float* Un = reinterpret_cast<float*>(smem + Lay::un);
-  float* Ss = reinterpret_cast<float*>(smem + Lay::s);
+  float* UnT = reinterpret_cast<float*>(smem + Lay::un);
+  float* UdT = reinterpret_cast<float*>(smem + Lay::ud);
+  float* StT = reinterpret_cast<float*>(smem + Lay::s);
   float* gamma = reinterpret_cast<float*>(smem + Lay::gamma);
   float* to_last = reinterpret_cast<float*>(smem + Lay::to_last);
 
+  // Steps over the chunk's 64 rows: warp -> rows 16 (warp % 4), columns VB / 2 (warp / 4).
+  const int m0 = 16 * (warp & 3), n0 = (VB / 2) * (warp >> 2);
+  // The state update's tiles: warp -> state rows DKP / 4 (warp % 4), the same
+  // columns. Each thread keeps its entries of S in fp32 registers across the
+  // chunks (the accumulator layout of those tiles): S is only ever
+  // accumulated there, and StT holds its TF32 copy for the products.
+  float s_own[MT][NT][4];
+  auto own_row = [&](int mt, int e) { return (warp & 3) * (DKP / 4) + 16 * mt + acc_row(e, g); };
+  auto own_col = [&](int nt, int e) { return n0 + 8 * nt + acc_col(e, t); };
   float* state = p.state + (slot * Hv + vh) * static_cast<int64_t>(Dv) * Dk;
-  // This block's columns of S into a slot's state (v-major).
-  auto write_state = [&](float* dst) {
+  // S into a slot's state (v-major) with whole-row stores, through shared
+  // memory over U^T and Ud^T, which no warp reads after the first barrier.
+  auto store_state = [&](float* dst) {
+    float* Sx = UnT;
+    __syncthreads();
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) Sx[own_col(nt, e) * Lay::kS + own_row(mt, e)] = s_own[mt][nt][e];
+    __syncthreads();
     for (int i = tid; i < DKP * VB; i += blockDim.x) {
       const int jj = i / DKP, k = i % DKP, j = j0 + jj;
-      if (k < Dk && j < Dv) dst[static_cast<int64_t>(j) * Dk + k] = Ss[k * Lay::kV + jj];
+      if (k < Dk && j < Dv) dst[static_cast<int64_t>(j) * Dk + k] = Sx[jj * Lay::kS + k];
     }
+  };
+  auto publish_state = [&]() {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) StT[own_col(nt, e) * Lay::kS + own_row(mt, e)] = round_tf32(s_own[mt][nt][e]);
   };
   const int save_len = save_len_of(p, seq, n);
   float* save = save_len > 0 ? p.state + (static_cast<int64_t>(p.save_slots[seq]) * Hv + vh) * Dv * Dk : nullptr;
 
   const int64_t out_stride = static_cast<int64_t>(Hv) * Dv;
-  // Steps over the chunk's 64 rows: warp -> rows 16 (warp % 4), columns VB / 2 (warp / 4).
-  const int m0 = 16 * (warp & 3), n0 = (VB / 2) * (warp >> 2);
   const ChunkSpans spans = chunk_spans(p, seq, n);
   const int chunks = spans.count();
 
@@ -373,13 +410,19 @@ __global__ void __launch_bounds__(kThreads, kStateBlocksPerSm<VB>)
   stage_a(0);
   stage_b(0);
   load_g(0);
-  // Ss[k][jj] = S[k][j0 + jj] = state row j0 + jj (v-major), element k,
-  // while the first chunk's operands arrive.
+  // This thread's entries of S from state row j0 + column (v-major), element
+  // row, while the first chunk's operands arrive.
   const bool init = p.has_initial_state[seq] != 0;
-  for (int i = tid; i < DKP * VB; i += blockDim.x) {
-    const int jj = i / DKP, k = i % DKP, j = j0 + jj;
-    Ss[k * Lay::kV + jj] = (init && k < Dk && j < Dv) ? state[static_cast<int64_t>(j) * Dk + k] : 0.0f;
-  }
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int k = own_row(mt, e), j = j0 + own_col(nt, e);
+        s_own[mt][nt][e] = (init && k < Dk && j < Dv) ? state[static_cast<int64_t>(j) * Dk + k] : 0.0f;
+      }
+  publish_state();
 
   for (int c = 0; c < chunks; ++c) {
     const int64_t tb = t0 + spans.start(c);
@@ -394,25 +437,36 @@ __global__ void __launch_bounds__(kThreads, kStateBlocksPerSm<VB>)
 
     // U = U~ - W S and Q S on this warp's tile.
     float acc_u[NT][4] = {}, acc_o[NT][4] = {};
-#pragma unroll 4
-    for (int k0 = 0; k0 < DKP; k0 += 8) {
-      uint32_t aw[4], aq[4];
-      load_a_h(aw, Ws, Lay::kH, m0, k0, g, t);
-      load_a_h(aq, Qs, Lay::kH, m0, k0, g, t);
+#pragma unroll 2
+    for (int k0 = 0; k0 < DKP; k0 += 16) {
+      uint32_t aw[2][4], aq[2][4];
+      load_a_h_x2(aw, Ws, Lay::kH, m0, k0, lane);
+      load_a_h_x2(aq, Qs, Lay::kH, m0, k0, lane);
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        uint32_t b[2];
-        load_b<false>(b, Ss, Lay::kV, k0, n0 + 8 * nt, g, t);
-        mma_tf32(acc_u[nt], aw, b[0], b[1]);
-        mma_tf32(acc_o[nt], aq, b[0], b[1]);
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          uint32_t b[2];
+          load_b_t(b, StT, Lay::kS, k0 + 8 * h, n0 + 8 * nt + g, t);
+          mma_tf32(acc_u[nt], aw[h], b[0], b[1]);
+          mma_tf32(acc_o[nt], aq[h], b[0], b[1]);
+        }
       }
     }
+    // U and its rows decayed to the chunk's end, transposed, as TF32 operands only.
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
+    for (int half = 0; half < 2; ++half) {
+      const int r = m0 + g + 8 * half;
+      const float decay = to_last[r];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int at = (m0 + acc_row(e, g)) * Lay::kV + n0 + 8 * nt + acc_col(e, t);
-        Un[at] = round_tf32(Ut[at] - acc_u[nt][e]);  // only ever a tensor-core operand
+      for (int nt = 0; nt < NT; ++nt) {
+        const int col = n0 + 8 * nt + 2 * t;
+        const float2 ut = *reinterpret_cast<const float2*>(Ut + r * Lay::kV + col);
+        const float u0 = ut.x - acc_u[nt][2 * half], u1 = ut.y - acc_u[nt][2 * half + 1];
+        UnT[col * Lay::kT + r] = round_tf32(u0);
+        UnT[(col + 1) * Lay::kT + r] = round_tf32(u1);
+        UdT[col * Lay::kT + r] = round_tf32(decay * u0);
+        UdT[(col + 1) * Lay::kT + r] = round_tf32(decay * u1);
       }
     }
     if (c + 1 < chunks) load_g(c + 1);
@@ -429,67 +483,72 @@ __global__ void __launch_bounds__(kThreads, kStateBlocksPerSm<VB>)
       for (int nt = 0; nt < NT; ++nt) acc_o[nt][e] *= gm;
     }
 #pragma unroll
-    for (int k0 = 0; k0 < kDeltaChunk; k0 += 8) {
-      uint32_t ap[4];
-      load_a_h(ap, Ps, Lay::kP, m0, k0, g, t);
+    for (int k0 = 0; k0 < kDeltaChunk; k0 += 16) {
+      uint32_t ap[2][4];
+      load_a_h_x2(ap, Ps, Lay::kP, m0, k0, lane);
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        uint32_t b[2];
-        load_b<true>(b, Un, Lay::kV, k0, n0 + 8 * nt, g, t);
-        mma_tf32(acc_o[nt], ap, b[0], b[1]);
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = m0 + acc_row(e, g), j = j0 + n0 + 8 * nt + acc_col(e, t);
-        if (r < rows && j < Dv) p.out[(tb + r) * out_stride + static_cast<int64_t>(vh) * Dv + j] = f2bf(acc_o[nt][e]);
-      }
-    }
-
-    // S' = gamma_last S + (diag(exp(G_last - G)) K)^T U: warp -> state rows
-    // DKP / 4 (warp % 4), columns VB / 2 (warp / 4). Each warp reads and writes
-    // only its own part of S, and nothing else reads S after the barrier above.
-    const float gamma_last = gamma[rows - 1];
-#pragma unroll
-    for (int mt = 0; mt < DKP / 64; ++mt) {
-      const int ms = (warp & 3) * (DKP / 4) + 16 * mt;
-      float acc[NT][4];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[nt][e] = gamma_last * Ss[(ms + acc_row(e, g)) * Lay::kV + n0 + 8 * nt + acc_col(e, t)];
-      }
-#pragma unroll
-      for (int k0 = 0; k0 < kDeltaChunk; k0 += 8) {
-        // A[m][k] = K[k][m] exp(G_last - G_k), k slots paired as the loads' (mma_tf32).
-        const float s0 = to_last[k0 + 2 * t], s1 = to_last[k0 + 2 * t + 1];
-        const uint16_t* k_lo = Ks + (k0 + 2 * t) * Lay::kH + ms + g;
-        const uint16_t* k_hi = k_lo + Lay::kH;
-        const uint32_t a[4] = {to_tf32(h2f(k_lo[0]) * s0), to_tf32(h2f(k_lo[8]) * s0), to_tf32(h2f(k_hi[0]) * s1),
-                               to_tf32(h2f(k_hi[8]) * s1)};
+      for (int h = 0; h < 2; ++h) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           uint32_t b[2];
-          load_b<true>(b, Un, Lay::kV, k0, n0 + 8 * nt, g, t);
-          mma_tf32(acc[nt], a, b[0], b[1]);
+          load_b_t(b, UnT, Lay::kT, k0 + 8 * h, n0 + 8 * nt + g, t);
+          mma_tf32(acc_o[nt], ap[h], b[0], b[1]);
         }
       }
+    }
+    // Two adjacent columns a store where Dv keeps the pair 4-byte aligned.
+    const bool paired_out = Dv % 2 == 0 && reinterpret_cast<uintptr_t>(p.out) % 4 == 0;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = m0 + g + 8 * half;
+      if (r >= rows) continue;
+      uint16_t* out_row = p.out + (tb + r) * out_stride + static_cast<int64_t>(vh) * Dv;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) Ss[(ms + acc_row(e, g)) * Lay::kV + n0 + 8 * nt + acc_col(e, t)] = acc[nt][e];
+        const int j = j0 + n0 + 8 * nt + 2 * t;
+        const float o0 = acc_o[nt][2 * half], o1 = acc_o[nt][2 * half + 1];
+        if (paired_out && j + 1 < Dv) {
+          *reinterpret_cast<uint32_t*>(out_row + j) = pack_bf16(o0, o1);
+        } else {
+          if (j < Dv) out_row[j] = f2bf(o0);
+          if (j + 1 < Dv) out_row[j + 1] = f2bf(o1);
+        }
       }
     }
+
+    // S' = gamma_last S + K^T (diag(exp(G_last - G)) U) on this thread's
+    // entries. Nothing reads StT after the barrier above until the next one.
+    const float gamma_last = gamma[rows - 1];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      const int ms = (warp & 3) * (DKP / 4) + 16 * mt;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s_own[mt][nt][e] *= gamma_last;
+#pragma unroll
+      for (int k0 = 0; k0 < kDeltaChunk; k0 += 16) {
+        uint32_t a[2][4];
+        load_a_h_trans_x2(a, Ks, Lay::kH, ms, k0, lane);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            uint32_t b[2];
+            load_b_t(b, UdT, Lay::kT, k0 + 8 * h, n0 + 8 * nt + g, t);
+            mma_tf32(s_own[mt][nt], a[h], b[0], b[1]);
+          }
+        }
+      }
+    }
+    publish_state();
+    if (save != nullptr && spans.end(c) == save_len) store_state(save);
     __syncthreads();
     // Nothing reads K or P of chunk c after the barrier above.
     if (c + 1 < chunks) stage_b(c + 1);
-    // The next write of S follows two more barriers, so it can be read here.
-    if (save != nullptr && spans.end(c) == save_len) write_state(save);
   }
 
-  write_state(state);
+  store_state(state);
 }
 
 template <typename Kernel>

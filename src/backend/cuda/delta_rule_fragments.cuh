@@ -1,8 +1,9 @@
 #pragma once
 // The chunked delta rule's tensor-core operands (chunked_delta_rule.cu):
 // TF32 conversions, the m16n8k8 TF32 MMA and its fragment loads from
-// shared memory, the fp16 fragment loads of the m16n8k16 MMA (mma_f16,
-// cuda_common.cuh), and the asynchronous staging of a chunk's rows.
+// shared memory (fp16 operands by ldmatrix, fp32 ones stored transposed), the
+// fp16 fragment loads of the m16n8k16 MMA (mma_f16, cuda_common.cuh), and the
+// asynchronous staging of a chunk's rows.
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/delta_rule_scratch.cuh"
@@ -36,21 +37,41 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
 __device__ __forceinline__ int acc_row(int e, int g) { return g + (e >= 2 ? 8 : 0); }
 __device__ __forceinline__ int acc_col(int e, int t) { return 2 * t + (e & 1); }
 
-// TF32 A fragment of the row-major fp16 M at (m0, k0), k slots paired.
-__device__ __forceinline__ void load_a_h(uint32_t (&a)[4], const uint16_t* M, int ld, int m0, int k0, int g, int t) {
-  const uint32_t lo = lds32(M + (m0 + g) * ld + k0 + 2 * t), hi = lds32(M + (m0 + g + 8) * ld + k0 + 2 * t);
+// The TF32 A fragment of two fp16 pairs: lo holds row g's k slots (t, t + 4)
+// in its halves, hi row g + 8's.
+__device__ __forceinline__ void halves_to_tf32(uint32_t (&a)[4], uint32_t lo, uint32_t hi) {
   a[0] = h2tf32(static_cast<uint16_t>(lo));
   a[2] = h2tf32(static_cast<uint16_t>(lo >> 16));
   a[1] = h2tf32(static_cast<uint16_t>(hi));
   a[3] = h2tf32(static_cast<uint16_t>(hi >> 16));
 }
-// TF32 B fragment of B[k][n] = M[k * ld + n] (fp32) at (k0, n0), k slots
-// paired; `Rounded` when M already holds TF32 values.
-template <bool Rounded>
-__device__ __forceinline__ void load_b(uint32_t (&b)[2], const float* M, int ld, int k0, int n0, int g, int t) {
-  const float v0 = M[(k0 + 2 * t) * ld + n0 + g], v1 = M[(k0 + 2 * t + 1) * ld + n0 + g];
-  b[0] = Rounded ? __float_as_uint(v0) : to_tf32(v0);
-  b[1] = Rounded ? __float_as_uint(v1) : to_tf32(v1);
+// TF32 A fragments of the row-major fp16 M at (m0, k0) and (m0, k0 + 8), k
+// slots paired, with one ldmatrix: its four 8 x 8 tiles are rows m0 and
+// m0 + 8 of columns k0, then of columns k0 + 8. Rows of M start 16-byte
+// aligned; m0 and k0 are multiples of 16 and 8.
+__device__ __forceinline__ void load_a_h_x2(uint32_t (&a)[2][4], const uint16_t* M, int ld, int m0, int k0,
+                                            int lane) {
+  uint32_t r[4];
+  ldmatrix_x4(r, M + (m0 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ld + k0 + 8 * (lane >> 4));
+  halves_to_tf32(a[0], r[0], r[1]);
+  halves_to_tf32(a[1], r[2], r[3]);
+}
+// The same for A[m][k] = M[k][m] (M row-major fp16, read transposed): the
+// tiles are rows k0 of columns m0 and m0 + 8, then rows k0 + 8 of both.
+__device__ __forceinline__ void load_a_h_trans_x2(uint32_t (&a)[2][4], const uint16_t* M, int ld, int m0, int k0,
+                                                  int lane) {
+  uint32_t r[4];
+  ldmatrix_x4_trans(r, M + (k0 + (lane & 7) + 8 * (lane >> 4)) * ld + m0 + 8 * ((lane >> 3) & 1));
+  halves_to_tf32(a[0], r[0], r[1]);
+  halves_to_tf32(a[1], r[2], r[3]);
+}
+// TF32 B fragment of B[k][n] = MT[n * ld + k] (fp32 values already rounded to
+// TF32, stored transposed) at (k0, n): the paired k slots are adjacent, one
+// 8-byte load. ld is even.
+__device__ __forceinline__ void load_b_t(uint32_t (&b)[2], const float* MT, int ld, int k0, int n, int t) {
+  const float2 v = *reinterpret_cast<const float2*>(MT + n * ld + k0 + 2 * t);
+  b[0] = __float_as_uint(v.x);
+  b[1] = __float_as_uint(v.y);
 }
 // fp16 A fragment (m16n8k16) of the row-major fp16 M at (m0, k0).
 __device__ __forceinline__ void load_a16(uint32_t (&a)[4], const uint16_t* M, int ld, int m0, int k0, int g, int t) {

@@ -29,10 +29,11 @@ constexpr int kRowsPerBlock = 16;  // 128 threads
 using Scratch = DeltaRuleScratch;
 
 // Warp-wide: the L2-normalised q (scaled by 1/sqrt(Dk)) and k of key head kh
-// at token t, into qn and kn; returns k.q (on every lane). The one routine of
-// the preparation kernel and the decode kernel, so both round alike.
-__device__ __forceinline__ float normalize_qk(const GatedDeltaRuleParams& p, int t, int kh, int lane, float* qn,
-                                              float* kn) {
+// at token t, element d of each passed to store(d, q, k) by lane d % 32;
+// returns k.q (on every lane). The one routine of the preparation kernel and
+// the decode kernel, so both round alike.
+template <typename Store>
+__device__ __forceinline__ float normalize_qk(const GatedDeltaRuleParams& p, int t, int kh, int lane, Store store) {
   const int Dk = p.k_dim, Hk = p.num_k_heads;
   const int64_t W = 2LL * Hk * Dk + static_cast<int64_t>(p.num_v_heads) * p.v_dim;
   const uint16_t* q = p.qkv + t * W + static_cast<int64_t>(kh) * Dk;
@@ -51,12 +52,20 @@ __device__ __forceinline__ float normalize_qk(const GatedDeltaRuleParams& p, int
   float dot = 0.0f;
   for (int d = lane; d < Dk; d += 32) {
     const float qv = __fmul_rn(bf2f(q[d]), q_inv), kv = __fmul_rn(bf2f(k[d]), k_inv);
-    qn[d] = qv;
-    kn[d] = kv;
+    store(d, qv, kv);
     dot += qv * kv;
   }
   return warp_sum(dot);
 }
+// normalize_qk's store into fp32 rows of q and k.
+struct StoreRows {
+  float* qn;
+  float* kn;
+  __device__ __forceinline__ void operator()(int d, float q, float k) const {
+    qn[d] = q;
+    kn[d] = k;
+  }
+};
 
 // The gates of value head vh at token t: g, exp(g), beta.
 struct Gates {
@@ -78,17 +87,28 @@ __global__ void __launch_bounds__(kPrepareThreads) prepare_kernel(GatedDeltaRule
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, warps = blockDim.x / 32;
   const int Dk = p.k_dim, Hk = p.num_k_heads;
   const int kh = blockIdx.y * warps + warp;
+  // In a chunked call a token of a long sequence feeds only the chunked
+  // kernels (fp16 q and k), one of a short sequence only the recurrence
+  // (fp32 q and k, k.q); each gets only what it reads.
+  bool chunked_token = false;
+  if (s.q16 != nullptr) {
+    const int seq = find_sequence(p.query_start_loc, p.num_seqs, t);
+    chunked_token = p.query_start_loc[seq + 1] - p.query_start_loc[seq] >= kChunkedFromTokens;
+  }
   if (kh < Hk) {
     const int64_t head = static_cast<int64_t>(t) * Hk + kh;
-    const float dot = normalize_qk(p, t, kh, lane, s.qn + head * Dk, s.kn + head * Dk);
-    if (lane == 0) s.kq[head] = dot;
-    if (s.q16 != nullptr) {
-      // The chunked kernels' fp16 operands, padded with zeros; each lane
-      // reads back the elements it wrote above.
-      for (int d = lane; d < s.dk_pad; d += 32) {
-        s.q16[head * s.dk_pad + d] = d < Dk ? f2h(s.qn[head * Dk + d]) : uint16_t{0};
-        s.k16[head * s.dk_pad + d] = d < Dk ? f2h(s.kn[head * Dk + d]) : uint16_t{0};
-      }
+    if (chunked_token) {
+      // The chunked kernels' fp16 operands, padded with zeros.
+      uint16_t* q16 = s.q16 + head * s.dk_pad;
+      uint16_t* k16 = s.k16 + head * s.dk_pad;
+      normalize_qk(p, t, kh, lane, [&](int d, float qv, float kv) {
+        q16[d] = f2h(qv);
+        k16[d] = f2h(kv);
+      });
+      for (int d = Dk + lane; d < s.dk_pad; d += 32) q16[d] = k16[d] = uint16_t{0};
+    } else {
+      const float dot = normalize_qk(p, t, kh, lane, StoreRows{s.qn + head * Dk, s.kn + head * Dk});
+      if (lane == 0) s.kq[head] = dot;
     }
   }
   for (int vh = blockIdx.y * blockDim.x + threadIdx.x; vh < p.num_v_heads; vh += gridDim.y * blockDim.x) {
@@ -231,7 +251,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * kLanesPerRow) decode_kernel(Ga
     if (c0 > 0) __syncthreads();  // the previous group's reads of shared memory are done
     if (warp < cn) {
       const int t = t0 + c0 + warp;
-      const float dot = normalize_qk(p, t, kh, lane, sq[warp], sk[warp]);
+      const float dot = normalize_qk(p, t, kh, lane, StoreRows{sq[warp], sk[warp]});
       if (lane == 0) {
         const Gates gt = token_gates(p, t, vh);
         sgate[warp][0] = gt.decay;

@@ -15,18 +15,6 @@ namespace {
 
 constexpr int kMaxKernel = 8;
 
-// The sequence that owns token t: the last s with query_start_loc[s] <= t
-// and a non-empty range.
-__device__ __forceinline__ int find_sequence(const int32_t* qsl, int num_seqs, int t) {
-  int lo = 0, hi = num_seqs - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (qsl[mid] <= t) lo = mid; else hi = mid - 1;
-  }
-  while (lo > 0 && qsl[lo + 1] <= t) ++lo;  // skip empty sequences at t
-  return lo;
-}
-
 // Output (token t, channel c) of the sequence that starts at token `start`
 // in slot `slot` (init: whether it continues from the slot's window).
 template <int K>

@@ -12,8 +12,10 @@
 // A prefix-cache save splits the sequence into two segments (ChunkSpans).
 //
 // Kernel 1, parallel over chunks and value heads, forms K K^T and Q K^T on
-// tensor cores and solves for W and U~ in fp32 by forward substitution, one
-// column per thread (no barrier inside the solve). Kernel 2 walks the chunks
+// tensor cores, inverts I + A in fp32 by forward substitution (one column of
+// T per thread, no barrier inside the solve), and forms W and U~ as products
+// with T on tensor cores, T split into two TF32 parts so that they keep its
+// fp32 precision. Kernel 2 walks the chunks
 // of a sequence in order with a block of VB state columns (32 or 64), kept in
 // fp32 registers with a TF32 copy in shared memory, and runs its products on
 // tensor cores; it stages each chunk's operands while the previous chunk's
@@ -87,22 +89,73 @@ __device__ __forceinline__ ChunkSpans chunk_spans(const GatedDeltaRuleParams& p,
 
 // Shared-memory layout, byte offsets. Row strides are padded so that each
 // fragment load touches 32 distinct banks; every region starts 16-byte aligned.
+// Regions are reused once their first contents are dead: P over q once Q K^T
+// is formed, then T diag(beta gamma) over P once P is stored; T diag(beta)
+// over A once T is solved.
 template <int DKP>
 struct PrepSmem {
   static constexpr int kQK = DKP + 8;           // fp16 q and k rows, read as A rows and as B^T
-  static constexpr int kP = kDeltaChunk + 8;    // fp16 P rows, over q's once Q K^T is formed
-  static constexpr int kA = kDeltaChunk + 4;    // floats
+  static constexpr int kP = kDeltaChunk + 8;    // fp16 P rows
+  static constexpr int kA = kDeltaChunk + 4;    // fp32 rows of A and of the scaled T
+  static constexpr int kQRegion = 2 * kDeltaChunk * kQK > 4 * kDeltaChunk * kA ? 2 * kDeltaChunk * kQK
+                                                                                  : 4 * kDeltaChunk * kA;
   static constexpr int k = 0;
   static constexpr int q = k + 2 * kDeltaChunk * kQK;
-  static constexpr int a = q + 2 * kDeltaChunk * kQK;
+  static constexpr int a = q + kQRegion;
   static constexpr int g = a + 4 * kDeltaChunk * kA;
   static constexpr int beta = g + 4 * kDeltaChunk;
   static constexpr int beta_gamma = beta + 4 * kDeltaChunk;
-  static constexpr int v = beta_gamma + 4 * kDeltaChunk;  // bf16 [64][v_dim]
-  static size_t bytes(int v_dim) { return v + sizeof(uint16_t) * kDeltaChunk * v_dim; }
-  static_assert(q % 16 == 0 && a % 16 == 0 && v % 16 == 0, "16-byte copies and float4 reads");
+  static constexpr int v = beta_gamma + 4 * kDeltaChunk;  // bf16 [64][kV], zero past v_dim
+  __host__ __device__ static int kV(int dv_pad) { return dv_pad + 8; }
+  static size_t bytes(int dv_pad) { return v + sizeof(uint16_t) * kDeltaChunk * kV(dv_pad); }
+  static_assert(q % 16 == 0 && a % 16 == 0 && v % 16 == 0, "16-byte copies, float4 reads and ldmatrix rows");
   static_assert(kP <= kQK, "P fits where q was");
 };
+
+// One warp's 32 columns of X = T diag(d) R, as split-TF32 products: T diag(d)
+// (Ts, fp32, lower triangular) enters as hi + lo TF32 parts, R (fp16 K or
+// bf16 V rows, exact in TF32) as is, so each product carries the fp32 T's
+// precision. Rows < L of the warp's columns go to store(row, col, x0, x1)
+// (columns col and col + 1).
+template <bool kBf16, typename Store>
+__device__ __forceinline__ void solve_products(const float* Ts, int ldt, const uint16_t* R, int ldr, int L, int lane,
+                                               Store store) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int mt = 0; mt < kDeltaChunk / 16; ++mt) {
+    const int m0 = 16 * mt;
+    float acc[4][4] = {};
+#pragma unroll
+    for (int k0 = 0; k0 < m0 + 16; k0 += 8) {  // T is zero right of its diagonal block
+      const float2 lo_row = *reinterpret_cast<const float2*>(Ts + (m0 + g) * ldt + k0 + 2 * t);
+      const float2 hi_row = *reinterpret_cast<const float2*>(Ts + (m0 + g + 8) * ldt + k0 + 2 * t);
+      const float v[4] = {lo_row.x, hi_row.x, lo_row.y, hi_row.y};  // A fragment order, k slots paired
+      uint32_t ah[4], al[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        ah[e] = to_tf32(v[e]);
+        al[e] = to_tf32(v[e] - __uint_as_float(ah[e]));
+      }
+      // B[k][n] = R[k0 + k][8 nt + n]: rows k0 + 2t and k0 + 2t + 1 of column g, transposed by ldmatrix.
+      uint32_t r[4];
+      ldmatrix_x4_trans(r, R + (k0 + (lane & 7)) * ldr + 8 * (lane >> 3));
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        const uint32_t b0 = kBf16 ? r[nt] << 16 : h2tf32(static_cast<uint16_t>(r[nt]));
+        const uint32_t b1 = kBf16 ? r[nt] & 0xffff0000u : h2tf32(static_cast<uint16_t>(r[nt] >> 16));
+        mma_tf32(acc[nt], al, b0, b1);
+        mma_tf32(acc[nt], ah, b0, b1);
+      }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = m0 + g + 8 * half;
+      if (row >= L) continue;
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) store(row, 8 * nt + 2 * t, acc[nt][2 * half], acc[nt][2 * half + 1]);
+    }
+  }
+}
 
 // Three blocks an SM (with fp16 q and k the shared memory allows it; the
 // registers are capped to fit), so that one block's loads and stores overlap
@@ -119,12 +172,15 @@ __global__ void __launch_bounds__(kThreads, 3) chunk_prepare_kernel(GatedDeltaRu
   const int L = spans.end(c) - spans.start(c);
   const int64_t tb = t0 + spans.start(c);
   const int Dk = p.k_dim, Dv = p.v_dim, Hk = p.num_k_heads, Hv = p.num_v_heads;
+  const int dv_pad = s.dv_pad, kV = Lay::kV(dv_pad);
   const int kh = vh / (Hv / Hk);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   uint16_t* Ks = reinterpret_cast<uint16_t*>(smem + Lay::k);
   uint16_t* Qs = reinterpret_cast<uint16_t*>(smem + Lay::q);
-  uint16_t* Ps = Qs;  // P, once Q K^T is formed
+  uint16_t* Ps = Qs;                                      // P, once Q K^T is formed
+  float* Tk = reinterpret_cast<float*>(smem + Lay::q);    // T diag(beta gamma), once P is stored
   float* Am = reinterpret_cast<float*>(smem + Lay::a);
+  float* Tv = Am;                                         // T diag(beta), once T is solved
   float* Gs = reinterpret_cast<float*>(smem + Lay::g);
   float* Bs = reinterpret_cast<float*>(smem + Lay::beta);
   float* BGs = reinterpret_cast<float*>(smem + Lay::beta_gamma);
@@ -132,26 +188,26 @@ __global__ void __launch_bounds__(kThreads, 3) chunk_prepare_kernel(GatedDeltaRu
   stage_qk<DKP>(Ks, Lay::kQK, s.k16, p, tb, kh, L);
   stage_qk<DKP>(Qs, Lay::kQK, s.q16, p, tb, kh, L);
   {
-    // The chunk's v rows of this head, staged so that the solve below reads
-    // shared memory only: with 16-byte asynchronous copies alongside q and k
-    // when every row starts 16-byte aligned (Vs rows are Dv bf16 from a
-    // 16-byte aligned offset), else with independent loads.
+    // The chunk's v rows of this head, zero past Dv and past L: with 16-byte
+    // asynchronous copies alongside q and k when every row starts 16-byte
+    // aligned, else with independent loads.
     const int64_t qkv_stride = 2LL * Hk * Dk + static_cast<int64_t>(Hv) * Dv;
     const int64_t v_col = 2LL * Hk * Dk + static_cast<int64_t>(vh) * Dv;
     const uint16_t* v = p.qkv + tb * qkv_stride + v_col;
     const bool aligned = Dv % 8 == 0 && qkv_stride % 8 == 0 && v_col % 8 == 0 &&
                          reinterpret_cast<uintptr_t>(p.qkv) % 16 == 0;
     if (aligned) {
-      const int row8 = Dv / 8;
+      const int row8 = dv_pad / 8;
       for (int i = tid; i < kDeltaChunk * row8; i += blockDim.x) {
         const int r = i / row8, c8 = i % row8;
-        cp_async16(Vs + r * Dv + 8 * c8, v + (r < L ? r * qkv_stride + 8 * c8 : 0), r < L);
+        const bool ok = r < L && 8 * c8 < Dv;
+        cp_async16(Vs + r * kV + 8 * c8, v + (ok ? r * qkv_stride + 8 * c8 : 0), ok);
       }
     } else {
 #pragma unroll 8
-      for (int i = tid; i < kDeltaChunk * Dv; i += blockDim.x) {
-        const int r = i / Dv, d = i % Dv;
-        Vs[i] = r < L ? v[r * qkv_stride + d] : uint16_t{0};
+      for (int i = tid; i < kDeltaChunk * dv_pad; i += blockDim.x) {
+        const int r = i / dv_pad, d = i % dv_pad;
+        Vs[r * kV + d] = r < L && d < Dv ? v[r * qkv_stride + d] : uint16_t{0};
       }
     }
   }
@@ -216,24 +272,14 @@ __global__ void __launch_bounds__(kThreads, 3) chunk_prepare_kernel(GatedDeltaRu
         *reinterpret_cast<const uint4*>(Ps + i * Lay::kP + j);
   }
 
-  // Forward substitution (I + A) X = [diag(beta gamma) K | diag(beta) V], one
-  // column per thread: columns [0, DKP) are W's, the next dv_pad U~'s;
-  // padding columns stay zero. A is zero on and above its diagonal, so each
-  // row's sum runs over whole float4 groups.
-  const int dv_pad = s.dv_pad;
-  const int col = tid;
-  if (col < DKP + dv_pad) {
-    const bool is_k = col < DKP;
-    const int d = is_k ? col : col - DKP;
-    const bool valid = is_k ? d < Dk : d < Dv;
-    // Rows past L hold zeros in Ks and Vs; invalid columns read row 0's.
-    const int dd = valid ? d : 0;
-    float x[kDeltaChunk];
+  // T = (I + A)^-1 by forward substitution, one column per thread of the
+  // first two warps: (I + A) x = e_j. A is zero on and above its diagonal, so
+  // each row's sum runs over whole float4 groups, and x stays zero above j.
+  float x[kDeltaChunk];
+  const int j = tid;
+  if (j < kDeltaChunk) {
 #pragma unroll
-    for (int i = 0; i < kDeltaChunk; ++i) {
-      const float rhs = is_k ? BGs[i] * h2f(Ks[i * Lay::kQK + dd]) : Bs[i] * bf2f(Vs[i * Dv + dd]);
-      x[i] = valid ? rhs : 0.0f;
-    }
+    for (int i = 0; i < kDeltaChunk; ++i) x[i] = i == j ? 1.0f : 0.0f;
 #pragma unroll
     for (int i = 1; i < kDeltaChunk; ++i) {
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -247,20 +293,36 @@ __global__ void __launch_bounds__(kThreads, 3) chunk_prepare_kernel(GatedDeltaRu
       }
       x[i] -= (acc[0] + acc[1]) + (acc[2] + acc[3]);
     }
-    // W is only ever a tensor-core operand, stored as fp16; U~ is not.
-    if (is_k) {
-      uint16_t* dst = s.w + (tb * Hv + vh) * DKP + d;
-      const int64_t row_stride = static_cast<int64_t>(Hv) * DKP;
+  }
+  __syncthreads();  // every thread is done with A and with P's rows
+  if (j < kDeltaChunk) {
+    const float bg = BGs[j], b = Bs[j];
 #pragma unroll
-      for (int i = 0; i < kDeltaChunk; ++i)
-        if (i < L) dst[i * row_stride] = f2h(x[i]);
-    } else {
-      float* dst = s.u + (tb * Hv + vh) * dv_pad + d;
-      const int64_t row_stride = static_cast<int64_t>(Hv) * dv_pad;
-#pragma unroll
-      for (int i = 0; i < kDeltaChunk; ++i)
-        if (i < L) dst[i * row_stride] = x[i];
+    for (int i = 0; i < kDeltaChunk; ++i) {
+      Tk[i * Lay::kA + j] = x[i] * bg;
+      Tv[i * Lay::kA + j] = x[i] * b;
     }
+  }
+  __syncthreads();
+
+  // W = T diag(beta gamma) K and U~ = T diag(beta) V: warp -> 32 columns of
+  // [W | U~] (DKP and dv_pad are multiples of 32, so a warp's columns are
+  // all W's or all U~'s); padding columns come out zero. W is only ever a
+  // tensor-core operand, stored as fp16; U~ is not.
+  const int col0 = 32 * warp;
+  if (col0 < DKP) {
+    uint16_t* w = s.w + (tb * Hv + vh) * DKP + col0;
+    const int64_t row_stride = static_cast<int64_t>(Hv) * DKP;
+    solve_products<false>(Tk, Lay::kA, Ks + col0, Lay::kQK, L, lane, [&](int row, int col, float x0, float x1) {
+      *reinterpret_cast<uint32_t*>(w + row * row_stride + col) =
+          static_cast<uint32_t>(f2h(x0)) | (static_cast<uint32_t>(f2h(x1)) << 16);
+    });
+  } else if (col0 < DKP + dv_pad) {
+    float* u = s.u + (tb * Hv + vh) * dv_pad + (col0 - DKP);
+    const int64_t row_stride = static_cast<int64_t>(Hv) * dv_pad;
+    solve_products<true>(Tv, Lay::kA, Vs + (col0 - DKP), kV, L, lane, [&](int row, int col, float x0, float x1) {
+      *reinterpret_cast<float2*>(u + row * row_stride + col) = make_float2(x0, x1);
+    });
   }
   if (tid < L) s.gcum[(tb + tid) * Hv + vh] = Gs[tid];
 }
@@ -573,7 +635,7 @@ void launch_dk(const GatedDeltaRuleParams& p, const DeltaRuleScratch& s, cudaStr
   // A save's split adds at most one chunk (ChunkSpans).
   const int max_chunks = ceil_div(max_len, kDeltaChunk) + (p.save_slots != nullptr ? 1 : 0);
   launch_with_smem(chunk_prepare_kernel<DKP>, dim3(max_chunks, p.num_v_heads, p.num_seqs),
-                   PrepSmem<DKP>::bytes(p.v_dim), p, s, stream);
+                   PrepSmem<DKP>::bytes(s.dv_pad), p, s, stream);
   if (choose_v_block(p, s) == 64) {
     launch_with_smem(chunk_state_kernel<DKP, 64>, dim3(s.dv_pad / 64, p.num_v_heads, p.num_seqs),
                      StateSmem<DKP, 64>::bytes, p, s, stream);

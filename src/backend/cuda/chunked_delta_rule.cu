@@ -96,7 +96,7 @@ template <int DKP>
 struct PrepSmem {
   static constexpr int kQK = DKP + 8;           // fp16 q and k rows, read as A rows and as B^T
   static constexpr int kP = kDeltaChunk + 8;    // fp16 P rows
-  static constexpr int kA = kDeltaChunk + 4;    // fp32 rows of A and of the scaled T
+  static constexpr int kA = kDeltaChunk + 8;    // fp32 rows of A and of the scaled T (a k pair: 8 bytes)
   static constexpr int kQRegion = 2 * kDeltaChunk * kQK > 4 * kDeltaChunk * kA ? 2 * kDeltaChunk * kQK
                                                                                   : 4 * kDeltaChunk * kA;
   static constexpr int k = 0;
@@ -339,17 +339,19 @@ template <int VB>
 constexpr int kStateBlocksPerSm = VB == 32 ? 2 : 1;
 
 // Shared-memory layout, byte offsets. Row strides are padded so that each
-// fragment load touches 32 distinct banks; every row starts 16-byte aligned.
-// The fp32 B operands (S, U and the decayed U) are stored transposed and
-// rounded to TF32, so that a fragment's k pair is one 8-byte load and needs
-// no conversion; the fp16 A operands are read by ldmatrix, K transposed.
+// fragment load touches 32 distinct banks (the fp32 rows by 8 floats: a
+// half-warp's 8-byte k pairs then cover the banks once; the scalar stores
+// that write them conflict two ways, and are fewer); every row starts 16-byte
+// aligned. The fp32 B operands (S, U and the decayed U) are stored transposed
+// and rounded to TF32, so that a fragment's k pair is one 8-byte load and
+// needs no conversion; the fp16 A operands are read by ldmatrix, K transposed.
 template <int DKP, int VB>
 struct StateSmem {
   static constexpr int kH = DKP + 8;            // fp16 W, Q and K rows
   static constexpr int kP = kDeltaChunk + 8;    // fp16 P rows
   static constexpr int kV = VB + 4;             // fp32 U~ rows, as staged
-  static constexpr int kT = kDeltaChunk + 4;    // fp32 U^T and (diag(exp(G_last - G)) U)^T rows
-  static constexpr int kS = DKP + 4;            // fp32 S^T rows
+  static constexpr int kT = kDeltaChunk + 8;    // fp32 U^T and (diag(exp(G_last - G)) U)^T rows
+  static constexpr int kS = DKP + 8;            // fp32 S^T rows
   static constexpr int w = 0;
   static constexpr int q = w + 2 * kDeltaChunk * kH;
   static constexpr int k = q + 2 * kDeltaChunk * kH;

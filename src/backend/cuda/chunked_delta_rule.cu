@@ -506,16 +506,10 @@ __global__ void __launch_bounds__(kThreads, kStateBlocksPerSm<VB>)
       uint32_t aw[2][4], aq[2][4];
       load_a_h_x2(aw, Ws, Lay::kH, m0, k0, lane);
       load_a_h_x2(aq, Qs, Lay::kH, m0, k0, lane);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          uint32_t b[2];
-          load_b_t(b, StT, Lay::kS, k0 + 8 * h, n0 + 8 * nt + g, t);
-          mma_tf32(acc_u[nt], aw[h], b[0], b[1]);
-          mma_tf32(acc_o[nt], aq[h], b[0], b[1]);
-        }
-      }
+      for_b_tiles_x2<NT>(StT, Lay::kS, k0, n0, lane, [&](int h, int nt, uint32_t b0, uint32_t b1) {
+        mma_tf32(acc_u[nt], aw[h], b0, b1);
+        mma_tf32(acc_o[nt], aq[h], b0, b1);
+      });
     }
     // U and its rows decayed to the chunk's end, transposed, as TF32 operands only.
 #pragma unroll
@@ -550,15 +544,9 @@ __global__ void __launch_bounds__(kThreads, kStateBlocksPerSm<VB>)
     for (int k0 = 0; k0 < kDeltaChunk; k0 += 16) {
       uint32_t ap[2][4];
       load_a_h_x2(ap, Ps, Lay::kP, m0, k0, lane);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          uint32_t b[2];
-          load_b_t(b, UnT, Lay::kT, k0 + 8 * h, n0 + 8 * nt + g, t);
-          mma_tf32(acc_o[nt], ap[h], b[0], b[1]);
-        }
-      }
+      for_b_tiles_x2<NT>(UnT, Lay::kT, k0, n0, lane, [&](int h, int nt, uint32_t b0, uint32_t b1) {
+        mma_tf32(acc_o[nt], ap[h], b0, b1);
+      });
     }
     // Two adjacent columns a store where Dv keeps the pair 4-byte aligned.
     const bool paired_out = Dv % 2 == 0 && reinterpret_cast<uintptr_t>(p.out) % 4 == 0;
@@ -594,15 +582,9 @@ __global__ void __launch_bounds__(kThreads, kStateBlocksPerSm<VB>)
       for (int k0 = 0; k0 < kDeltaChunk; k0 += 16) {
         uint32_t a[2][4];
         load_a_h_trans_x2(a, Ks, Lay::kH, ms, k0, lane);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) {
-            uint32_t b[2];
-            load_b_t(b, UdT, Lay::kT, k0 + 8 * h, n0 + 8 * nt + g, t);
-            mma_tf32(s_own[mt][nt], a[h], b[0], b[1]);
-          }
-        }
+        for_b_tiles_x2<NT>(UdT, Lay::kT, k0, n0, lane, [&](int h, int nt, uint32_t b0, uint32_t b1) {
+          mma_tf32(s_own[mt][nt], a[h], b0, b1);
+        });
       }
     }
     publish_state();

@@ -73,6 +73,22 @@ __device__ __forceinline__ void load_b_t(uint32_t (&b)[2], const float* MT, int 
   b[0] = __float_as_uint(v.x);
   b[1] = __float_as_uint(v.y);
 }
+// The B fragments of k steps k0 and k0 + 8 (h = 0, 1) for NT tiles of 8
+// columns from n0, from the transposed TF32 rows MT (load_b_t), each handed
+// to mma(h, nt, b0, b1): the products of an x2 A fragment pair.
+template <int NT, typename Mma>
+__device__ __forceinline__ void for_b_tiles_x2(const float* MT, int ld, int k0, int n0, int lane, Mma mma) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      uint32_t b[2];
+      load_b_t(b, MT, ld, k0 + 8 * h, n0 + 8 * nt + g, t);
+      mma(h, nt, b[0], b[1]);
+    }
+  }
+}
 // fp16 A fragment (m16n8k16) of the row-major fp16 M at (m0, k0).
 __device__ __forceinline__ void load_a16(uint32_t (&a)[4], const uint16_t* M, int ld, int m0, int k0, int g, int t) {
   const uint16_t* lo = M + (m0 + g) * ld + k0 + 2 * t;

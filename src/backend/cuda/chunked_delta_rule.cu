@@ -406,30 +406,30 @@ __global__ void __launch_bounds__(kThreads, kStateBlocksPerSm<VB>)
   auto own_row = [&](int mt, int e) { return (warp & 3) * (DKP / 4) + 16 * mt + acc_row(e, g); };
   auto own_col = [&](int nt, int e) { return n0 + 8 * nt + acc_col(e, t); };
   float* state = p.state + (slot * Hv + vh) * static_cast<int64_t>(Dv) * Dk;
+  // This thread's entries of S into a transposed [column][row] copy (stride
+  // kS), rounded to TF32 where only products read it.
+  auto put_own = [&](float* dst, bool tf32) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float v = s_own[mt][nt][e];
+          dst[own_col(nt, e) * Lay::kS + own_row(mt, e)] = tf32 ? round_tf32(v) : v;
+        }
+  };
   // S into a slot's state (v-major) with whole-row stores, through shared
   // memory over U^T and Ud^T, which no warp reads after the first barrier.
   auto store_state = [&](float* dst) {
     float* Sx = UnT;
     __syncthreads();
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) Sx[own_col(nt, e) * Lay::kS + own_row(mt, e)] = s_own[mt][nt][e];
+    put_own(Sx, false);
     __syncthreads();
     for (int i = tid; i < DKP * VB; i += blockDim.x) {
       const int jj = i / DKP, k = i % DKP, j = j0 + jj;
       if (k < Dk && j < Dv) dst[static_cast<int64_t>(j) * Dk + k] = Sx[jj * Lay::kS + k];
     }
-  };
-  auto publish_state = [&]() {
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) StT[own_col(nt, e) * Lay::kS + own_row(mt, e)] = round_tf32(s_own[mt][nt][e]);
   };
   const int save_len = save_len_of(p, seq, n);
   float* save = save_len > 0 ? p.state + (static_cast<int64_t>(p.save_slots[seq]) * Hv + vh) * Dv * Dk : nullptr;
@@ -486,7 +486,7 @@ __global__ void __launch_bounds__(kThreads, kStateBlocksPerSm<VB>)
         const int k = own_row(mt, e), j = j0 + own_col(nt, e);
         s_own[mt][nt][e] = (init && k < Dk && j < Dv) ? state[static_cast<int64_t>(j) * Dk + k] : 0.0f;
       }
-  publish_state();
+  put_own(StT, true);
 
   for (int c = 0; c < chunks; ++c) {
     const int64_t tb = t0 + spans.start(c);
@@ -587,7 +587,7 @@ __global__ void __launch_bounds__(kThreads, kStateBlocksPerSm<VB>)
         });
       }
     }
-    publish_state();
+    put_own(StT, true);
     if (save != nullptr && spans.end(c) == save_len) store_state(save);
     __syncthreads();
     // Nothing reads K or P of chunk c after the barrier above.

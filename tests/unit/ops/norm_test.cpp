@@ -100,9 +100,11 @@ TEST(GatedRmsNorm, PlainWeightSiluGate) {
   HostTensor out = bf16_tensor({T, NH * D});
   out.poison();
   gated_rms_norm(*be, {x.view(), ColSlice(zz.view(), 10, NH * D), w.view(), out.view(), NH, D, 1e-6f});
-  // The intermediate bf16 rounding of n may differ by one step at a tie in
-  // fp32 vs double, so allow two output ulps.
-  EXPECT_EQ(bf16_mismatches(out.values(), want, 2.01, 1e-6), 0);
+  // The intermediate bf16 rounding of n may land on the other neighbour in
+  // fp32 than in double: one ulp of n, up to 2^-7 of it, carried into the
+  // product; the output's own rounding adds up to 2^-8. In bf16_mismatches'
+  // units of 2^-8 of the value: 3.
+  EXPECT_EQ(bf16_mismatches(out.values(), want, 3.01, 1e-6), 0);
 }
 
 TEST(Swiglu, SiluGateTimesUp) {

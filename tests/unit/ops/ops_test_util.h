@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -19,7 +20,10 @@
 namespace hyllm::test {
 
 // A fresh seed per test run, reported on failure through SCOPED_TRACE.
+// HYLLM_TEST_SEED=<seed> replays a reported failure: every call returns it
+// (run the one test that reported it, with --gtest_filter).
 inline uint32_t fresh_seed() {
+  if (const char* replay = std::getenv("HYLLM_TEST_SEED")) return static_cast<uint32_t>(std::strtoul(replay, nullptr, 10));
   static std::random_device rd;
   return rd();
 }

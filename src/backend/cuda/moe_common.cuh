@@ -299,6 +299,61 @@ __device__ __forceinline__ void split_combine(const MoeSmallParams& p, float* pa
   }
 }
 
+// A split down unit's end: lane (g, q)'s partial sums of item row g, weight
+// rows 2q and 2q + 1 (accumulators 0 and 1), into the partials of half s.
+__device__ __forceinline__ void split_store(float* part, const float (&acc)[4], int g, int q, int pos0, int rows,
+                                            int s) {
+#pragma unroll
+  for (int v = 0; v < 2; ++v) {
+    if (g < rows) part[((pos0 + g) * kSplit + s) * kSplitCols + 2 * q + v] = acc[v];
+  }
+}
+
+// The down kernels with bf16 rows (the fallback of the split kernels when
+// their fp32 partials do not fit in shared memory): block = kDownSmallCols
+// output columns [h0, h0 + kDownSmallCols), kDownSmallWarps warps taking
+// items in turn; an item's rows are rounded to bf16 into shared memory by row
+// position, ybuf[(T * top_k + T) * kDownSmallCols].
+inline constexpr int kDownSmallCols = 16;
+inline constexpr int kDownSmallWarps = 8;
+
+inline size_t down_small_smem(const MoeSmallParams& p) {
+  return static_cast<size_t>(p.tokens) * (p.top_k + 1) * kDownSmallCols * 2;
+}
+
+// Lane (g, q)'s accumulators of an item: weight rows g and g + 8 (output
+// columns) by item rows 2q and 2q + 1.
+__device__ __forceinline__ void down_small_store(uint16_t* ybuf, const float (&acc)[4], int g, int q, int pos0,
+                                                 int rows) {
+#pragma unroll
+  for (int v = 0; v < 4; ++v) {
+    const int col = g + 8 * (v >> 1), r = 2 * q + (v & 1);
+    if (r < rows) ybuf[(pos0 + r) * kDownSmallCols + col] = f2bf(acc[v]);
+  }
+}
+
+// After every item: each token's columns, its routed rows in ascending
+// position (ascending expert id), then the shared expert's row scaled by its
+// gate.
+__device__ __forceinline__ void down_small_combine(const MoeSmallParams& p, const uint16_t* ybuf, int h0, int H,
+                                                   bool has_shared) {
+  __syncthreads();
+  const int T = p.tokens, k = p.top_k, P = T * k;
+  for (int i = threadIdx.x; i < T * kDownSmallCols; i += blockDim.x) {
+    const int t = i / kDownSmallCols, c = i % kDownSmallCols, h = h0 + c;
+    if (h >= H) continue;
+    float acc = 0.0f;
+    for (int j = 0; j < k; ++j) {
+      const int pos = p.plan.token_pos[t * k + j];
+      acc = __fadd_rn(acc, __fmul_rn(p.plan.sorted_weight[pos], bf2f(ybuf[pos * kDownSmallCols + c])));
+    }
+    if (has_shared) {
+      acc = __fadd_rn(acc, __fmul_rn(p.plan.sorted_weight[P + t], bf2f(ybuf[(P + t) * kDownSmallCols + c])));
+    }
+    p.out[static_cast<int64_t>(t) * H + h] = f2bf(acc);
+  }
+}
+
 // Work item `item` of a grouped GEMM (launch/moe.h MoeGroupedPlan): its
 // slot's expert (experts = the shared expert) and first row position, the
 // item's rows [m0, m0 + nrows) of the slot and its column tile (a slot's

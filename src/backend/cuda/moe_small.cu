@@ -8,12 +8,18 @@
 namespace hyllm::cuda {
 namespace {
 
+using moe_detail::down_small_combine;
+using moe_detail::down_small_smem;
+using moe_detail::down_small_store;
 using moe_detail::down_split_smem;
+using moe_detail::kDownSmallCols;
+using moe_detail::kDownSmallWarps;
 using moe_detail::kSplit;
 using moe_detail::kSplitCols;
 using moe_detail::kSplitWarps;
 using moe_detail::load_split_tables;
 using moe_detail::split_combine;
+using moe_detail::split_store;
 using moe_detail::up_store;
 using moe_detail::SplitTables;
 using moe_detail::few_items;
@@ -26,8 +32,6 @@ using moe_detail::prefetch_l2;
 constexpr int kUpCols = 16;   // intermediate columns per up block
 // Warps per up block (the K split): 16 for few work items, else 4 (few_items).
 constexpr int kUpUnroll = 4;  // 32-wide k windows in flight per warp
-constexpr int kDownRows = 16; // output columns per down block
-constexpr int kDownWarps = 8;
 constexpr int kDownUnroll = 8;
 
 // With kPrefetch: a block's share of an up work item (gate and up rows
@@ -123,19 +127,17 @@ __global__ void __launch_bounds__(kUpWarps * 32) up_small_kernel(MoeSmallParams 
   up_store<kUpWarps>(p, acc_g, acc_u, n0, I, pos0, rows);
 }
 
-// Block = 16 output columns [h0, h0 + 16). Each warp takes items in turn:
-// down rows [h0, h0 + 16) of the item's expert times its hidden rows, rounded
-// to bf16 into shared memory by row position. Then every token's columns are
-// combined: its routed rows in ascending expert id (ascending position), then
-// the shared expert's row scaled by its gate. The fallback of down_split_kernel
-// when its fp32 partials do not fit in shared memory.
-__global__ void __launch_bounds__(kDownWarps * 32) down_small_kernel(MoeSmallParams p) {
-  extern __shared__ uint16_t ybuf[];  // [(T * top_k + T) * 16]
-  const int h0 = blockIdx.x * kDownRows;
+// The bf16-row down kernel (moe_common.cuh down_small_combine): each warp
+// takes items in turn, down rows [h0, h0 + 16) of the item's expert times its
+// hidden rows. The fallback of down_split_kernel when its fp32 partials do
+// not fit in shared memory.
+__global__ void __launch_bounds__(kDownSmallWarps * 32) down_small_kernel(MoeSmallParams p) {
+  extern __shared__ uint16_t ybuf[];  // down_small_smem
+  const int h0 = blockIdx.x * kDownSmallCols;
   const int H = p.w.hidden, items = *p.plan.num_items;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   const bool va = h0 + g < H, vb = h0 + g + 8 < H;
-  for (int item = warp; item < items; item += kDownWarps) {
+  for (int item = warp; item < items; item += kDownSmallWarps) {
     const int e = p.plan.item_expert[item], pos0 = p.plan.item_pos[item], rows = p.plan.item_rows[item];
     const bool shared = e == p.w.experts;
     const int I = shared ? p.w.shared_inter : p.w.inter;
@@ -159,28 +161,9 @@ __global__ void __launch_bounds__(kDownWarps * 32) down_small_kernel(MoeSmallPar
 #pragma unroll
       for (int j = 0; j < kDownUnroll; ++j) mma_k32(acc, a[j], b[j], x[j]);
     }
-#pragma unroll
-    for (int v = 0; v < 4; ++v) {
-      const int col = g + 8 * (v >> 1), r = 2 * q + (v & 1);
-      if (r < rows) ybuf[(pos0 + r) * kDownRows + col] = f2bf(acc[v]);
-    }
+    down_small_store(ybuf, acc, g, q, pos0, rows);
   }
-  __syncthreads();
-  const int T = p.tokens, k = p.top_k, P = T * k;
-  const bool shared = p.w.shared_gate_up != nullptr;
-  for (int i = threadIdx.x; i < T * kDownRows; i += blockDim.x) {
-    const int t = i / kDownRows, c = i % kDownRows, h = h0 + c;
-    if (h >= H) continue;
-    float acc = 0.0f;
-    for (int j = 0; j < k; ++j) {
-      const int pos = p.plan.token_pos[t * k + j];
-      acc = __fadd_rn(acc, __fmul_rn(p.plan.sorted_weight[pos], bf2f(ybuf[pos * kDownRows + c])));
-    }
-    if (shared) {
-      acc = __fadd_rn(acc, __fmul_rn(p.plan.sorted_weight[P + t], bf2f(ybuf[(P + t) * kDownRows + c])));
-    }
-    p.out[static_cast<int64_t>(t) * H + h] = f2bf(acc);
-  }
+  down_small_combine(p, ybuf, h0, H, p.w.shared_gate_up != nullptr);
 }
 
 // The split down kernel (moe_common.cuh). The hidden rows are the mma's m16
@@ -226,10 +209,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32) down_split_kernel(MoeSmallPa
 #pragma unroll
       for (int j = 0; j < kDownUnroll; ++j) mma_k32(acc, x[j], make_uint4(0, 0, 0, 0), a[j]);
     }
-#pragma unroll
-    for (int v = 0; v < 2; ++v) {  // item row g, weight row 2q + v
-      if (g < rows) part[((pos0 + g) * kSplit + s) * kCols + 2 * q + v] = acc[v];
-    }
+    split_store(part, acc, g, q, pos0, rows, s);
   }
   split_combine(p, part, tables, h0, has_shared);
 }
@@ -260,8 +240,7 @@ void launch_moe_down_small(const MoeSmallParams& p, cudaStream_t stream) {
     launch_maybe_pdl(kernel, lean(p), dim3(ceil_div(p.w.hidden, kSplitCols)), kSplitWarps * 32, split_smem, stream, p);
     return;
   }
-  const size_t smem = static_cast<size_t>(p.tokens) * (p.top_k + 1) * kDownRows * 2;
-  down_small_kernel<<<ceil_div(p.w.hidden, kDownRows), kDownWarps * 32, smem, stream>>>(p);
+  down_small_kernel<<<ceil_div(p.w.hidden, kDownSmallCols), kDownSmallWarps * 32, down_small_smem(p), stream>>>(p);
 }
 
 }  // namespace hyllm::cuda

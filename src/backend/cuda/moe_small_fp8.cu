@@ -14,7 +14,12 @@
 namespace hyllm::cuda {
 namespace {
 
+using moe_detail::down_small_combine;
+using moe_detail::down_small_smem;
+using moe_detail::down_small_store;
 using moe_detail::down_split_smem;
+using moe_detail::kDownSmallCols;
+using moe_detail::kDownSmallWarps;
 using moe_detail::few_items;
 using moe_detail::kSplit;
 using moe_detail::kSplitCols;
@@ -25,13 +30,12 @@ using moe_detail::lean;
 using moe_detail::load_split_tables;
 using moe_detail::prefetch_l2;
 using moe_detail::split_combine;
+using moe_detail::split_store;
 using moe_detail::up_store;
 using moe_detail::zero_hidden_tail;
 using moe_detail::SplitTables;
 
 constexpr int kUpCols = 16;  // warps per up block: 16 for few work items, else 4
-constexpr int kDownRows = 16;
-constexpr int kDownWarps = 8;
 constexpr int kBlock = 128;  // FP8 scale block (columns)
 constexpr int kUnitBlocks = 2;  // K blocks a split down unit loads at once
 
@@ -261,17 +265,17 @@ __device__ __forceinline__ float hidden_scale(const MoeSmallParams& p, int row, 
   return p.hidden_scale[static_cast<int64_t>(kb) * p.hidden_rows + row];
 }
 
-// Block = 16 output columns; each warp takes items in turn (lanes 4g..4g+3
-// hold row g's codes of a 128-column block), then the combine of down_small.
-// The fallback of down_split_fp8_kernel when its partials do not fit in
-// shared memory.
-__global__ void __launch_bounds__(kDownWarps * 32) down_small_fp8_kernel(MoeSmallParams p) {
-  extern __shared__ uint16_t ybuf[];  // [(T * top_k + T) * 16]
-  const int h0 = blockIdx.x * kDownRows;
+// The bf16-row down kernel (moe_common.cuh down_small_combine) for block-FP8
+// experts: each warp takes items in turn (lanes 4g..4g+3 hold row g's codes of
+// a 128-column block). The fallback of down_split_fp8_kernel when its
+// partials do not fit in shared memory.
+__global__ void __launch_bounds__(kDownSmallWarps * 32) down_small_fp8_kernel(MoeSmallParams p) {
+  extern __shared__ uint16_t ybuf[];  // down_small_smem
+  const int h0 = blockIdx.x * kDownSmallCols;
   const int H = p.w.hidden, items = *p.plan.num_items;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   const bool va = h0 + g < H, vb = h0 + g + 8 < H;
-  for (int item = warp; item < items; item += kDownWarps) {
+  for (int item = warp; item < items; item += kDownSmallWarps) {
     const int e = p.plan.item_expert[item], pos0 = p.plan.item_pos[item], rows = p.plan.item_rows[item];
     const bool shared = e == p.w.experts;
     const int I = shared ? p.w.shared_inter : p.w.inter, Ib = I / kBlock;
@@ -303,28 +307,9 @@ __global__ void __launch_bounds__(kDownWarps * 32) down_small_fp8_kernel(MoeSmal
 #pragma unroll
       for (int v = 0; v < 4; ++v) acc[v] += (pr[v] * ((v & 1) ? s1 : s0)) * sw;
     }
-#pragma unroll
-    for (int v = 0; v < 4; ++v) {
-      const int col = g + 8 * (v >> 1), r = 2 * q + (v & 1);
-      if (r < rows) ybuf[(pos0 + r) * kDownRows + col] = f2bf(acc[v]);
-    }
+    down_small_store(ybuf, acc, g, q, pos0, rows);
   }
-  __syncthreads();
-  const int T = p.tokens, k = p.top_k, P = T * k;
-  const bool shared = p.w.shared_gate_up_q != nullptr;
-  for (int i = threadIdx.x; i < T * kDownRows; i += blockDim.x) {
-    const int t = i / kDownRows, c = i % kDownRows, h = h0 + c;
-    if (h >= H) continue;
-    float acc = 0.0f;
-    for (int j = 0; j < k; ++j) {
-      const int pos = p.plan.token_pos[t * k + j];
-      acc = __fadd_rn(acc, __fmul_rn(p.plan.sorted_weight[pos], bf2f(ybuf[pos * kDownRows + c])));
-    }
-    if (shared) {
-      acc = __fadd_rn(acc, __fmul_rn(p.plan.sorted_weight[P + t], bf2f(ybuf[(P + t) * kDownRows + c])));
-    }
-    p.out[static_cast<int64_t>(t) * H + h] = f2bf(acc);
-  }
+  down_small_combine(p, ybuf, h0, H, p.w.shared_gate_up_q != nullptr);
 }
 
 // The split down kernel (moe_common.cuh) for block-FP8 experts: a unit's
@@ -400,10 +385,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32) down_split_fp8_kernel(MoeSma
         acc[1] += (pr[1] * sx[j]) * sw[j];
       }
     }
-#pragma unroll
-    for (int v = 0; v < 2; ++v) {  // item row g, weight row 2q + v
-      if (g < rows) part[((pos0 + g) * kSplit + s) * kCols + 2 * q + v] = acc[v];
-    }
+    split_store(part, acc, g, q, pos0, rows, s);
   }
   split_combine(p, part, tables, h0, has_shared);
 }
@@ -463,8 +445,7 @@ void launch_moe_down_small_fp8(const MoeSmallParams& p, cudaStream_t stream) {
                      p);
     return;
   }
-  const size_t smem = static_cast<size_t>(p.tokens) * (p.top_k + 1) * kDownRows * 2;
-  down_small_fp8_kernel<<<ceil_div(p.w.hidden, kDownRows), kDownWarps * 32, smem, stream>>>(p);
+  down_small_fp8_kernel<<<ceil_div(p.w.hidden, kDownSmallCols), kDownSmallWarps * 32, down_small_smem(p), stream>>>(p);
 }
 
 }  // namespace hyllm::cuda

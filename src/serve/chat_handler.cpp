@@ -26,18 +26,8 @@ void handle_chat_completions(const ServingContext& ctx, ActivityCounter& activit
   const std::string id = make_request_id("chatcmpl-");
   ChatGeneration chat = start_chat_generation(ctx, req, id);
 
-  ResponseOptions options;
-  options.id = id;
-  options.created = unix_time_seconds();
-  options.model = ctx.model_name();
-  options.logprobs = req.sampling.logprobs;
-  options.prompt_logprobs = prompt_logprobs_shown(req.sampling.prompt_logprobs);
-  options.include_usage = req.sampling.include_usage;
-  options.continuous_usage = req.sampling.continuous_usage_stats;
-  options.return_token_ids = req.sampling.return_token_ids;
-  options.tokens_as_token_ids = req.sampling.return_tokens_as_token_ids;
-  auto formatter = make_chat_formatter(std::move(options), tok, std::move(echo), std::move(chat.prompt_ids),
-                                       std::move(chat.parsing));
+  auto formatter = make_chat_formatter(response_options(id, ctx.model_name(), req.sampling), tok, std::move(echo),
+                                       std::move(chat.prompt_ids), std::move(chat.parsing));
   if (req.sampling.stream) {
     respond_stream(res, std::move(chat.generation), std::move(formatter), std::move(guard));
   } else {

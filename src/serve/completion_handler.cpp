@@ -79,16 +79,8 @@ void handle_completions(const ServingContext& ctx, ActivityCounter& activity, co
     generation->add_prompt(ids, std::move(params), std::move(constraints));
   }
 
-  ResponseOptions options;
-  options.id = id;
-  options.created = unix_time_seconds();
-  options.model = ctx.model_name();
-  options.logprobs = req.sampling.logprobs;
-  options.prompt_logprobs = prompt_logprobs_shown(req.sampling.prompt_logprobs);
-  options.include_usage = req.sampling.include_usage;
-  options.continuous_usage = req.sampling.continuous_usage_stats;
-  options.return_token_ids = req.sampling.return_token_ids || !tok;
-  options.tokens_as_token_ids = req.sampling.return_tokens_as_token_ids;
+  ResponseOptions options = response_options(id, ctx.model_name(), req.sampling);
+  options.return_token_ids |= tok == nullptr;  // without a tokenizer, ids are the only output
   auto formatter = make_completion_formatter(std::move(options), tok, std::move(echo), std::move(prompt_ids),
                                              req.sampling.n, req.echo_only);
   if (req.sampling.stream) {

@@ -9,6 +9,20 @@
 
 namespace hyllm::serve {
 
+ResponseOptions response_options(std::string id, std::string model, const SamplingRequest& sampling) {
+  ResponseOptions options;
+  options.id = std::move(id);
+  options.created = unix_time_seconds();
+  options.model = std::move(model);
+  options.logprobs = sampling.logprobs;
+  options.prompt_logprobs = prompt_logprobs_shown(sampling.prompt_logprobs);
+  options.include_usage = sampling.include_usage;
+  options.continuous_usage = sampling.continuous_usage_stats;
+  options.return_token_ids = sampling.return_token_ids;
+  options.tokens_as_token_ids = sampling.return_tokens_as_token_ids;
+  return options;
+}
+
 std::string TokenizerText::text(int32_t token) const {
   if (spell_ids_) return fmt::format("token_id:{}", token);
   const int32_t one[] = {token};

@@ -12,6 +12,7 @@
 #include "serve/generation.h"
 #include "serve/json.h"
 #include "serve/openai_json.h"
+#include "serve/sampling_request.h"
 #include "text/tokenizer.h"
 
 namespace hyllm::serve {
@@ -63,6 +64,10 @@ inline std::optional<int> prompt_logprobs_shown(std::optional<int> requested) {
   if (requested && *requested == -1) return std::numeric_limits<int>::max();
   return requested;
 }
+
+// A completions or chat response's options: its id, the served model name,
+// the creation time (now), and what the request's sampling fields ask to show.
+ResponseOptions response_options(std::string id, std::string model, const SamplingRequest& sampling);
 
 class ResponseFormatter {
  public:

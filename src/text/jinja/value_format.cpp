@@ -89,6 +89,19 @@ void append_string_repr(std::string& out, const std::string& s) {
 }
 
 void append_str(std::string& out, const Value& v, int depth);
+void append_repr(std::string& out, const Value& v, int depth);
+
+// A dict's or namespace's entries as Python prints them: k: v, comma-separated.
+void append_entries(std::string& out, const Value& v, int depth) {
+  bool first = true;
+  for (const auto& [k, val] : v.dict_data().entries()) {
+    if (!first) out += ", ";
+    first = false;
+    append_repr(out, k, depth + 1);
+    out += ": ";
+    append_repr(out, val, depth + 1);
+  }
+}
 
 // Printing recurses into namespaces, which may even contain themselves.
 constexpr int kMaxPrintDepth = 600;
@@ -110,19 +123,11 @@ void append_repr(std::string& out, const Value& v, int depth) {
       out += tuple ? ')' : ']';
       return;
     }
-    case ValueKind::kDict: {
+    case ValueKind::kDict:
       out += '{';
-      bool first = true;
-      for (const auto& [k, val] : v.dict_data().entries()) {
-        if (!first) out += ", ";
-        first = false;
-        append_repr(out, k, depth + 1);
-        out += ": ";
-        append_repr(out, val, depth + 1);
-      }
+      append_entries(out, v, depth);
       out += '}';
       return;
-    }
     default: append_str(out, v, depth); return;
   }
 }
@@ -139,14 +144,7 @@ void append_str(std::string& out, const Value& v, int depth) {
     case ValueKind::kDict: append_repr(out, v, depth); return;
     case ValueKind::kNamespace: {
       out += "<Namespace {";
-      bool first = true;
-      for (const auto& [k, val] : v.dict_data().entries()) {
-        if (!first) out += ", ";
-        first = false;
-        append_repr(out, k, depth + 1);
-        out += ": ";
-        append_repr(out, val, depth + 1);
-      }
+      append_entries(out, v, depth);
       out += "}>";
       return;
     }

@@ -20,12 +20,15 @@ class EngineE2E : public ::testing::Test {
   static void SetUpTestSuite() { spdlog::set_level(spdlog::level::warn); }
 };
 
-TEST_F(EngineE2E, BatchingChunkingAndPreemptionKeepGreedyTokensExact) {
-  Engine e(exact_config());
-  const auto requests = random_requests(32, 1, e.runner->vocab_size(), exact_config().max_model_len);
-  const auto alone = run_alone(exact_config(), requests);
+// 32 random greedy requests (from `seed`) give each its solo run's tokens
+// when they run together, and again when a cache of 8 sequences' worth
+// preempts them; every block and state slot is free afterwards.
+void expect_together_and_preempted_equal_alone(const EngineConfig& config, uint32_t seed) {
+  Engine e(config);
+  const auto requests = random_requests(32, seed, e.runner->vocab_size(), config.max_model_len);
+  const auto alone = run_alone(config, requests);
   const auto together = run_together(*e.core, requests);
-  Engine tiny(exact_config(), 8);  // 128 tokens of KV for 8 running sequences of up to 84
+  Engine tiny(config, 8);
   const auto preempted = run_together(*tiny.core, requests);
   EXPECT_GT(tiny.core->stats().num_preemptions, 0u);
   for (const auto& r : requests) {
@@ -38,22 +41,13 @@ TEST_F(EngineE2E, BatchingChunkingAndPreemptionKeepGreedyTokensExact) {
   EXPECT_EQ(tiny.core->scheduler().slot_pool().num_used(), 0);
 }
 
+TEST_F(EngineE2E, BatchingChunkingAndPreemptionKeepGreedyTokensExact) {
+  // exact_config: 128 tokens of KV for 8 running sequences of up to 84.
+  expect_together_and_preempted_equal_alone(exact_config(), 1);
+}
+
 TEST_F(EngineE2E, ThirtyTwoRunningAtOnceMatchTheirSoloRunsExactly) {
-  Engine e(wide_config());
-  const auto requests = random_requests(32, 2, e.runner->vocab_size(), wide_config().max_model_len);
-  const auto alone = run_alone(wide_config(), requests);
-  const auto together = run_together(*e.core, requests);
-  Engine tiny(wide_config(), 8);
-  const auto preempted = run_together(*tiny.core, requests);
-  EXPECT_GT(tiny.core->stats().num_preemptions, 0u);
-  for (const auto& r : requests) {
-    const std::string key = r.request_id + "#0";
-    ASSERT_EQ(alone.at(key).tokens.size(), static_cast<size_t>(r.sampling.max_tokens));
-    EXPECT_EQ(together.at(key).tokens, alone.at(key).tokens) << r.request_id;
-    EXPECT_EQ(preempted.at(key).tokens, alone.at(key).tokens) << r.request_id << " (preempted)";
-  }
-  EXPECT_EQ(tiny.core->scheduler().block_pool().num_used(), 0);
-  EXPECT_EQ(tiny.core->scheduler().slot_pool().num_used(), 0);
+  expect_together_and_preempted_equal_alone(wide_config(), 2);
 }
 
 TEST_F(EngineE2E, SeededSamplingIsReproducibleWhateverElseRuns) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <random>
@@ -91,12 +92,19 @@ TEST(GrammarCompiler, CachesPerGrammarText) {
                                  "required": ["cache_probe"]})";
   const auto t0 = std::chrono::steady_clock::now();
   compiler().compile({GrammarKind::kJsonSchema, schema});
-  const auto t1 = std::chrono::steady_clock::now();
+  const auto first = std::chrono::steady_clock::now() - t0;
   const int64_t bytes = compiler().cache_bytes();
-  compiler().compile({GrammarKind::kJsonSchema, schema});
-  const auto t2 = std::chrono::steady_clock::now();
+  EXPECT_GT(bytes, 0);
+  // The fastest of a few cached compiles, so that one descheduling of this
+  // thread on a busy machine cannot make a hit look slower than the compile.
+  auto cached = std::chrono::steady_clock::duration::max();
+  for (int i = 0; i < 5; ++i) {
+    const auto t = std::chrono::steady_clock::now();
+    compiler().compile({GrammarKind::kJsonSchema, schema});
+    cached = std::min(cached, std::chrono::steady_clock::now() - t);
+  }
   EXPECT_EQ(compiler().cache_bytes(), bytes) << "a second compile of the same schema added to the cache";
-  EXPECT_LT(t2 - t1, t1 - t0);
+  EXPECT_LT(cached, first);
 }
 
 TEST(GrammarConstraint, JsonSchemaWalksGiveValidJson) {

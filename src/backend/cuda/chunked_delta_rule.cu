@@ -14,20 +14,22 @@
 // Kernel 1, parallel over chunks and value heads, forms K K^T and Q K^T on
 // tensor cores, inverts I + A in fp32 by forward substitution (one column of
 // T per thread, no barrier inside the solve), and forms W and U~ as products
-// with T on tensor cores, T split into two TF32 parts so that they keep its
-// fp32 precision. Kernel 2 walks the chunks
+// with T on tensor cores, T split into two TF32 parts (about 22 of fp32's 24
+// mantissa bits). Kernel 2 walks the chunks
 // of a sequence in order with a block of VB state columns (32 or 64), kept in
 // fp32 registers with a TF32 copy in shared memory, and runs its products on
 // tensor cores; it stages each chunk's operands while the previous chunk's
 // products run.
 //
-// Precision: every product's operands carry a 10-bit mantissa and accumulate
-// in fp32; the state itself is only ever accumulated in fp32 (the
-// accumulator starts from gamma_last S). Q, K, W and P, whose entries lie in
-// [-1, 1], are stored as fp16 (DeltaRuleScratch), which rounds them as TF32
-// does in half the bytes; S, U~ and U, which have no such bound, stay fp32
-// and enter the products rounded to TF32. BF16 operands, as other engines
-// use, would carry 8 times the rounding.
+// Precision: the state kernel's product operands carry a 10-bit mantissa
+// (T's products in the preparation carry two TF32 parts) and accumulate in
+// fp32; the state itself is only ever accumulated in fp32 (the accumulator
+// starts from gamma_last S). Q, K, W and P, whose entries lie in [-1, 1], are
+// stored as fp16 (DeltaRuleScratch): TF32's mantissa width in half the bytes
+// (ties to even, and fewer bits below fp16's 2^-14 normal range: errors
+// under 2^-25 an entry). S and U, which have no such bound, stay fp32 and
+// enter the products rounded to TF32; U~ is only subtracted, in fp32. BF16
+// operands, as other engines use, would carry 8 times the rounding.
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/delta_rule_fragments.cuh"
 #include "backend/cuda/delta_rule_scratch.cuh"
@@ -114,8 +116,8 @@ struct PrepSmem {
 
 // One warp's 32 columns of X = T diag(d) R, as split-TF32 products: T diag(d)
 // (Ts, fp32, lower triangular) enters as hi + lo TF32 parts, R (fp16 K or
-// bf16 V rows, exact in TF32) as is, so each product carries the fp32 T's
-// precision. Rows < L of the warp's columns go to store(row, col, x0, x1)
+// bf16 V rows, exact in TF32) as is, so each product carries about 22 bits
+// of T, where one TF32 part would carry 11. Rows < L of the warp's columns go to store(row, col, x0, x1)
 // (columns col and col + 1).
 template <bool kBf16, typename Store>
 __device__ __forceinline__ void solve_products(const float* Ts, int ldt, const uint16_t* R, int ldr, int L, int lane,

@@ -121,15 +121,14 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
   return warp_sum(r);
 }
 
-// The sequence that owns token t: the last s with query_start_loc[s] <= t
-// and a non-empty range.
+// The sequence that owns token t < query_start_loc[num_seqs]: the last s
+// with query_start_loc[s] <= t, whose range is then non-empty.
 __device__ __forceinline__ int find_sequence(const int32_t* qsl, int num_seqs, int t) {
   int lo = 0, hi = num_seqs - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
     if (qsl[mid] <= t) lo = mid; else hi = mid - 1;
   }
-  while (lo > 0 && qsl[lo + 1] <= t) ++lo;  // skip empty sequences at t
   return lo;
 }
 

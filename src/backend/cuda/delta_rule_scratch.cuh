@@ -27,8 +27,8 @@ struct DeltaRuleScratch {
   float* g;      // [T, Hv]      log decay
   // Chunked path only (null otherwise). The tensor-core operands whose
   // entries lie in [-1, 1] are stored as fp16 bits: its 10-bit mantissa is
-  // TF32's, so they round as TF32 operands do (and fp16 values are exact
-  // TF32 values), in half the bytes of fp32. The bounds: q and k are
+  // TF32's (ties to even, and fewer bits below 2^-14: errors under 2^-25),
+  // and fp16 values are exact TF32 values, in half the bytes of fp32. The bounds: q and k are
   // normalised; P's entries are decayed q.k; W's rows have norm <= 1, as W
   // is the WY form of a product of contractions (beta in (0, 1), |k| <= 1).
   uint16_t* q16;  // [T, Hk, dk_pad]  qn, zero past Dk (the preparation kernel)

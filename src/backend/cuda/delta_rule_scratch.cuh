@@ -102,8 +102,8 @@ inline DeltaRuleScratch carve_delta_rule_scratch(const GatedDeltaRuleParams& p, 
   return s;
 }
 
-// The chunked path's two kernels (chunked_delta_rule.cu), after the shared
-// per-token preparation.
+// The chunked path's two kernels (chunk_prepare.cu, chunked_delta_rule.cu),
+// after the shared per-token preparation.
 void launch_chunked_delta_rule(const GatedDeltaRuleParams& p, const DeltaRuleScratch& s, cudaStream_t stream);
 
 }  // namespace hyllm::cuda

@@ -1,6 +1,6 @@
 #pragma once
-// The chunked delta rule's tensor-core operands (chunked_delta_rule.cu):
-// TF32 conversions, the m16n8k8 TF32 MMA and its fragment loads from
+// The chunked delta rule's tensor-core operands (chunk_prepare.cu and
+// chunked_delta_rule.cu): TF32 conversions, the m16n8k8 TF32 MMA and its fragment loads from
 // shared memory (fp16 operands by ldmatrix, fp32 ones stored transposed), the
 // fp16 fragment loads of the m16n8k16 MMA (mma_f16, cuda_common.cuh), and the
 // asynchronous staging of a chunk's rows.

@@ -1,7 +1,7 @@
 #pragma once
 // The scratch layout shared by the gated delta rule's kernels (recurrent in
-// gated_delta_rule.cu, chunked in chunked_delta_rule.cu). Included only by
-// .cu files. Every region starts on a 16-byte boundary so that the chunked
+// gated_delta_rule.cu, chunked in chunk_prepare.cu and chunked_delta_rule.cu).
+// Included only by .cu files. Every region starts on a 16-byte boundary so that the chunked
 // kernels can stage rows with 16-byte asynchronous copies.
 
 #include "backend/cuda/launch/gdn.h"

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "serve/api_error.h"
+#include "serve/json_fields.h"
 #include "serve/limits.h"
 #include "serve/structured_request.h"
 
@@ -64,7 +65,8 @@ Json normalize_tool_calls(const Json& calls, size_t index) {
     }
     // Templates iterate arguments as a mapping; OpenAI clients send a JSON string.
     auto args = fn->find("arguments");
-    if (args != fn->end() && args->is_string()) {
+    // Arguments nested deeper than a request may nest stay a string.
+    if (args != fn->end() && args->is_string() && json_depth_within(args->get_ref<const std::string&>())) {
       try {
         auto decoded = Json::parse(args->get<std::string>());
         if (decoded.is_object()) *args = std::move(decoded);

@@ -18,8 +18,14 @@ namespace hyllm::serve {
 // nested values recurses, and no OpenAI request needs more.
 inline constexpr int kMaxJsonDepth = 64;
 
-// Parses a request body; the top level must be an object.
+// Parses a request body; the top level must be an object. Deeper than
+// kMaxJsonDepth is a 400.
 Json parse_request_json(std::string_view body);
+
+// Whether JSON `text` nests arrays and objects at most max_depth deep: one
+// linear scan that skips strings and checks no other syntax (the parser
+// does). Text a request or the model gives is checked before it is parsed.
+bool json_depth_within(std::string_view text, int max_depth = kMaxJsonDepth);
 
 class FieldReader {
  public:

@@ -5,6 +5,7 @@
 #include "engine/allowed_tokens_constraint.h"
 #include "engine/bad_words_constraint.h"
 #include "serve/api_error.h"
+#include "serve/json_fields.h"
 #include "serve/limits.h"
 
 namespace hyllm::serve {
@@ -16,8 +17,12 @@ using structured::GrammarSpec;
 std::string schema_text(const Json& schema, const char* param) {
   if (schema.is_string()) {
     // vLLM accepts the schema as a JSON string too.
+    const std::string& text = schema.get_ref<const std::string&>();
+    if (!json_depth_within(text)) {
+      throw bad_request(fmt::format("the JSON schema nests deeper than {} levels", kMaxJsonDepth), param);
+    }
     try {
-      Json parsed = Json::parse(schema.get<std::string>());
+      Json parsed = Json::parse(text);
       return schema_text(parsed, param);
     } catch (const Json::parse_error&) {
       throw bad_request("the JSON schema is a string that is not JSON", param);

@@ -2,6 +2,7 @@
 // A call is announced when its block closes and its JSON parses, so a
 // malformed one stays in content whole.
 
+#include "serve/json_fields.h"
 #include "serve/tool_parser_impl.h"
 
 namespace hyllm::serve {
@@ -19,8 +20,10 @@ class HermesParser final : public BlockToolCallParser {
     const bool closed = end != std::string::npos;
     if (!closed) end = buffer_.size();
     Json call;
+    const std::string_view block(buffer_.data(), end);
+    if (!json_depth_within(block)) return BlockStep::kMalformed;  // printing it would recurse that deep
     try {
-      call = Json::parse(buffer_.substr(0, end));
+      call = Json::parse(block);
     } catch (const std::exception&) {
       return BlockStep::kMalformed;
     }
@@ -29,7 +32,7 @@ class HermesParser final : public BlockToolCallParser {
       return BlockStep::kMalformed;
     }
     Json args = call.contains("arguments") ? call["arguments"] : call.value("parameters", Json::object());
-    if (args.is_string()) {
+    if (args.is_string() && json_depth_within(args.get_ref<const std::string&>())) {
       // Some models write the arguments as a JSON string.
       try {
         args = Json::parse(args.get<std::string>());

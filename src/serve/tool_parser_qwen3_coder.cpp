@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "serve/json_fields.h"
 #include "serve/tool_parser_impl.h"
 
 namespace hyllm::serve {
@@ -92,7 +93,9 @@ Json convert_value(std::string text, const Json* schema) {
       if (l == "false") return false;
       return text;
     }
-    // object, array, or a schema without one type: JSON when it parses.
+    // object, array, or a schema without one type: JSON when it parses
+    // (and nests no deeper than a request may).
+    if (!json_depth_within(text)) return text;
     return Json::parse(text);
   } catch (const std::exception&) {
     return text;

@@ -192,6 +192,14 @@ TEST(HermesParser, CallsMalformedJsonAndStringArguments) {
     EXPECT_TRUE(q.calls.empty()) << bad;
     EXPECT_EQ(q.content, bad) << "text was lost";
   }
+  // Output nested deeper than a request may be (printing it would recurse
+  // that deep) is no call either; its text stays in content.
+  const std::string deep = "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": " +
+                           std::string(2000, '[') + std::string(2000, ']') + "}}\n</tool_call>";
+  ChatOutputParser deep_parser(options("hermes"));
+  Parsed d = accumulate(deep_parser, {deep});
+  EXPECT_TRUE(d.calls.empty());
+  EXPECT_EQ(d.content, deep);
   // An unterminated block whose JSON is complete is a call.
   Parsed r = parse_all_ways(options("hermes"), "<tool_call>\n{\"name\": \"search\", \"arguments\": {}}\n");
   EXPECT_EQ(r.calls.size(), 1u);

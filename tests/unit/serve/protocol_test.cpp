@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "serve/api_error.h"
 #include "serve/chat_request.h"
 #include "serve/completion_request.h"
@@ -34,6 +36,31 @@ TEST(RequestJson, RejectsNonObjectsAndDeepNesting) {
   auto e = expect_api_error([&] { parse_request_json(deep); });
   EXPECT_NE(std::string(e.what()).find("nesting"), std::string::npos);
   EXPECT_TRUE(parse_request_json("{\"a\": [[1]]}").is_object());
+}
+
+TEST(RequestJson, DepthIsCountedOutsideStringsOnly) {
+  EXPECT_TRUE(json_depth_within("{\"a\": [[1]]}", 3));
+  EXPECT_FALSE(json_depth_within("{\"a\": [[1]]}", 2));
+  // Brackets inside strings, escaped quotes included, are text.
+  EXPECT_TRUE(json_depth_within(R"({"a": "[[[[\"[[[[", "b": "}}}"})", 1));
+  EXPECT_FALSE(json_depth_within(R"({"a": "\\", "b": [[1]]})", 2));
+  EXPECT_TRUE(json_depth_within(std::string(64, '[') + std::string(64, ']')));
+  EXPECT_FALSE(json_depth_within(std::string(65, '[') + std::string(65, ']')));
+}
+
+// A long flat array of objects: the depth callback of nlohmann's parser
+// rescans the enclosing array at every closing brace, which took minutes for
+// a few megabytes. Linear parsing takes well under a second; the bound is
+// 100 times that, so a loaded machine cannot fail it.
+TEST(RequestJson, LongFlatArraysParseInLinearTime) {
+  std::string body = R"({"prompt": "hi", "x": [)";
+  for (int i = 0; i < 1000000; ++i) body += i ? ",{}" : "{}";
+  body += "]}";
+  const auto t0 = std::chrono::steady_clock::now();
+  const Json j = parse_request_json(body);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(j["x"].size(), 1000000u);
+  EXPECT_LT(seconds, 20.0);
 }
 
 TEST(RequestJson, RefusesANumberBeyondADoubleAsBadJson) {
@@ -286,6 +313,25 @@ TEST(ChatRequest, RejectsBadMessagesAndFields) {
   for (int i = 0; i < 5000; ++i) many += std::string(i ? "," : "") + R"({"role":"user","content":"x"})";
   many += "]}";
   EXPECT_EQ(expect_api_error([&] { chat(many.c_str()); }).status(), 400);
+}
+
+// JSON that arrives as a string inside a request is held to the request's
+// depth: copying or printing it recurses (a deep one overflowed the stack).
+TEST(ChatRequest, DeepJsonInsideStringsIsRefusedOrKeptAsText) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const Json schema_body = {{"messages", Json::array({{{"role", "user"}, {"content", "x"}}})},
+                            {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "n"},
+                                                                            {"schema", "{\"a\":" + deep + "}"}}}}}};
+  auto e = expect_api_error([&] { parse_chat_request(schema_body); });
+  EXPECT_EQ(e.status(), 400);
+  EXPECT_NE(std::string(e.what()).find("deeper"), std::string::npos) << e.what();
+
+  const Json call = {{"id", "c1"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", deep}}}};
+  const Json args_body = {{"messages", Json::array({{{"role", "user"}, {"content", "x"}},
+                                                    {{"role", "assistant"}, {"content", nullptr},
+                                                     {"tool_calls", Json::array({call})}}})}};
+  const ChatRequest r = parse_chat_request(args_body);
+  EXPECT_EQ(r.messages[1]["tool_calls"][0]["function"]["arguments"], deep);
 }
 
 TEST(ChatRequest, LogprobsToolsAndKwargs) {

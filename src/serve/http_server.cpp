@@ -54,6 +54,13 @@ HttpServer::HttpServer(HttpLimits limits) : limits_(limits) {
   set_read_timeout(limits_.read_timeout_s, 0);
   set_write_timeout(limits_.write_timeout_s, 0);
   set_payload_max_length(limits_.max_raw_body_bytes);
+  // SO_REUSEADDR alone: the library's default sets SO_REUSEPORT, with which
+  // a second server binds a port that one already serves and the kernel
+  // splits the clients between the two. A taken port is an error, as in vLLM.
+  set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
 }
 
 HttpServer::~HttpServer() = default;

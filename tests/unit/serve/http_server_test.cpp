@@ -166,5 +166,16 @@ TEST(HttpServerStop, StopBeforeServeReturnsAtOnce) {
   listener.join();
 }
 
+// A port one server listens on is taken for a second (no SO_REUSEPORT, with
+// which the kernel would split the clients between the two).
+TEST(HttpServerBind, ATakenPortIsRefused) {
+  HttpServer first;
+  const int port = first.bind("127.0.0.1", 0);
+  ASSERT_GT(port, 0);
+  HttpServer second;
+  EXPECT_LT(second.bind("127.0.0.1", port), 0);
+  first.stop_listening();
+}
+
 }  // namespace
 }  // namespace hyllm::serve

@@ -43,6 +43,16 @@ void handle_completions(const ServingContext& ctx, ActivityCounter& activity, co
                       "stop");
   }
 
+  if (req.truncate_prompt_tokens) {
+    int64_t& keep = *req.truncate_prompt_tokens;
+    if (keep == -1) keep = ctx.max_model_len;
+    if (keep > ctx.max_model_len) {
+      throw bad_request(fmt::format("truncate_prompt_tokens value ({}) is greater than max_model_len ({}). Please, "
+                                    "select a smaller truncation size.",
+                                    keep, ctx.max_model_len),
+                        "truncate_prompt_tokens");
+    }
+  }
   std::vector<std::vector<int32_t>> prompt_ids;
   std::vector<std::string> echo;
   for (const PromptInput& p : req.prompts) {

@@ -96,7 +96,11 @@ CompletionRequest parse_completion_request(const Json& body) {
   }
   validate_max_tokens(req.sampling, max_tokens, "max_tokens");
   if (auto t = r.integer("truncate_prompt_tokens")) {
-    if (*t < 1) throw bad_request("truncate_prompt_tokens must be at least 1", "truncate_prompt_tokens");
+    // -1: keep the last max_model_len tokens (vLLM); the handler checks the
+    // count against max_model_len.
+    if (*t < 1 && *t != -1) {
+      throw bad_request("truncate_prompt_tokens must be -1 or at least 1", "truncate_prompt_tokens");
+    }
     req.truncate_prompt_tokens = *t;
   }
   req.structured = parse_structured_output(r);

@@ -28,7 +28,7 @@ struct CompletionRequest {
   // its logprobs when asked; the engine still computes one token, unshown.
   bool echo_only = false;
   bool add_special_tokens = true;
-  std::optional<int64_t> truncate_prompt_tokens;  // keep only the last k prompt tokens
+  std::optional<int64_t> truncate_prompt_tokens;  // keep only the last k prompt tokens (-1: max_model_len)
   std::optional<structured::GrammarSpec> structured;  // response_format / structured_outputs
   SamplingRequest sampling;
 };

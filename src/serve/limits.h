@@ -11,7 +11,6 @@ inline constexpr size_t kMaxRequestBodyBytes = 32u << 20;  // JSON body
 inline constexpr size_t kMaxRequestHeadBytes = 64u << 10;  // request line + headers
 inline constexpr size_t kMaxHeaderCount = 100;
 inline constexpr int kMaxN = 128;                    // choices per prompt
-inline constexpr int kMaxLogprobs = 20;              // vLLM's --max-logprobs default
 inline constexpr size_t kMaxStopStrings = 32;
 inline constexpr size_t kMaxStopStringBytes = 1024;
 inline constexpr size_t kMaxStopTokenIds = 1024;

@@ -84,12 +84,10 @@ void warn_ignored_fields(const SamplingRequest& s) {
 
 int validate_logprobs_count(int64_t value, const char* field) {
   if (value < 0) throw bad_request(fmt::format("`{}` must be a positive value.", field), field);
-  if (value > kMaxLogprobs) {
-    throw bad_request(fmt::format("Requested sample logprobs of {}, which is greater than max allowed: {}",
-                                  value, kMaxLogprobs),
-                      field);
-  }
-  return static_cast<int>(value);
+  // The upper bound is the server's --max-logprobs, which the engine checks
+  // (request_validation.cpp) with vLLM's message; a count past int is past
+  // any such bound, and stays so.
+  return static_cast<int>(std::min<int64_t>(value, std::numeric_limits<int>::max()));
 }
 
 void validate_max_tokens(SamplingRequest& s, std::optional<int64_t> max_tokens, const char* field) {
@@ -289,8 +287,15 @@ SamplingParams resolve_sampling_params(const SamplingRequest& s, const SamplingD
   }
   int64_t max_tokens = s.max_tokens.value_or(max_model_len - prompt_tokens);
   if (defaults.max_new_tokens) max_tokens = std::min(max_tokens, *defaults.max_new_tokens);
+  if (s.min_tokens > max_tokens) {
+    // max_tokens defaulted (to the context left, or generation_config's
+    // max_new_tokens): an explicit one was checked at parse time.
+    throw bad_request(fmt::format("min_tokens must be less than or equal to max_tokens={}, got {}.", max_tokens,
+                                  s.min_tokens),
+                      "min_tokens");
+  }
   p.max_tokens = static_cast<int>(max_tokens);
-  p.min_tokens = static_cast<int>(std::min<int64_t>(s.min_tokens, max_tokens));
+  p.min_tokens = static_cast<int>(s.min_tokens);
   return p;
 }
 

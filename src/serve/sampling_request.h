@@ -57,7 +57,8 @@ void warn_ignored_fields(const SamplingRequest& s);
 // between the two endpoints.
 SamplingRequest parse_sampling_request(const FieldReader& r);
 
-// Shared range checks for the logprobs count (0..kMaxLogprobs).
+// The logprobs count's check here: not negative (the engine holds it to
+// --max-logprobs).
 int validate_logprobs_count(int64_t value, const char* field);
 // max_tokens >= 1 and min_tokens <= max_tokens.
 void validate_max_tokens(SamplingRequest& s, std::optional<int64_t> max_tokens, const char* field);

@@ -223,6 +223,23 @@ describe('completions', () => {
       (e) => e.status === 400 && /prompt logprobs of 21/.test(e.message));
   });
 
+  it('truncates prompts to truncate_prompt_tokens, -1 meaning max_model_len', async () => {
+    const kept = await client.completions.create({
+      model: MODEL, prompt: PROMPT, max_tokens: 1, temperature: 0, truncate_prompt_tokens: 3,
+    });
+    assert.equal(kept.usage.prompt_tokens, 3);
+    const whole = await client.completions.create({
+      model: MODEL, prompt: PROMPT, max_tokens: 1, temperature: 0, truncate_prompt_tokens: -1,
+    });
+    assert.ok(whole.usage.prompt_tokens > 3);
+    await assert.rejects(
+      client.completions.create({ model: MODEL, prompt: PROMPT, max_tokens: 1, truncate_prompt_tokens: 1025 }),
+      (e) => e.status === 400 && /greater than max_model_len \(1024\)/.test(e.message));
+    await assert.rejects(
+      client.completions.create({ model: MODEL, prompt: PROMPT, max_tokens: 1, truncate_prompt_tokens: 0 }),
+      (e) => e.status === 400 && /truncate_prompt_tokens/.test(e.message));
+  });
+
   it('applies logit_bias, in completions and chat alike', async () => {
     const base = await client.completions.create({
       model: MODEL, prompt: PROMPT, max_tokens: 3, temperature: 0, return_token_ids: true,

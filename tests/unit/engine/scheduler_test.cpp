@@ -210,6 +210,15 @@ TEST(Scheduler, RequestsThatCanNeverRunAreRefused) {
   r = make_request("a", {1}, 4);
   r.sampling.logprobs = 21;
   expect_invalid(core, r, "max allowed: 20");
+  {
+    EngineConfig wide = config;  // --max-logprobs 50
+    wide.max_logprobs = 50;
+    EngineCore wide_core(ex, wide);
+    r.sampling.logprobs = 50;
+    EXPECT_NO_THROW(wide_core.validate(r));
+    r.sampling.logprobs = 51;
+    expect_invalid(wide_core, r, "max allowed: 50");
+  }
   r = make_request("a", {1}, 4);
   r.sampling.stop = {"x"};
   expect_invalid(core, r, "StopStringHook");

@@ -187,7 +187,7 @@ TEST(ResponsesRequest, RefusesWhatItCannotDo) {
       {R"({"input": "x", "reasoning": {"effort": "extreme"}})", "reasoning"},
       {R"({"input": "x", "n": 2})", "n"},
       {R"({"input": "x", "max_output_tokens": 0})", "max_output_tokens"},
-      {R"({"input": "x", "top_logprobs": 21})", "top_logprobs"},
+      {R"({"input": "x", "top_logprobs": -1})", "top_logprobs"},
       {R"({"input": "x", "prompt_logprobs": 1})", "prompt_logprobs"},
   };
   for (const auto& [body, param] : cases) {

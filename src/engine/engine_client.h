@@ -101,6 +101,7 @@ struct RequestOutput {
   std::vector<TokenLogprob> prompt_logprobs;
   bool finished = false;                // every choice has finished: the stream's last output
   std::string error_message;            // set when a choice finished with kError
+  int error_status = 500;               // its HTTP status: 400 when the request's own limits caused it
 };
 
 // The outputs of one request, in order. Written by the engine thread, read by

@@ -93,10 +93,11 @@ void EngineCore::abort_request(const std::string& request_id) {
   mark_news(*it->second);
 }
 
-void EngineCore::fail_request(Request& req, const std::string& message) {
+void EngineCore::fail_request(Request& req, const std::string& message, int status) {
   if (req.finished()) return;
   log::error("request {} failed: {}", req.id, message);
   req.error_message = message;
+  req.error_status = status;
   scheduler_->finish_request(req, FinishReason::kError);
   mark_news(req);
 }
@@ -276,8 +277,10 @@ std::vector<RequestOutput> EngineCore::step() {
           if (seq.finished()) break;
           if (sampled.token < 0) {
             // The request's own mask left nothing to sample; the batch goes on.
-            fail_request(*seq.request, "no token may be sampled: the structured-output grammar (or a ban) masks "
-                                       "every token of the vocabulary");
+            fail_request(*seq.request,
+                         "no token may be sampled: the structured-output grammar (or a ban) masks every token of "
+                         "the vocabulary",
+                         400);
             break;
           }
           if (sampled.token >= vocab_size_) {
@@ -530,6 +533,7 @@ std::vector<RequestOutput> EngineCore::collect_outputs(Clock::time_point now) {
     out.num_cached_tokens = req->num_cached_tokens;
     out.finished = req->finished();
     out.error_message = req->error_message;
+    out.error_status = req->error_status;
     if (req->scores_prompt() && req->has_first_token) {
       out.prompt_logprobs = std::move(req->prompt_logprobs);
       req->prompt_logprobs_sent = true;

@@ -86,7 +86,8 @@ class EngineCore {
   void keep_prompt_logprobs(const SchedulerOutput& sched, StepOutput& result);
   // Keeps a choice's proposed drafts for the next step, as many as it may still use.
   void keep_drafts(Sequence& seq, std::vector<int32_t> drafts);
-  void fail_request(Request& req, const std::string& message);
+  // status 400: the request itself cannot be served (its masks leave no token).
+  void fail_request(Request& req, const std::string& message, int status = 500);
   std::vector<RequestOutput> collect_outputs(Clock::time_point now);
   void record_finished(const Request& req, Clock::time_point now);
 

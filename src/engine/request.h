@@ -68,6 +68,7 @@ struct Request {
   std::vector<int32_t> reserved_slots;          // slots held for the fork's new choices
   int num_finished = 0;
   std::string error_message;
+  int error_status = 500;  // the HTTP status of the failure: 400 when the request itself was unsatisfiable
   uint64_t base_seed = 0;                       // choice i samples with base_seed + i
   std::vector<int32_t> min_tokens_banned;       // EOS (unless ignore_eos) and stop ids
   std::vector<std::shared_ptr<TokenConstraint>> constraints;  // per choice, or empty

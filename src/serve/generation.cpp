@@ -93,9 +93,17 @@ std::vector<ChoiceEvent> Generation::next(std::chrono::milliseconds timeout) {
   }
 }
 
+std::optional<ApiError> Generation::error() const {
+  if (error_.empty()) return std::nullopt;
+  return ApiError(error_status_, error_);
+}
+
 void Generation::handle(size_t prompt, RequestOutput out, std::vector<ChoiceEvent>& events) {
   Prompt& p = prompts_[prompt];
-  if (!out.error_message.empty()) error_ = out.error_message;
+  if (!out.error_message.empty()) {
+    error_ = out.error_message;
+    error_status_ = out.error_status;
+  }
   p.num_cached_tokens = out.num_cached_tokens;
   // The engine sends them with the request's first tokens (empty for a one-token prompt).
   const bool has_tokens = std::any_of(out.outputs.begin(), out.outputs.end(),

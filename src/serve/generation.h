@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/engine_client.h"
+#include "serve/api_error.h"
 #include "serve/choice_text.h"
 #include "serve/openai_json.h"
 #include "text/tokenizer.h"
@@ -60,13 +61,13 @@ class Generation {
 
   // Waits up to `timeout` for news from any prompt; returns the events of one
   // engine step (empty on timeout). An engine-side failure ends its choices
-  // with kError; error_message() tells why.
+  // with kError; error() tells why, with the HTTP status it deserves.
   std::vector<ChoiceEvent> next(std::chrono::milliseconds timeout);
   bool done() const { return unfinished_ == 0; }
   void abort();
 
   Usage usage() const;
-  const std::string& error_message() const { return error_; }
+  std::optional<ApiError> error() const;
   const std::vector<int32_t>& prompt_ids(size_t prompt) const { return prompts_.at(prompt).ids; }
   size_t num_prompts() const { return prompts_.size(); }
   int n() const { return n_; }
@@ -100,6 +101,7 @@ class Generation {
   size_t unfinished_ = 0;  // prompts whose stream has not ended
   size_t cursor_ = 0;      // round-robin start among prompts
   std::string error_;
+  int error_status_ = 500;
 };
 
 }  // namespace hyllm::serve

@@ -74,9 +74,9 @@ void ResponseFormatter::add_chunk_usage(Json& chunk, const Usage& usage) const {
 
 std::string ResponseFormatter::sse(const Json& payload) const { return sse_event(payload); }
 
-std::string ResponseFormatter::stream_tail(const Usage& usage, const std::string& error_message) {
+std::string ResponseFormatter::stream_tail(const Usage& usage, const std::optional<ApiError>& error) {
   std::string tail;
-  if (!error_message.empty()) tail += sse_error(ApiError(500, error_message));
+  if (error) tail += sse_error(*error);
   if (options_.include_usage) tail += sse_event(usage_chunk(usage));
   tail += sse_done();
   return tail;

@@ -92,7 +92,7 @@ class ResponseFormatter {
   // ends with the whole response instead.
   virtual std::string sse(const Json& payload) const;
   virtual void stream_head(std::vector<Json>& out) { (void)out; }
-  virtual std::string stream_tail(const Usage& usage, const std::string& error_message);
+  virtual std::string stream_tail(const Usage& usage, const std::optional<ApiError>& error);
 
  protected:
   Json chunk_header(const char* object) const;

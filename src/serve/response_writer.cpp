@@ -56,8 +56,8 @@ void respond_whole(httplib::Response& res, Generation& generation, ResponseForma
       }
     }
   }
-  if (!generation.error_message().empty()) {
-    write_error(res, ApiError(500, generation.error_message()));
+  if (auto error = generation.error()) {
+    write_error(res, *error);
     return;
   }
   write_json(res, 200, formatter.full_response(choices, generation.usage()));
@@ -106,7 +106,7 @@ void respond_stream(httplib::Response& res, std::unique_ptr<Generation> generati
           }
         }
         if (!gen.done()) return true;
-        const std::string tail = state->formatter->stream_tail(usage, gen.error_message());
+        const std::string tail = state->formatter->stream_tail(usage, gen.error());
         if (!sink.write(tail.data(), tail.size())) return false;
         state->finished = true;
         sink.done();

@@ -60,13 +60,12 @@ class ResponsesFormatter final : public ResponseFormatter {
     result_.add(std::move(ev));
   }
 
-  std::string stream_tail(const Usage& usage, const std::string& error_message) override {
-    if (!error_message.empty()) {
-      ApiError error(500, error_message);
+  std::string stream_tail(const Usage& usage, const std::optional<ApiError>& error) override {
+    if (error) {
       return sse(numbered({{"type", "error"},
                            {"sequence_number", 0},
-                           {"code", error.type()},
-                           {"message", error_message},
+                           {"code", error->type()},
+                           {"message", error->what()},
                            {"param", nullptr}}));
     }
     Json done = {{"type", "response.completed"},

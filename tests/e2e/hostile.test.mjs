@@ -48,6 +48,9 @@ const cases = [
   ['negative temperature', post(C, { prompt: 'x', temperature: -1 }), 400],
   ['top_p above 1', post(C, { prompt: 'x', top_p: 2 }), 400],
   ['logprobs above 20', post(C, { prompt: 'x', logprobs: 21 }), 400],
+  // 7391 is the embedded model's one token for "aa": nothing is left to sample.
+  ['every allowed token a bad word', post(C, { prompt: 'x', allowed_token_ids: [7391], bad_words: ['aa'] }), 400],
+  ['min_tokens past the default max_tokens', post(C, { prompt: 'x', max_tokens: null, min_tokens: 5000 }), 400],
   ['500 stop strings', post(C, { prompt: 'x', stop: manyStops }), 400],
   ['empty stop string', post(C, { prompt: 'x', stop: [''] }), 400],
   ['stream_options without stream', post(C, { prompt: 'x', stream_options: { include_usage: true } }), 400],

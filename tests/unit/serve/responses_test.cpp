@@ -367,7 +367,7 @@ TEST(ResponsesFormatter, StreamFramingAndTheFinalResponse) {
   f->stream_chunks(a, usage, payloads);
   ChoiceEvent b = text_event("lo", FinishReason::kLength);
   f->stream_chunks(b, usage, payloads);
-  const std::string tail = f->stream_tail(usage, "");
+  const std::string tail = f->stream_tail(usage, std::nullopt);
 
   ASSERT_GE(payloads.size(), 2u);
   EXPECT_EQ(payloads[0]["type"], "response.created");
@@ -399,9 +399,12 @@ TEST(ResponsesFormatter, StreamFramingAndTheFinalResponse) {
   EXPECT_EQ(response["output"][0]["content"][0]["text"], "Hello");
 
   // An engine failure ends the stream with an error event.
-  const std::string failed = g->stream_tail(usage, "boom");
+  const std::string failed = g->stream_tail(usage, ApiError(500, "boom"));
   EXPECT_EQ(failed.rfind("event: error\ndata: ", 0), 0u);
   EXPECT_NE(failed.find("boom"), std::string::npos);
+  // A failure of the request's own making is an invalid request, not a server error.
+  const std::string refused = g->stream_tail(usage, ApiError(400, "no token may be sampled"));
+  EXPECT_NE(refused.find("BadRequestError"), std::string::npos) << refused;
 }
 
 }  // namespace

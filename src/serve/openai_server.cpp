@@ -170,6 +170,13 @@ void OpenAIServer::health(httplib::Response& res) const {
 
 httplib::Server::HandlerResponse OpenAIServer::pre_route(const httplib::Request& req, httplib::Response& res) {
   using HR = httplib::Server::HandlerResponse;
+  if (req.method == "POST" && !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
+    // A request with neither has an empty body (RFC 9112 6.3), as `curl -X
+    // POST` sends it; the library would instead read to the end of the
+    // connection, and answer 400 when its read timeout ends the wait. The
+    // library's request object is not const: handlers just see it so.
+    const_cast<httplib::Request&>(req).set_header("Content-Length", "0");
+  }
   const bool body = has_body(req);
   if (req.has_header("Host") && !is_valid_host_header(req.get_header_value("Host"))) {
     reject(res, bad_request("Invalid Host header"), body);

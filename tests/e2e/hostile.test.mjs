@@ -79,6 +79,10 @@ const cases = [
   ['garbage request line', [Buffer.from('GARBAGE\r\n\r\n')], 400],
   ['Host header with a path', [Buffer.from('GET /v1/models HTTP/1.1\r\nHost: evil.com/v1\r\nConnection: close\r\n\r\n')], 400],
   ['body on a GET', [Buffer.from('GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello')], 400],
+  // No Content-Length and no chunking, as `curl -X POST` sends it: an empty
+  // body at once (the connection stays open), not a wait for its end.
+  ['POST with no length, on a route without a body', [Buffer.from('POST /reset_prefix_cache HTTP/1.1\r\nHost: x\r\n\r\n')], 200],
+  ['POST with no length, on a JSON route', [Buffer.from(`POST ${C} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\r\n`)], 400],
   ['detokenize out of vocabulary', post('/detokenize', { tokens: [99999999] }), 400],
   ['tokenize without prompt', post('/tokenize', { nothing: true }), 400],
 ];

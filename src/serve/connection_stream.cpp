@@ -64,6 +64,7 @@ void ConnectionStream::begin_request() {
   head_lines_ = 0;
   tail_ = 0;
   body_bytes_ = 0;
+  sent_ = 0;
 }
 
 bool ConnectionStream::is_readable() const {
@@ -122,6 +123,7 @@ ssize_t ConnectionStream::write(const char* ptr, size_t size) {
   do {
     r = ::send(fd_, ptr, size, MSG_NOSIGNAL);
   } while (r < 0 && errno == EINTR);
+  if (r > 0) sent_ += static_cast<size_t>(r);
   return r;
 }
 

@@ -22,6 +22,8 @@ class ConnectionStream : public httplib::Stream {
   // Starts counting a new request's head.
   void begin_request();
   bool has_buffered_bytes() const { return pos_ < len_; }
+  // Whether anything of a response to the current request was sent.
+  bool responded() const { return sent_ > 0; }
 
   bool is_readable() const override;
   bool is_writable() const override;
@@ -46,6 +48,7 @@ class ConnectionStream : public httplib::Stream {
   size_t head_lines_ = 0;
   unsigned tail_ = 0;  // last bytes of the head, to find the blank line
   size_t body_bytes_ = 0;
+  size_t sent_ = 0;  // response bytes of the current request
 };
 
 // True when fd is still connected: no hang-up, error or orderly close seen.

@@ -1,5 +1,6 @@
 #include "serve/http_server.h"
 
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <chrono>
 
+#include "serve/api_error.h"
 #include "serve/connection_stream.h"
 #include "serve/connection_threads.h"
 #include "util/log.h"
@@ -39,6 +41,16 @@ void close_gracefully(int fd) {
     drained += static_cast<size_t>(n);
   }
   ::close(fd);
+}
+
+// 431 in the OpenAI error shape, written straight to the stream.
+void refuse_head(ConnectionStream& stream) {
+  const std::string body = ApiError(431, "Request header fields too large").body();
+  const std::string response = fmt::format(
+      "HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\nContent-Type: application/json\r\n"
+      "Content-Length: {}\r\n\r\n{}",
+      body.size(), body);
+  stream.write(response.data(), response.size());
 }
 
 }  // namespace
@@ -123,6 +135,9 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
       context.head_too_large_ = false;
       bool connection_closed = false;
       ret = process_request(stream, left == 1, connection_closed, nullptr);
+      // A request line past the head's cap ends the library's parse before
+      // any handler runs, and it would close without a word.
+      if (!ret && context.head_too_large_ && !stream.responded()) refuse_head(stream);
       if (!ret || connection_closed || context.closing()) break;
     }
   } catch (const std::exception& e) {

@@ -76,6 +76,7 @@ const cases = [
   ['path traversal', [Buffer.from('GET /../../etc/passwd HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')], 404],
   ['header flood', [Buffer.from(headerFlood)], 431],
   ['70 KB header line', [Buffer.from(`GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(70000)}\r\n\r\n`)], 431],
+  ['70 KB request line', [Buffer.from(`GET /${'a'.repeat(70000)} HTTP/1.1\r\nHost: x\r\n\r\n`)], 431],
   ['garbage request line', [Buffer.from('GARBAGE\r\n\r\n')], 400],
   ['Host header with a path', [Buffer.from('GET /v1/models HTTP/1.1\r\nHost: evil.com/v1\r\nConnection: close\r\n\r\n')], 400],
   ['body on a GET', [Buffer.from('GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello')], 400],

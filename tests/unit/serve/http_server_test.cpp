@@ -116,6 +116,12 @@ TEST_F(HttpServerTest, ServesAndCapsRequestHeads) {
   EXPECT_EQ(read_status_line(fd), "HTTP/1.1 400 Bad Request");
   ::close(fd);
 
+  // A request line past the cap is answered too, before the library parses it.
+  fd = connect_to(port_);
+  send_all(fd, "GET /" + std::string(8000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(read_status_line(fd), "HTTP/1.1 431 Request Header Fields Too Large");
+  ::close(fd);
+
   auto again = client.Get("/ping");
   ASSERT_TRUE(again);
   EXPECT_EQ(again->status, 200);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <regex>
 #include <thread>
 
 #include "structured/grammar_compiler_impl.h"
@@ -123,8 +124,12 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const GrammarSpe
   } catch (const GrammarError&) {
     throw;
   } catch (const std::exception& e) {
-    std::string what = e.what();
-    // xgrammar's messages may carry a file:line prefix and a trailing newline.
+    // xgrammar's messages start with a log prefix ("[13:20:35]
+    // /path/to/regex_converter.cc:75: "), which tells the client nothing
+    // and the server's paths to anyone; they may end with a newline.
+    static const std::regex kLogPrefix(R"(^\[\d+:\d+:\d+\] \S+:\d+: )");
+    std::string what =
+        std::regex_replace(std::string(e.what()), kLogPrefix, "", std::regex_constants::format_first_only);
     while (!what.empty() && (what.back() == '\n' || what.back() == ' ')) what.pop_back();
     throw GrammarError(what);
   }

@@ -85,6 +85,15 @@ TEST(GrammarCompiler, BadGrammarsAreGrammarErrors) {
   EXPECT_THROW(compiler().compile({GrammarKind::kStructuralTag, R"({"type": "structural_tag"})"}), GrammarError);
   GrammarSpec empty_choice{GrammarKind::kChoice};
   EXPECT_THROW(compiler().compile(empty_choice), GrammarError);
+  // The message is the compiler's reason alone: no log time, no source path.
+  try {
+    compiler().compile({GrammarKind::kRegex, "(unclosed"});
+  } catch (const GrammarError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.find(".cc:"), std::string::npos) << what;
+    EXPECT_NE(what.find("Regex parsing error"), std::string::npos) << what;
+    EXPECT_NE(what.front(), '[') << what;
+  }
 }
 
 TEST(GrammarCompiler, CachesPerGrammarText) {

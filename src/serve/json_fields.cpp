@@ -110,6 +110,11 @@ std::optional<double> FieldReader::number(const char* name) const {
   if (!v->is_number()) throw bad_request(fmt::format("`{}` must be a number", name), name);
   double d = v->get<double>();
   if (!std::isfinite(d)) throw bad_request(fmt::format("`{}` must be finite", name), name);
+  // Every number a request gives is kept as a float: past its range it would
+  // become infinity there, and the error would name no field.
+  if (std::fabs(d) > std::numeric_limits<float>::max()) {
+    throw bad_request(fmt::format("`{}` is out of range, got {}", name, d), name);
+  }
   return d;
 }
 

@@ -142,6 +142,7 @@ TEST(SamplingRequest, RangesFollowVllm) {
       {R"({"prompt":"x","n":100000})", "n"},
       {R"({"prompt":"x","temperature":-0.5})", "temperature"},
       {R"({"prompt":"x","temperature":"hot"})", "temperature"},
+      {R"({"prompt":"x","temperature":1e39})", "temperature"},
       {R"({"prompt":"x","top_p":0})", "top_p"},
       {R"({"prompt":"x","top_p":1.5})", "top_p"},
       {R"({"prompt":"x","top_k":-2})", "top_k"},

@@ -1,11 +1,14 @@
 #include "serve/chat_generation.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <span>
 
 #include "serve/api_error.h"
 #include "serve/chat_prompt.h"
 #include "serve/handlers.h"
+#include "serve/limits.h"
 #include "serve/structured_request.h"
 
 namespace hyllm::serve {
@@ -50,6 +53,14 @@ std::optional<structured::GrammarSpec> output_rules(const ServingContext& ctx, c
         forced_tool_calls_structural_tag(ctx.tool_call_parser, req.tools,
                                          choice.mode == ToolChoice::kNamed ? &choice.name : nullptr,
                                          req.parallel_tool_calls)};
+    // The grammar a forced call compiles holds every tool's schema: the cap
+    // on any grammar a request brings holds for it too.
+    if (grammar->text.size() > kMaxGrammarBytes) {
+      throw bad_request(fmt::format("the tools' parameter schemas make a grammar larger than {} bytes, the most a "
+                                    "required or named tool choice may compile",
+                                    kMaxGrammarBytes),
+                        "tools");
+    }
   }
   return grammar;
 }

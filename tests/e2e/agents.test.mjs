@@ -189,6 +189,18 @@ describe('tool calls', () => {
     assert.equal(r.choices[0].message.tool_calls.length, 1);
   });
 
+  it('refuses a forced call whose tools make a grammar past the cap', async () => {
+    // 300 tools of 1 KB schemas each: every request field is within its own
+    // cap, but the forced call's grammar would hold them all.
+    const tools = Array.from({ length: 300 }, (_, i) => ({
+      type: 'function',
+      function: { name: `tool_${i}`, parameters: { type: 'object', description: 'x'.repeat(1000), properties: {} } },
+    }));
+    await assert.rejects(
+      client.chat.completions.create({ model: MODEL, messages: ask, tools, max_tokens: 4, tool_choice: 'required' }),
+      (e) => e.status === 400 && /larger than 262144 bytes/.test(e.message));
+  });
+
   it('hermes format: a forced call parses from JSON inside <tool_call>', async () => {
     const r = await hermesClient.chat.completions.create({
       model: MODEL, messages: ask, tools: [WEATHER], max_tokens: 200, temperature: 0.7, seed: 2,

@@ -10,29 +10,6 @@
 
 namespace hyllm::serve {
 
-bool json_depth_within(std::string_view text, int max_depth) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (const char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) return false;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return true;
-}
-
 Json parse_request_json(std::string_view body) {
   // Depth first, by a scan: printing or copying deep values recurses. The
   // parser's own depth callback would do, but nlohmann's callback parser

@@ -4,6 +4,7 @@
 // almost every field nullable).
 
 #include "serve/json.h"
+#include "util/json_depth.h"
 
 #include <cstdint>
 #include <optional>
@@ -22,10 +23,9 @@ inline constexpr int kMaxJsonDepth = 64;
 // kMaxJsonDepth is a 400.
 Json parse_request_json(std::string_view body);
 
-// Whether JSON `text` nests arrays and objects at most max_depth deep: one
-// linear scan that skips strings and checks no other syntax (the parser
-// does). Text a request or the model gives is checked before it is parsed.
-bool json_depth_within(std::string_view text, int max_depth = kMaxJsonDepth);
+// Whether JSON `text` a request or the model gives nests no deeper than a
+// request may (util/json_depth.h): checked before it is parsed.
+inline bool json_depth_within(std::string_view text) { return hyllm::json_depth_within(text, kMaxJsonDepth); }
 
 class FieldReader {
  public:

@@ -11,8 +11,10 @@
 #include <cerrno>
 #include <cstring>
 #include <unordered_set>
+#include <vector>
 
 #include "model/loader/tensor_names.h"
+#include "util/json_depth.h"
 #include "util/status.h"
 
 namespace hyllm {
@@ -29,6 +31,38 @@ std::string printable(std::string_view name) {
     else out += fmt::format("\\x{:02x}", c);
   }
   return name.size() > 200 ? out + "..." : out;
+}
+
+// A header nests an object of tensors, each an object with arrays in it.
+constexpr int kMaxHeaderDepth = 8;
+
+// The raw text (escapes as written) of the keys of the header's top-level
+// object, in one linear scan. nlohmann keeps the last of duplicate keys
+// silently, and its parser callback, which could see them, rescans the
+// enclosing object at every closing brace: quadratic in the tensor count.
+std::vector<std::string_view> top_level_keys(std::string_view text) {
+  std::vector<std::string_view> keys;
+  int depth = 0;
+  size_t i = 0;
+  while (i < text.size()) {
+    const char c = text[i];
+    if (c == '"') {
+      const size_t begin = ++i;
+      while (i < text.size() && text[i] != '"') i += text[i] == '\\' ? 2 : 1;
+      const size_t end = std::min(i, text.size());
+      ++i;
+      size_t next = i;
+      while (next < text.size() && (text[next] == ' ' || text[next] == '\t' || text[next] == '\n' || text[next] == '\r')) {
+        ++next;
+      }
+      if (depth == 1 && next < text.size() && text[next] == ':') keys.push_back(text.substr(begin, end - begin));
+      continue;
+    }
+    if (c == '{' || c == '[') ++depth;
+    if (c == '}' || c == ']') --depth;
+    ++i;
+  }
+  return keys;
 }
 
 }  // namespace
@@ -88,22 +122,24 @@ void SafetensorsFile::validate_and_index() {
   data_start_ = 8 + header_len;
   const uint64_t data_size = file_size_ - data_start_;
 
-  // nlohmann keeps the last of duplicate keys silently, so the parser callback
-  // watches the top-level keys to catch a name given twice.
-  std::unordered_set<std::string> seen;
-  std::string duplicate;
-  json::parser_callback_t watch_keys = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::key && depth == 1 && parsed.is_string()) {
-      if (!seen.insert(parsed.get<std::string>()).second && duplicate.empty()) duplicate = parsed.get<std::string>();
-    }
-    return true;
-  };
-  const char* header_begin = reinterpret_cast<const char*>(map_ + 8);
-  json header = json::parse(header_begin, header_begin + header_len, watch_keys, /*allow_exceptions=*/false);
+  const std::string_view header_text(reinterpret_cast<const char*>(map_ + 8), header_len);
+  // Destroying or walking a deeply nested value recurses once per level.
+  if (!json_depth_within(header_text, kMaxHeaderDepth)) {
+    fail(ErrorCode::kCorruptData, "{}: header nests deeper than {} levels", file, kMaxHeaderDepth);
+  }
+  json header = json::parse(header_text.begin(), header_text.end(), nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded()) fail(ErrorCode::kCorruptData, "{}: header is not valid JSON (or not UTF-8)", file);
   if (!header.is_object()) fail(ErrorCode::kCorruptData, "{}: header is not a JSON object", file);
-  if (!duplicate.empty()) {
-    fail(ErrorCode::kCorruptData, "{}: tensor \"{}\" appears twice in the header", file, printable(duplicate));
+  const std::vector<std::string_view> keys = top_level_keys(header_text);
+  if (keys.size() != header.size()) {
+    std::unordered_set<std::string_view> seen;
+    for (std::string_view k : keys) {
+      if (!seen.insert(k).second) {
+        fail(ErrorCode::kCorruptData, "{}: tensor \"{}\" appears twice in the header", file, printable(k));
+      }
+    }
+    fail(ErrorCode::kCorruptData, "{}: a tensor name appears twice in the header (spelled with different escapes)",
+         file);
   }
 
   entries_.reserve(header.size());

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <functional>
 
@@ -72,6 +73,22 @@ void write_header(const std::filesystem::path& p, const json& h, size_t data_byt
   write_raw(p, h.dump(), std::string(data_bytes, '\0'));
 }
 
+// A header of many tensors parses in linear time (a parser callback made it
+// quadratic: minutes for a few hundred thousand entries). These entries are
+// refused once parsed; the bound is far above the linear time.
+TEST(SafetensorsFile, AHeaderOfManyTensorsParsesInLinearTime) {
+  auto path = fresh_dir("many_entries") / "model.safetensors";
+  std::string header = "{";
+  for (int i = 0; i < 300000; ++i) header += (i ? ",\"t" : "\"t") + std::to_string(i) + "\":{\"x\":1}";
+  header += "}";
+  write_raw(path, header, "");
+  const auto t0 = std::chrono::steady_clock::now();
+  Error e = expect_error([&] { SafetensorsFile::open(path); });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(e.code(), ErrorCode::kCorruptData) << e.what();
+  EXPECT_LT(seconds, 20.0);
+}
+
 class SafetensorsCorruption : public ::testing::TestWithParam<Corruption> {};
 
 TEST_P(SafetensorsCorruption, IsCorruptDataNamingFileAndTensor) {
@@ -108,6 +125,18 @@ INSTANTIATE_TEST_SUITE_P(
                                std::string(2, '\0'));
                    },
                    "appears twice"},
+        Corruption{"escaped_duplicate_name",
+                   [](auto& p) {
+                     write_raw(p, R"({"w": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]},
+                                      "\u0077": {"dtype": "U8", "shape": [1], "data_offsets": [1, 2]}})",
+                               std::string(2, '\0'));
+                   },
+                   "appears twice"},
+        Corruption{"deep_nesting",
+                   [](auto& p) {
+                     write_raw(p, "{\"w\": " + std::string(100000, '[') + std::string(100000, ']') + "}", "");
+                   },
+                   "deeper than"},
         Corruption{"entry_not_object", [](auto& p) { write_header(p, {{"w", 5}}, 0); }, "\"w\""},
         Corruption{"missing_dtype",
                    [](auto& p) { write_header(p, {{"w", {{"shape", {1}}, {"data_offsets", {0, 1}}}}}, 1); }, "dtype"},

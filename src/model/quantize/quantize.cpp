@@ -110,6 +110,15 @@ Fp8Target parse_fp8_target(const std::string& name) {
 
 QuantizeReport quantize_checkpoint(const std::filesystem::path& in_dir, const std::filesystem::path& out_dir,
                                    const QuantizeOptions& opts, Backend& calibration_backend) {
+  // Writing into the checkpoint being read would replace its weights and
+  // config before the copy is done: refuse it before reading anything.
+  for (const auto& [dir, flag] : {std::pair{out_dir, "--out"}, std::pair{opts.dequantized_dir, "--dequantized-out"}}) {
+    std::error_code ec;
+    if (!dir.empty() && std::filesystem::equivalent(dir, in_dir, ec)) {
+      fail(ErrorCode::kInvalidArgument, "{} {} is the checkpoint being quantized; write to another directory", flag,
+           dir.string());
+    }
+  }
   const nlohmann::json config_json = read_json_file(in_dir / "config.json");
   const ModelConfig cfg = load_model_config(in_dir);
   if (cfg.quant.is_fp8()) fail(ErrorCode::kInvalidArgument, "{} is already quantized ({})", in_dir.string(),

@@ -73,6 +73,25 @@ TEST(Linear, Bf16PartsMergeIntoOneGemm) {
   expect_merged_equals_separate(f, {"layers.0.mlp.gate_proj", "layers.0.mlp.up_proj"}, 1);
 }
 
+// Quantizing a checkpoint into its own directory is refused before anything
+// is written: the source keeps its bytes.
+TEST(Quantize, RefusesToWriteIntoTheCheckpointItReads) {
+  auto cpu = make_cpu_backend();
+  const auto dir = std::filesystem::temp_directory_path() / ("hyllm_quantize_self_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(tiny("dense_flat_aligned"), dir);
+  const auto weights = dir / "model.safetensors";
+  const auto size_before = std::filesystem::file_size(weights);
+  QuantizeOptions o;
+  o.target = Fp8Target::kFp8Block;
+  EXPECT_THROW(quantize_checkpoint(dir, dir / ".", o, *cpu), Error);
+  o.dequantized_dir = dir;
+  EXPECT_THROW(quantize_checkpoint(dir, dir / "out", o, *cpu), Error);
+  EXPECT_EQ(std::filesystem::file_size(weights), size_before);
+  EXPECT_FALSE(std::filesystem::exists(dir / "out"));
+  std::filesystem::remove_all(dir);
+}
+
 class QuantizedLinear : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {

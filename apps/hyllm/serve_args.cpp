@@ -152,8 +152,11 @@ void add_server_flags(CLI::App& sub, ServeArgs& a) {
                  "Seconds to let in-flight requests finish after SIGTERM (0: abort them)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  sub.add_option(names("uvicorn-log-level"), a.uvicorn_log_level, "Log level: debug, info, warning, error")
-      ->capture_default_str();
+  // uvicorn's levels; anything else would turn logging off without a word.
+  sub.add_option(names("uvicorn-log-level"), a.uvicorn_log_level,
+                 "Log level: critical, error, warning, info, debug, trace")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"critical", "error", "warning", "info", "debug", "trace"}));
 }
 
 void add_serve_flags(CLI::App& sub, ServeArgs& a) {

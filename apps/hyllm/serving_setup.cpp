@@ -100,7 +100,14 @@ void set_chat_template(const ServeArgs& a, const Tokenizer* tokenizer, serve::Se
   if (!tokenizer) {
     // Chat requests get 400 before a template would be needed.
   } else if (!a.chat_template.empty()) {
-    std::string source = fs::is_regular_file(a.chat_template) ? read_text_file(a.chat_template) : a.chat_template;
+    // A path, or the template itself, as vLLM reads the flag: text with no
+    // brace and no newline can only have meant a file.
+    const bool is_file = fs::is_regular_file(a.chat_template);
+    if (!is_file && a.chat_template.find_first_of("{}\n") == std::string::npos) {
+      fail(ErrorCode::kInvalidArgument, "--chat-template {}: looks like a file path, but there is no such file",
+           a.chat_template);
+    }
+    std::string source = is_file ? read_text_file(a.chat_template) : a.chat_template;
     ctx.chat_template.emplace(ChatTemplate::from_source(std::move(source)));
   } else if (const std::string* source = tokenizer->chat_template_source()) {
     ctx.chat_template.emplace(ChatTemplate::from_source(*source));
@@ -165,15 +172,17 @@ ServingPlan plan_serving(const ServeArgs& a) {
   plan.online_fp8 = wants_online_fp8(a.quantization, model_config);
 
   EngineConfig& config = plan.config;
-  config.max_model_len = a.max_model_len.empty()
-                             ? static_cast<int>(model_config.max_position_embeddings)
-                             : static_cast<int>(parse_human_int(a.max_model_len, "--max-model-len"));
-  if (config.max_model_len > model_config.max_position_embeddings) {
+  // Compared before the cast: the config bounds max_position_embeddings to
+  // 32 bits, and a flag past it must not wrap into range.
+  const int64_t max_model_len = a.max_model_len.empty() ? model_config.max_position_embeddings
+                                                        : parse_human_int(a.max_model_len, "--max-model-len");
+  if (max_model_len > model_config.max_position_embeddings) {
     fail(ErrorCode::kInvalidArgument,
          "User-specified max_model_len ({}) is greater than the derived max_model_len (max_position_embeddings={} "
          "in the model's config.json)",
-         config.max_model_len, model_config.max_position_embeddings);
+         max_model_len, model_config.max_position_embeddings);
   }
+  config.max_model_len = static_cast<int>(max_model_len);
   config.block_size = a.block_size;
   config.gpu_memory_utilization = a.gpu_memory_utilization;
   if (!a.kv_cache_memory.empty()) {

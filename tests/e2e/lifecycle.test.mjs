@@ -18,6 +18,8 @@ describe('startup', () => {
     [['--dtype', 'float16'], /--dtype float16/],
     [['--load-format', 'pt'], /load format/],
     [['--max-model-len', '100k'], /max_model_len \(100000\)/],
+    [['--max-model-len', '4294969344'], /max_model_len \(4294969344\)/],
+    [['--chat-template', '/nonexistent/template.jinja'], /looks like a file path/],
     [['--reasoning-parser', 'granite'], /--reasoning-parser granite: unknown/],
     [['--tool-call-parser', 'pythonic'], /--tool-call-parser pythonic: unknown/],
     [['--enable-auto-tool-choice'], /needs --tool-call-parser/],
@@ -30,6 +32,12 @@ describe('startup', () => {
       assert.match(r.stderr, message);
     });
   }
+  it('refuses a log level it does not know (it would log nothing)', () => {
+    const r = spawnSync(HYLLM_BIN, ['serve', '--device', 'cpu', '--port', '0', '--uvicorn-log-level', 'bogus'],
+      { encoding: 'utf8', timeout: 30000 });
+    assert.notEqual(r.status, 0);
+    assert.match(r.stderr + r.stdout, /--uvicorn-log-level: bogus not in/);
+  });
 });
 
 describe('fp8', () => {

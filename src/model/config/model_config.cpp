@@ -126,6 +126,7 @@ constexpr int64_t kMaxExtent = int64_t{1} << 20;        // widths, heads, head d
 constexpr int64_t kMaxVocab = int64_t{1} << 24;
 constexpr int64_t kMaxLayers = 4096;
 constexpr int64_t kMaxLayerExperts = int64_t{1} << 20;  // num_hidden_layers x num_experts
+constexpr int64_t kMaxPositions = int64_t{1} << 30;     // positions and lengths are 32-bit in the engine
 
 int64_t at_most(const JsonFields& f, const char* key, int64_t value, int64_t max) {
   if (value > max) {
@@ -241,7 +242,8 @@ ModelConfig parse_model_config(const json& config, const json* hf_quant_config, 
   c.rms_norm_eps = text.opt_number("rms_norm_eps").value_or(1e-6);
   if (!(c.rms_norm_eps > 0)) fail(ErrorCode::kInvalidArgument, "{}: rms_norm_eps must be positive", text.where());
   parse_rope(text, c);
-  c.max_position_embeddings = text.positive("max_position_embeddings", 262144);
+  c.max_position_embeddings =
+      at_most(text, "max_position_embeddings", text.positive("max_position_embeddings", 262144), kMaxPositions);
 
   // The composite config's top-level flag governs the LM head of the nested form.
   std::optional<bool> tie = top.opt_bool("tie_word_embeddings");

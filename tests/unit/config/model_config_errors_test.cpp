@@ -70,6 +70,8 @@ INSTANTIATE_TEST_SUITE_P(
                 ErrorCode::kInvalidArgument, "num_attention_heads"},
         BadCase{"huge_vocab", [](json& j) { j["text_config"]["vocab_size"] = int64_t{1} << 32; },
                 ErrorCode::kInvalidArgument, "vocab_size"},
+        BadCase{"huge_positions", [](json& j) { j["text_config"]["max_position_embeddings"] = 4294967301; },
+                ErrorCode::kInvalidArgument, "max_position_embeddings"},
         BadCase{"experts_times_layers", [](json& j) { j["text_config"]["num_experts"] = 1 << 19; },
                 ErrorCode::kInvalidArgument, "num_experts"},
         BadCase{"topk_over_experts", [](json& j) { j["text_config"]["num_experts_per_tok"] = 300; },

@@ -1,3 +1,5 @@
+#include <cstdint>
+
 #include "model/config/json_fields.h"
 #include "model/config/model_config.h"
 
@@ -21,6 +23,15 @@ GenerationConfig parse_generation_config(const nlohmann::json& config, const std
   if (g.top_p && !(*g.top_p > 0 && *g.top_p <= 1)) fail(ErrorCode::kInvalidArgument, "{}: top_p must be in (0, 1]", source);
   if (g.repetition_penalty && !(*g.repetition_penalty > 0)) {
     fail(ErrorCode::kInvalidArgument, "{}: repetition_penalty must be positive", source);
+  }
+  // Both become every request's defaults (32-bit there): a bad one would
+  // fail each request as if the client had sent it.
+  if (g.top_k && (*g.top_k < -1 || *g.top_k > INT32_MAX)) {
+    fail(ErrorCode::kInvalidArgument, "{}: top_k must be -1 or 0 (off) or a positive count, got {}", source, *g.top_k);
+  }
+  if (g.max_new_tokens && (*g.max_new_tokens < 1 || *g.max_new_tokens > INT32_MAX)) {
+    fail(ErrorCode::kInvalidArgument, "{}: max_new_tokens must be a positive count, got {}", source,
+         *g.max_new_tokens);
   }
   return g;
 }

@@ -210,5 +210,16 @@ TEST(GenerationConfig, ScalarEosAndBadTypes) {
   EXPECT_THROW(parse_generation_config(json::array()), Error);
 }
 
+// Values that would fail every request as its defaults are refused at load.
+TEST(GenerationConfig, OutOfRangeDefaultsAreRefused) {
+  for (const json& bad : {json{{"top_k", -5}}, json{{"top_k", int64_t{1000000000000}}}, json{{"max_new_tokens", 0}},
+                          json{{"max_new_tokens", -5}}, json{{"max_new_tokens", int64_t{1} << 40}}}) {
+    EXPECT_THROW(parse_generation_config(bad), Error) << bad.dump();
+  }
+  EXPECT_EQ(parse_generation_config(json{{"top_k", 0}}).top_k, 0);
+  EXPECT_EQ(parse_generation_config(json{{"top_k", -1}}).top_k, -1);
+  EXPECT_EQ(parse_generation_config(json{{"max_new_tokens", 32768}}).max_new_tokens, 32768);
+}
+
 }  // namespace
 }  // namespace hyllm

@@ -109,7 +109,21 @@ void parse_rope(const JsonFields& text, ModelConfig& c) {
     fail(ErrorCode::kInvalidArgument, "{}: head_dim {} x partial_rotary_factor {} gives rotary dim {}, not a positive even number",
          text.where(), c.head_dim, c.partial_rotary_factor, c.rotary_dim);
   }
+  // The kernels compute the default (m)RoPE: a scaled one (YaRN and its
+  // kind) would be silently wrong past the original context.
+  if ((c.rope_type != "default" && c.rope_type != "mrope") || c.rope_scaling_factor) {
+    fail(ErrorCode::kUnsupported, "{}: rope_type \"{}\"{} is not supported (rope scaling); hyllm computes the default "
+         "RoPE only",
+         text.where(), c.rope_type,
+         c.rope_scaling_factor ? fmt::format(" with factor {}", *c.rope_scaling_factor) : std::string());
+  }
   if (!c.mrope_section.empty()) {
+    for (int64_t s : c.mrope_section) {
+      if (s < 0) {
+        fail(ErrorCode::kInvalidArgument, "{}: mrope_section {} has a negative entry", text.where(),
+             fmt::join(c.mrope_section, ","));
+      }
+    }
     int64_t sum = std::accumulate(c.mrope_section.begin(), c.mrope_section.end(), int64_t{0});
     if (sum * 2 != c.rotary_dim) {
       fail(ErrorCode::kInvalidArgument, "{}: mrope_section {} sums to {} but rotary_dim / 2 is {}", text.where(),
@@ -242,6 +256,15 @@ ModelConfig parse_model_config(const json& config, const json* hf_quant_config, 
   c.rms_norm_eps = text.opt_number("rms_norm_eps").value_or(1e-6);
   if (!(c.rms_norm_eps > 0)) fail(ErrorCode::kInvalidArgument, "{}: rms_norm_eps must be positive", text.where());
   parse_rope(text, c);
+  // What Qwen3.5 fixes and the kernels assume: a field saying otherwise would
+  // be ignored, and the model computed would not be the checkpoint's.
+  if (auto act = text.opt_string("hidden_act"); act && *act != "silu" && *act != "swish") {
+    fail(ErrorCode::kUnsupported, "{}: hidden_act \"{}\" is not supported (Qwen3.5 uses silu)", text.where(), *act);
+  }
+  if (text.opt_bool("attention_bias").value_or(false)) {
+    fail(ErrorCode::kUnsupported, "{}: attention_bias true is not supported (Qwen3.5's attention has no biases)",
+         text.where());
+  }
   c.max_position_embeddings =
       at_most(text, "max_position_embeddings", text.positive("max_position_embeddings", 262144), kMaxPositions);
 

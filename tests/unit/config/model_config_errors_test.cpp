@@ -70,6 +70,20 @@ INSTANTIATE_TEST_SUITE_P(
                 ErrorCode::kInvalidArgument, "num_attention_heads"},
         BadCase{"huge_vocab", [](json& j) { j["text_config"]["vocab_size"] = int64_t{1} << 32; },
                 ErrorCode::kInvalidArgument, "vocab_size"},
+        BadCase{"rope_yarn",
+                [](json& j) {
+                  j["text_config"]["rope_parameters"]["rope_type"] = "yarn";
+                  j["text_config"]["rope_parameters"]["factor"] = 4.0;
+                },
+                ErrorCode::kUnsupported, "yarn"},
+        BadCase{"rope_factor_alone", [](json& j) { j["text_config"]["rope_parameters"]["factor"] = 2.0; },
+                ErrorCode::kUnsupported, "factor 2"},
+        BadCase{"hidden_act_gelu", [](json& j) { j["text_config"]["hidden_act"] = "gelu"; }, ErrorCode::kUnsupported,
+                "hidden_act"},
+        BadCase{"attention_bias", [](json& j) { j["text_config"]["attention_bias"] = true; }, ErrorCode::kUnsupported,
+                "attention_bias"},
+        BadCase{"mrope_negative", [](json& j) { j["text_config"]["rope_parameters"]["mrope_section"] = {-100, 100, 32}; },
+                ErrorCode::kInvalidArgument, "negative"},
         BadCase{"huge_positions", [](json& j) { j["text_config"]["max_position_embeddings"] = 4294967301; },
                 ErrorCode::kInvalidArgument, "max_position_embeddings"},
         BadCase{"experts_times_layers", [](json& j) { j["text_config"]["num_experts"] = 1 << 19; },

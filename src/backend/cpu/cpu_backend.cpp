@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include "backend/cpu/cpu_kernels.h"
 
@@ -36,10 +38,23 @@ class CpuBackend final : public Backend {
     if (n > 0) std::memset(dst, 0, n);
   }
   void synchronize() override {}
+  // Free is the kernel's MemAvailable (what can be had without swapping,
+  // page cache included), not MemFree, which a host that just read a
+  // checkpoint from disk has little of.
   MemoryInfo memory_info() const override {
-    long pages = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    return {static_cast<size_t>(pages) * static_cast<size_t>(page),
-            static_cast<size_t>(avail) * static_cast<size_t>(page)};
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    size_t available = static_cast<size_t>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<size_t>(page);
+    std::ifstream meminfo("/proc/meminfo");
+    std::string key;
+    size_t kib = 0;
+    while (meminfo >> key >> kib) {
+      if (key == "MemAvailable:") {
+        available = kib * 1024;
+        break;
+      }
+      meminfo.ignore(64, '\n');
+    }
+    return {static_cast<size_t>(pages) * static_cast<size_t>(page), available};
   }
   Kernels& kernels() override { return kernels_; }
 

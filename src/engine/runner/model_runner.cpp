@@ -90,8 +90,17 @@ int ModelRunner::vocab_size() const { return static_cast<int>(model_->vocab_size
 
 size_t ModelRunner::cache_memory_budget() {
   Backend& be = model_->backend();
-  if (be.device().kind == DeviceKind::kCpu)
-    return opts_.cache_memory_bytes > 0 ? opts_.cache_memory_bytes : size_t{1} << 30;
+  if (be.device().kind == DeviceKind::kCpu) {
+    if (opts_.cache_memory_bytes == 0) return size_t{1} << 30;
+    // The host commits pages as the cache is zeroed: past what it has, the
+    // process would grow until the kernel kills it.
+    const size_t available = be.memory_info().free_bytes;
+    if (opts_.cache_memory_bytes > available) {
+      fail(ErrorCode::kOutOfMemory, "--kv-cache-memory {:.2f}GiB exceeds the {:.2f}GiB of host memory available",
+           opts_.cache_memory_bytes / double(1ull << 30), available / double(1ull << 30));
+    }
+    return opts_.cache_memory_bytes;
+  }
   const MemoryInfo before = be.memory_info();
   profile_run();
   const MemoryInfo after = be.memory_info();
@@ -108,6 +117,10 @@ size_t ModelRunner::cache_memory_budget() {
     log::info("KV cache memory set to {:.2f}GiB (--kv-cache-memory); {:.2f}GiB of {:.2f}GiB are in use after "
               "profiling", opts_.cache_memory_bytes / double(1ull << 30), in.used_bytes / double(1ull << 30),
               in.total_bytes / double(1ull << 30));
+    if (opts_.cache_memory_bytes > after.free_bytes) {
+      fail(ErrorCode::kOutOfMemory, "--kv-cache-memory {:.2f}GiB exceeds the {:.2f}GiB the device has free after "
+           "loading and profiling", opts_.cache_memory_bytes / double(1ull << 30), after.free_bytes / double(1ull << 30));
+    }
     return opts_.cache_memory_bytes;
   }
   const KvBudget b = kv_cache_budget(in);

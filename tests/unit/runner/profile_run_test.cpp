@@ -66,6 +66,25 @@ TEST(ProfileRun, LeavesTheRunnerAsItWas) {
   EXPECT_EQ(greedy(*profiled, 6), want);
 }
 
+// A cache budget past the host's available memory is refused when it is
+// asked for, not found out by the kernel killing the process as it is zeroed.
+TEST(CacheBudget, MoreThanTheHostHasIsRefused) {
+  auto be = make_cpu_backend();
+  RunnerOptions ro = small_runner_options();
+  ro.cache_memory_bytes = be->memory_info().total_bytes * 2;
+  ModelRunner runner(load_model(tiny_model(), *be, small_model_options()), ro);
+  try {
+    runner.cache_memory_budget();
+    ADD_FAILURE() << "a budget of twice the host's memory was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kOutOfMemory);
+    EXPECT_NE(std::string(e.what()).find("--kv-cache-memory"), std::string::npos) << e.what();
+  }
+  ro.cache_memory_bytes = size_t{64} << 20;
+  ModelRunner small(load_model(tiny_model(), *be, small_model_options()), ro);
+  EXPECT_EQ(small.cache_memory_budget(), size_t{64} << 20);
+}
+
 // The embedded model's config as stored, or declaring one of the FP8 formats
 // (its dummy weights then are e4m3 codes with scales).
 ModelConfig tiny_config(QuantMethod method) {

@@ -116,7 +116,9 @@ void setup_throughput(CLI::App& bench, int& exit_code) {
       nlohmann::json j = {{"elapsed_time", elapsed}, {"num_requests", num_prompts},
                           {"total_num_tokens", total}, {"requests_per_second", num_prompts / elapsed},
                           {"tokens_per_second", total / elapsed}, {"output_tokens_per_second", out_tokens / elapsed}};
-      std::ofstream(output_json) << j.dump(2) << "\n";
+      std::ofstream out(output_json);
+      out << j.dump(2) << "\n";
+      if (!out) fail(ErrorCode::kIo, "--output-json: cannot write {}", output_json);
     }
     exit_code = 0;
   });
@@ -185,7 +187,9 @@ void setup_latency(CLI::App& bench, int& exit_code) {
                           {"input_len", input_len}, {"output_len", output_len}};
       for (double p : {10.0, 25.0, 50.0, 75.0, 90.0, 99.0})
         j["percentiles"][fmt::format("{}", static_cast<int>(p))] = percentile(latencies, p);
-      std::ofstream(output_json) << j.dump(2) << "\n";
+      std::ofstream out(output_json);
+      out << j.dump(2) << "\n";
+      if (!out) fail(ErrorCode::kIo, "--output-json: cannot write {}", output_json);
     }
     exit_code = 0;
   });

@@ -207,7 +207,9 @@ void setup_bench(CLI::App& bench, int& exit_code) {
       if (f.save_result) save_json(r.json, result_path(f, o, r.json["model_id"]));
     }
     PlotSpec spec{"Output throughput vs latency", "median TPOT (ms)", "output tokens/s", {s}};
-    std::ofstream(plot_path) << render_svg(spec);
+    std::ofstream plot(plot_path);
+    plot << render_svg(spec);
+    if (!plot) fail(ErrorCode::kIo, "cannot write {}", plot_path);
     std::cout << "Wrote " << plot_path << "\n";
     exit_code = 0;
   });

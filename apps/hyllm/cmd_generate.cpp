@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -69,7 +70,9 @@ std::vector<int32_t> parse_ids(const std::string& text) {
 int run_generate(const GenerateOptions& o) {
   const std::filesystem::path dir = o.model.empty() ? default_model_dir() : std::filesystem::path(o.model);
   if (o.max_tokens < 1) fail(ErrorCode::kInvalidArgument, "--max-tokens must be at least 1");
-  if (o.temperature < 0.0) fail(ErrorCode::kInvalidArgument, "--temperature must not be negative");
+  if (!(o.temperature >= 0.0) || !std::isfinite(o.temperature)) {
+    fail(ErrorCode::kInvalidArgument, "--temperature must be a finite non-negative number, got {}", o.temperature);
+  }
   if (o.prompt.empty() == o.prompt_ids.empty())
     fail(ErrorCode::kInvalidArgument, "give exactly one of --prompt and --prompt-ids");
 

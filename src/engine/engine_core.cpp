@@ -278,8 +278,8 @@ std::vector<RequestOutput> EngineCore::step() {
           if (sampled.token < 0) {
             // The request's own mask left nothing to sample; the batch goes on.
             fail_request(*seq.request,
-                         "no token may be sampled: the structured-output grammar (or a ban) masks every token of "
-                         "the vocabulary",
+                         "no token may be sampled: the request's structured output, allowed_token_ids, bad_words "
+                         "or min_tokens leave none (or the model's logits are not finite)",
                          400);
             break;
           }

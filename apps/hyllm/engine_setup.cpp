@@ -77,6 +77,8 @@ std::vector<std::unique_ptr<Backend>> make_backends(const std::string& device, i
   if (size < 1 || size > 8)
     fail(ErrorCode::kInvalidArgument, "--tensor-parallel-size {}: expected 1 to 8", size);
 #ifdef HYLLM_HAVE_CUDA
+  if (device == "cuda" && cuda_device_count() == 0)
+    fail(ErrorCode::kUnsupported, "--device cuda: no CUDA device is visible");
   if (device == "cuda" && size > cuda_device_count())
     fail(ErrorCode::kInvalidArgument, "--tensor-parallel-size {}: only {} CUDA devices are visible", size,
          cuda_device_count());

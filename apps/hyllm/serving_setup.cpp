@@ -154,7 +154,9 @@ ServingPlan plan_serving(const ServeArgs& a) {
   plan.model_arg = !a.model_positional.empty() ? a.model_positional : a.model;
   plan.model_dir = plan.model_arg.empty() ? default_model_dir() : fs::path(plan.model_arg);
   if (!fs::is_directory(plan.model_dir)) {
-    fail(ErrorCode::kNotFound, "model directory {} does not exist", plan.model_dir.string());
+    fail(ErrorCode::kNotFound, "model directory {} {}", plan.model_dir.string(),
+         fs::exists(plan.model_dir) ? "is not a directory (give the directory that holds config.json)"
+                                    : "does not exist");
   }
   plan.device = resolve_device(a.device);
   plan.load_format = parse_load_format(a.load_format);

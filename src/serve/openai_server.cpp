@@ -113,10 +113,11 @@ const std::vector<std::string>& OpenAIServer::route_list() const {
 }
 
 int OpenAIServer::start() {
+  errno = 0;  // a failed address lookup sets none: an older one must not be reported
   int port = http_.bind(options_.host, options_.port);
   if (port < 0) {
     fail(ErrorCode::kIo, "cannot listen on {}:{}: {}", options_.host, options_.port,
-         errno ? std::strerror(errno) : "bind failed");
+         errno ? std::strerror(errno) : "not an address of this host");
   }
   listener_ = std::thread([this] {
     if (!http_.serve()) log::error("the HTTP listener stopped with an error");

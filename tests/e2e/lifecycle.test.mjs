@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 
 import { HYLLM_BIN, sleep, startServer } from './harness.mjs';
@@ -24,6 +25,9 @@ describe('startup', () => {
     [['--tool-call-parser', 'pythonic'], /--tool-call-parser pythonic: unknown/],
     [['--enable-auto-tool-choice'], /needs --tool-call-parser/],
     [['/nonexistent/model'], /does not exist/],
+    [[fileURLToPath(import.meta.url)], /is not a directory/],
+    [['--tokenizer', '/nonexistent/tokenizer'], /tokenizer directory \/nonexistent\/tokenizer does not exist/],
+    [['--host', '999.1.1.1'], /cannot listen on 999\.1\.1\.1:0: not an address of this host/],
   ];
   for (const [args, message] of refused) {
     it(`refuses ${args.join(' ')} with a clear message`, () => {

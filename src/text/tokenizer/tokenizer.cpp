@@ -57,7 +57,8 @@ Tokenizer Tokenizer::from_json_file(const std::filesystem::path& tokenizer_json,
 Tokenizer Tokenizer::from_model_dir(const std::filesystem::path& dir) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) {
-    fail(ErrorCode::kNotFound, "model directory {} does not exist", dir.string());
+    fail(ErrorCode::kNotFound, "tokenizer directory {} {}", dir.string(),
+         std::filesystem::exists(dir, ec) ? "is not a directory" : "does not exist");
   }
   const auto config_path = dir / "tokenizer_config.json";
   Tokenizer t = from_json_file(dir / "tokenizer.json",

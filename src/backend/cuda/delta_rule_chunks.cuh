@@ -16,7 +16,8 @@ constexpr int kThreads = 256;  // eight warps in both kernels
 template <int DKP>
 __device__ __forceinline__ void stage_qk(uint16_t* dst, int ld, const uint16_t* src, const GatedDeltaRuleParams& p,
                                          int64_t tb, int kh, int rows) {
-  delta_rule_fragments::stage_rows(dst, ld, src + (tb * p.num_k_heads + kh) * DKP, static_cast<int64_t>(p.num_k_heads) * DKP, rows, DKP);
+  delta_rule_fragments::stage_rows(dst, ld, src + (tb * p.num_k_heads + kh) * DKP,
+                                   static_cast<int64_t>(p.num_k_heads) * DKP, rows, DKP);
 }
 
 // The chunks of one sequence of n tokens: kDeltaChunk tokens each from its

@@ -118,8 +118,9 @@ size_t ModelRunner::cache_memory_budget() {
               "profiling", opts_.cache_memory_bytes / double(1ull << 30), in.used_bytes / double(1ull << 30),
               in.total_bytes / double(1ull << 30));
     if (opts_.cache_memory_bytes > after.free_bytes) {
-      fail(ErrorCode::kOutOfMemory, "--kv-cache-memory {:.2f}GiB exceeds the {:.2f}GiB the device has free after "
-           "loading and profiling", opts_.cache_memory_bytes / double(1ull << 30), after.free_bytes / double(1ull << 30));
+      fail(ErrorCode::kOutOfMemory,
+           "--kv-cache-memory {:.2f}GiB exceeds the {:.2f}GiB the device has free after loading and profiling",
+           opts_.cache_memory_bytes / double(1ull << 30), after.free_bytes / double(1ull << 30));
     }
     return opts_.cache_memory_bytes;
   }

@@ -52,9 +52,8 @@ std::vector<std::string_view> top_level_keys(std::string_view text) {
       const size_t end = std::min(i, text.size());
       ++i;
       size_t next = i;
-      while (next < text.size() && (text[next] == ' ' || text[next] == '\t' || text[next] == '\n' || text[next] == '\r')) {
-        ++next;
-      }
+      auto space = [](char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; };
+      while (next < text.size() && space(text[next])) ++next;
       if (depth == 1 && next < text.size() && text[next] == ':') keys.push_back(text.substr(begin, end - begin));
       continue;
     }

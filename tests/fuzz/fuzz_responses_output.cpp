@@ -216,7 +216,7 @@ void run(uint8_t config, const std::vector<std::string>& pieces) {
     for (const Json& e : chunks) checker.on_event(stream->sse(e));
     whole.add(std::move(copy));
   }
-  checker.on_event(stream->stream_tail(usage, ""));
+  checker.on_event(stream->stream_tail(usage, std::nullopt));
   checker.on_end();
 
   std::vector<ChoiceResult> choices{std::move(whole)};

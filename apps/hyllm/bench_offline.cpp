@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <iostream>
 #include <random>
 #include <thread>
@@ -14,6 +13,7 @@
 #include "bench/stats.h"
 #include "engine_setup.h"
 #include "util/status.h"
+#include "util/text_file.h"
 
 namespace hyllm::app {
 namespace {
@@ -116,9 +116,7 @@ void setup_throughput(CLI::App& bench, int& exit_code) {
       nlohmann::json j = {{"elapsed_time", elapsed}, {"num_requests", num_prompts},
                           {"total_num_tokens", total}, {"requests_per_second", num_prompts / elapsed},
                           {"tokens_per_second", total / elapsed}, {"output_tokens_per_second", out_tokens / elapsed}};
-      std::ofstream out(output_json);
-      out << j.dump(2) << "\n";
-      if (!out) fail(ErrorCode::kIo, "--output-json: cannot write {}", output_json);
+      write_text_file(output_json, j.dump(2) + "\n");
     }
     exit_code = 0;
   });
@@ -187,9 +185,7 @@ void setup_latency(CLI::App& bench, int& exit_code) {
                           {"input_len", input_len}, {"output_len", output_len}};
       for (double p : {10.0, 25.0, 50.0, 75.0, 90.0, 99.0})
         j["percentiles"][fmt::format("{}", static_cast<int>(p))] = percentile(latencies, p);
-      std::ofstream out(output_json);
-      out << j.dump(2) << "\n";
-      if (!out) fail(ErrorCode::kIo, "--output-json: cannot write {}", output_json);
+      write_text_file(output_json, j.dump(2) + "\n");
     }
     exit_code = 0;
   });

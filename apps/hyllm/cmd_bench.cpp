@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <limits>
 #include <sstream>
@@ -21,6 +20,7 @@
 #include "build_commit.h"
 #include "command.h"
 #include "util/status.h"
+#include "util/text_file.h"
 
 namespace hyllm::app {
 namespace {
@@ -156,9 +156,7 @@ std::unique_ptr<PromptTokenizer> open_tokenizer(const ServeFlags& f) {
 
 void save_json(const nlohmann::json& j, const fs::path& path) {
   if (path.has_parent_path()) fs::create_directories(path.parent_path());
-  std::ofstream out(path);
-  out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-  if (!out) fail(ErrorCode::kIo, "cannot write {}", path.string());
+  write_text_file(path, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   std::cout << "Saved result to " << path.string() << "\n";
 }
 
@@ -207,9 +205,7 @@ void setup_bench(CLI::App& bench, int& exit_code) {
       if (f.save_result) save_json(r.json, result_path(f, o, r.json["model_id"]));
     }
     PlotSpec spec{"Output throughput vs latency", "median TPOT (ms)", "output tokens/s", {s}};
-    std::ofstream plot(plot_path);
-    plot << render_svg(spec);
-    if (!plot) fail(ErrorCode::kIo, "cannot write {}", plot_path);
+    write_text_file(plot_path, render_svg(spec));
     std::cout << "Wrote " << plot_path << "\n";
     exit_code = 0;
   });

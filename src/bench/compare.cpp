@@ -10,6 +10,7 @@
 #include "bench/server_process.h"
 #include "bench/stats.h"
 #include "util/status.h"
+#include "util/text_file.h"
 
 namespace hyllm::bench {
 
@@ -176,10 +177,8 @@ nlohmann::json run_leg(const CompareOptions& opt, const ArmSpec& arm, int rep, c
     summary["completed"] = r.metrics.completed;
     summary["failed"] = r.metrics.failed;
     leg["by_concurrency"][run.key] = summary;
-    const auto leg_path = opt.out_dir / fmt::format("{}-rep{}-c{}.json", arm.name, rep, run.key);
-    std::ofstream leg_file(leg_path);
-    leg_file << r.json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
-    if (!leg_file) fail(ErrorCode::kIo, "cannot write {}", leg_path.string());
+    write_text_file(opt.out_dir / fmt::format("{}-rep{}-c{}.json", arm.name, rep, run.key),
+                    r.json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     log << fmt::format("[rep {}] {} c={}: {:.1f} output tok/s, median TPOT {:.2f} ms, failed {}\n", rep, arm.name, run.key,
                        r.metrics.output_throughput, r.metrics.tpot.median_ms, r.metrics.failed);
   }
@@ -255,9 +254,8 @@ CompareReport run_compare(const CompareOptions& opt, const PromptTokenizer& tok,
     }
   }
   report.markdown = md;
-  std::ofstream report_file(opt.out_dir / "compare.json");
-  report_file << report.json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (!report_file) fail(ErrorCode::kIo, "cannot write {}", (opt.out_dir / "compare.json").string());
+  write_text_file(opt.out_dir / "compare.json",
+                  report.json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   if (opt.markdown_path) {
     std::ofstream out(*opt.markdown_path, std::ios::app);
     out << md;

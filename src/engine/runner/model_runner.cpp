@@ -90,16 +90,19 @@ int ModelRunner::vocab_size() const { return static_cast<int>(model_->vocab_size
 
 size_t ModelRunner::cache_memory_budget() {
   Backend& be = model_->backend();
-  if (be.device().kind == DeviceKind::kCpu) {
-    if (opts_.cache_memory_bytes == 0) return size_t{1} << 30;
-    // The host commits pages as the cache is zeroed: past what it has, the
-    // process would grow until the kernel kills it.
-    const size_t available = be.memory_info().free_bytes;
-    if (opts_.cache_memory_bytes > available) {
-      fail(ErrorCode::kOutOfMemory, "--kv-cache-memory {:.2f}GiB exceeds the {:.2f}GiB of host memory available",
-           opts_.cache_memory_bytes / double(1ull << 30), available / double(1ull << 30));
+  // A --kv-cache-memory past what is free is refused here, naming the flag:
+  // on the host the process would otherwise grow (pages are committed as the
+  // cache is zeroed) until the kernel kills it.
+  auto requested_fitting = [&](size_t free_bytes, const char* where) {
+    if (opts_.cache_memory_bytes > free_bytes) {
+      fail(ErrorCode::kOutOfMemory, "--kv-cache-memory {:.2f}GiB exceeds the {:.2f}GiB {}",
+           opts_.cache_memory_bytes / double(1ull << 30), free_bytes / double(1ull << 30), where);
     }
     return opts_.cache_memory_bytes;
+  };
+  if (be.device().kind == DeviceKind::kCpu) {
+    if (opts_.cache_memory_bytes == 0) return size_t{1} << 30;
+    return requested_fitting(be.memory_info().free_bytes, "of host memory available");
   }
   const MemoryInfo before = be.memory_info();
   profile_run();
@@ -117,12 +120,7 @@ size_t ModelRunner::cache_memory_budget() {
     log::info("KV cache memory set to {:.2f}GiB (--kv-cache-memory); {:.2f}GiB of {:.2f}GiB are in use after "
               "profiling", opts_.cache_memory_bytes / double(1ull << 30), in.used_bytes / double(1ull << 30),
               in.total_bytes / double(1ull << 30));
-    if (opts_.cache_memory_bytes > after.free_bytes) {
-      fail(ErrorCode::kOutOfMemory,
-           "--kv-cache-memory {:.2f}GiB exceeds the {:.2f}GiB the device has free after loading and profiling",
-           opts_.cache_memory_bytes / double(1ull << 30), after.free_bytes / double(1ull << 30));
-    }
-    return opts_.cache_memory_bytes;
+    return requested_fitting(after.free_bytes, "the device has free after loading and profiling");
   }
   const KvBudget b = kv_cache_budget(in);
   log_kv_budget(in, b);

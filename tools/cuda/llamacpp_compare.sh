@@ -33,6 +33,8 @@
 #       CFG@N is CFG cut to its first N layers (a depth sweep of the agreement, BF16 configs only)
 #   HYLLM_GGUF_DIR=/dev/shm                             where the GGUF files go
 #   HYLLM_COMPARE_WORKLOAD=full|quick                   HYLLM_LLAMA_JOBS=16
+#   HYLLM_COMPARE_REPS=3                                the quick workload's interleaved repetitions
+#                                                       (default: the pinned file's)
 #   HYLLM_LLAMA_PREBUILT=.carry/llama/<archive>.tar.xz  a llama-server built on the Debian machine
 #       (the build stage run there, the binary stripped and packed as bin/llama-server): the
 #       build stage unpacks it instead of building, and the version check of every leg still
@@ -164,7 +166,7 @@ compare_stage() {
   if [[ ${HYLLM_COMPARE_WORKLOAD:-full} == quick ]]; then
     peer_file=$OUT/llamacpp-quick.json
     python3 tools/gguf/peer_workload.py "$PEER" "$peer_file" concurrency=1,8,32 prompts_per_concurrency=1 \
-      min_prompts=4 all_at_once_prompts=0 | tee -a "$OUT/workload.txt"
+      min_prompts=4 all_at_once_prompts=0 ${HYLLM_COMPARE_REPS:+reps=$HYLLM_COMPARE_REPS} | tee -a "$OUT/workload.txt"
   fi
   local gpu; gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
   "$BIN" bench compare --peer "$peer_file" --model "$(model_dir "$cfg")" --tokenizer "$TOK" \

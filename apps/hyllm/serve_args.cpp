@@ -1,6 +1,7 @@
 #include "serve_args.h"
 
 #include <cmath>
+#include <limits>
 
 #include "util/status.h"
 
@@ -82,6 +83,10 @@ void add_model_flags(CLI::App& sub, ServeArgs& a) {
       ->check(CLI::Range(0.0, 1.0));
   sub.add_option(names("kv-cache-memory", "--kv-cache-memory-bytes"), a.kv_cache_memory,
                  "KV cache size (overrides --gpu-memory-utilization), e.g. 4G or 512M");
+  sub.add_option(names("num-gpu-blocks-override"), a.num_gpu_blocks_override,
+                 "Use exactly this many KV blocks (the GDN state slots get what the cache budget leaves, up to "
+                 "what --max-num-seqs wants)")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()));
   sub.add_option(names("kv-cache-dtype"), a.kv_cache_dtype,
                  "auto or bfloat16 (the model's dtype), fp8 or fp8_e4m3 (e4m3 K/V with the checkpoint's k/v "
                  "scales, else 1.0)")

@@ -27,6 +27,7 @@ struct ServeArgs {
   std::optional<int> max_num_batched_tokens;
   double gpu_memory_utilization = 0.9;
   std::string kv_cache_memory;         // bytes, with optional k/K/m/M/g/G suffix
+  std::optional<int> num_gpu_blocks_override;  // exactly this many KV blocks; the GDN slots take the rest
   std::string kv_cache_dtype = "auto";
   std::string speculative_config;      // JSON, e.g. {"method": "mtp", "num_speculative_tokens": 2}
   bool enable_prefix_caching = true;

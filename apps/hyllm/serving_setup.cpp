@@ -190,6 +190,7 @@ ServingPlan plan_serving(const ServeArgs& a) {
   if (!a.kv_cache_memory.empty()) {
     config.kv_cache_memory_bytes = parse_memory_size(a.kv_cache_memory);
   }
+  config.num_gpu_blocks_override = a.num_gpu_blocks_override;
   config.kv_cache_dtype = a.kv_cache_dtype;
   if (!a.speculative_config.empty())
     config.num_speculative_tokens = parse_speculative_config(a.speculative_config).num_speculative_tokens;

@@ -19,6 +19,7 @@ describe('startup', () => {
     [['--dtype', 'float16'], /--dtype float16/],
     [['--load-format', 'pt'], /load format/],
     [['--max-model-len', '100k'], /max_model_len \(100000\)/],
+    [['--num-gpu-blocks-override', '10'], /max seq len \(2048\) is larger than the maximum number of tokens that can be stored in KV cache \(160\)/],
     [['--max-model-len', '4294969344'], /max_model_len \(4294969344\)/],
     [['--chat-template', '/nonexistent/template.jinja'], /looks like a file path/],
     [['--reasoning-parser', 'granite'], /--reasoning-parser granite: unknown/],
@@ -36,6 +37,12 @@ describe('startup', () => {
       assert.match(r.stderr, message);
     });
   }
+  it('refuses a KV block count below 1', () => {
+    const r = spawnSync(HYLLM_BIN, ['serve', '--device', 'cpu', '--port', '0', '--num-gpu-blocks-override', '0'],
+      { encoding: 'utf8', timeout: 30000 });
+    assert.notEqual(r.status, 0);
+    assert.match(r.stderr + r.stdout, /--num-gpu-blocks-override: Value 0 not in range 1 to/);
+  });
   it('refuses a log level it does not know (it would log nothing)', () => {
     const r = spawnSync(HYLLM_BIN, ['serve', '--device', 'cpu', '--port', '0', '--uvicorn-log-level', 'bogus'],
       { encoding: 'utf8', timeout: 30000 });
@@ -60,6 +67,21 @@ describe('fp8', () => {
       const r = await client.completions.create({ model: 'hyllm-tiny', prompt: 'The for statement', max_tokens: 8 });
       assert.equal(r.usage.completion_tokens, 8);
       assert.ok(r.choices[0].text.length > 0);
+    } finally {
+      assert.equal((await server.stop()).code, 0);
+    }
+  });
+});
+
+describe('cache plan', () => {
+  it('takes exactly --num-gpu-blocks-override KV blocks and gives the GDN slots the rest', async () => {
+    const server = await startServer({ args: ['--num-gpu-blocks-override', '300', '--max-num-seqs', '8'] });
+    try {
+      assert.match(server.log(), /KV cache size: 4,800 tokens \(300 blocks of 16 tokens/);
+      assert.match(server.log(), /GDN state slots: 16 /);
+      const client = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'x', maxRetries: 0 });
+      const r = await client.completions.create({ model: 'hyllm-tiny', prompt: 'The for statement', max_tokens: 8 });
+      assert.equal(r.usage.completion_tokens, 8);
     } finally {
       assert.equal((await server.stop()).code, 0);
     }

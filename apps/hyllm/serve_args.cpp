@@ -91,6 +91,14 @@ void add_model_flags(CLI::App& sub, ServeArgs& a) {
                  "auto or bfloat16 (the model's dtype), fp8 or fp8_e4m3 (e4m3 K/V with the checkpoint's k/v "
                  "scales, else 1.0)")
       ->capture_default_str();
+  sub.add_option(names("mamba-cache-dtype"), a.mamba_cache_dtype,
+                 "GDN conv state dtype: auto (the model's, bfloat16) or bfloat16")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "bfloat16", "float16", "float32"}));
+  sub.add_option(names("mamba-ssm-cache-dtype"), a.mamba_ssm_cache_dtype,
+                 "GDN recurrent state dtype: auto (Qwen3.5 asks float32) or float32")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "bfloat16", "float16", "float32"}));
   sub.add_option(names("speculative-config"), a.speculative_config,
                  "Speculative decoding as JSON: '{\"method\": \"mtp\", \"num_speculative_tokens\": 2}' drafts up "
                  "to 1-4 tokens per step with the checkpoint's MTP head");

@@ -29,6 +29,8 @@ struct ServeArgs {
   std::string kv_cache_memory;         // bytes, with optional k/K/m/M/g/G suffix
   std::optional<int> num_gpu_blocks_override;  // exactly this many KV blocks; the GDN slots take the rest
   std::string kv_cache_dtype = "auto";
+  std::string mamba_cache_dtype = "auto";      // GDN conv state: bfloat16 only
+  std::string mamba_ssm_cache_dtype = "auto";  // GDN recurrent state: float32 only
   std::string speculative_config;      // JSON, e.g. {"method": "mtp", "num_speculative_tokens": 2}
   bool enable_prefix_caching = true;
   std::string load_format = "auto";

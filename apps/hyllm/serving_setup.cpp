@@ -57,6 +57,18 @@ void refuse_missing_features(const ServeArgs& a) {
   if (!a.enable_chunked_prefill) {
     fail(ErrorCode::kUnsupported, "--no-enable-chunked-prefill: hyllm always uses chunked prefill");
   }
+  // vLLM's GDN state dtypes, accepted where they name what hyllm stores: the
+  // conv state in bfloat16 and the recurrent state in float32, the dtypes
+  // Qwen3.5's config asks for.
+  if (a.mamba_cache_dtype != "auto" && a.mamba_cache_dtype != "bfloat16") {
+    fail(ErrorCode::kUnsupported, "--mamba-cache-dtype {}: hyllm keeps the GDN conv state in bfloat16 (use auto)",
+         a.mamba_cache_dtype);
+  }
+  if (a.mamba_ssm_cache_dtype != "auto" && a.mamba_ssm_cache_dtype != "float32") {
+    fail(ErrorCode::kUnsupported,
+         "--mamba-ssm-cache-dtype {}: hyllm keeps the GDN recurrent state in float32 (use auto or float32)",
+         a.mamba_ssm_cache_dtype);
+  }
 }
 
 serve::SamplingDefaults sampling_defaults(const GenerationConfig& g) {

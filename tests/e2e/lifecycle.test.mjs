@@ -19,6 +19,8 @@ describe('startup', () => {
     [['--dtype', 'float16'], /--dtype float16/],
     [['--load-format', 'pt'], /load format/],
     [['--max-model-len', '100k'], /max_model_len \(100000\)/],
+    [['--mamba-ssm-cache-dtype', 'bfloat16'], /--mamba-ssm-cache-dtype bfloat16: hyllm keeps the GDN recurrent state in float32/],
+    [['--mamba-cache-dtype', 'float32'], /--mamba-cache-dtype float32: hyllm keeps the GDN conv state in bfloat16/],
     [['--num-gpu-blocks-override', '10'], /max seq len \(2048\) is larger than the maximum number of tokens that can be stored in KV cache \(160\)/],
     [['--max-model-len', '4294969344'], /max_model_len \(4294969344\)/],
     [['--chat-template', '/nonexistent/template.jinja'], /looks like a file path/],
@@ -74,8 +76,11 @@ describe('fp8', () => {
 });
 
 describe('cache plan', () => {
-  it('takes exactly --num-gpu-blocks-override KV blocks and gives the GDN slots the rest', async () => {
-    const server = await startServer({ args: ['--num-gpu-blocks-override', '300', '--max-num-seqs', '8'] });
+  it('takes exactly --num-gpu-blocks-override KV blocks and gives the GDN slots the rest (and the vLLM state dtype flags that name what hyllm stores)', async () => {
+    const server = await startServer({
+      args: ['--num-gpu-blocks-override', '300', '--max-num-seqs', '8', '--mamba-ssm-cache-dtype', 'float32',
+        '--mamba-cache-dtype', 'bfloat16'],
+    });
     try {
       assert.match(server.log(), /KV cache size: 4,800 tokens \(300 blocks of 16 tokens/);
       assert.match(server.log(), /GDN state slots: 16 /);

@@ -92,7 +92,7 @@ void add_model_flags(CLI::App& sub, ServeArgs& a) {
                  "scales, else 1.0)")
       ->capture_default_str();
   sub.add_option(names("mamba-cache-dtype"), a.mamba_cache_dtype,
-                 "GDN conv state dtype: auto (the model's, bfloat16) or bfloat16")
+                 "GDN conv state dtype: auto or bfloat16 (hyllm keeps it in bfloat16)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "bfloat16", "float16", "float32"}));
   sub.add_option(names("mamba-ssm-cache-dtype"), a.mamba_ssm_cache_dtype,

@@ -61,7 +61,8 @@ void refuse_missing_features(const ServeArgs& a) {
   // conv state in bfloat16 and the recurrent state in float32, the dtypes
   // Qwen3.5's config asks for.
   if (a.mamba_cache_dtype != "auto" && a.mamba_cache_dtype != "bfloat16") {
-    fail(ErrorCode::kUnsupported, "--mamba-cache-dtype {}: hyllm keeps the GDN conv state in bfloat16 (use auto)",
+    fail(ErrorCode::kUnsupported,
+         "--mamba-cache-dtype {}: hyllm keeps the GDN conv state in bfloat16 (use auto or bfloat16)",
          a.mamba_cache_dtype);
   }
   if (a.mamba_ssm_cache_dtype != "auto" && a.mamba_ssm_cache_dtype != "float32") {

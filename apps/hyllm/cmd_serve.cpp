@@ -112,6 +112,8 @@ int run_serve(ServeArgs& a) {
   server_options.host = a.host;
   server_options.port = a.port;
   server_options.api_keys = api_keys;
+  server_options.access_log = !a.disable_uvicorn_access_log;
+  server_options.unlogged_paths = a.disable_access_log_for_endpoints;
   serve::OpenAIServer server(server_options);
   const int port = server.start();
   log::info("Started server process [{}]; listening on http://{}:{} (the model is loading)", getpid(), a.host, port);

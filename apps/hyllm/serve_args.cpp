@@ -170,6 +170,17 @@ void add_server_flags(CLI::App& sub, ServeArgs& a) {
                  "Log level: critical, error, warning, info, debug, trace")
       ->capture_default_str()
       ->check(CLI::IsMember({"critical", "error", "warning", "info", "debug", "trace"}));
+  sub.add_flag(names("disable-uvicorn-access-log"), a.disable_uvicorn_access_log,
+               "Log no request lines (\"GET /v1/models HTTP/1.1\" 200)");
+  // A path without its leading slash would never match a request: refused.
+  sub.add_option(names("disable-access-log-for-endpoints"), a.disable_access_log_for_endpoints,
+                 "Comma-separated request paths whose request lines are not logged, e.g. /health,/metrics")
+      ->delimiter(',')
+      ->check(CLI::Validator(
+          [](const std::string& path) {
+            return !path.empty() && path[0] == '/' ? std::string() : "a request path starts with /: " + path;
+          },
+          "PATH"));
 }
 
 void add_serve_flags(CLI::App& sub, ServeArgs& a) {

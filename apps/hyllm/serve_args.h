@@ -61,6 +61,8 @@ struct ServeArgs {
   bool enable_auto_tool_choice = false;
   std::string tool_call_parser;
   std::string uvicorn_log_level = "info";
+  bool disable_uvicorn_access_log = false;
+  std::vector<std::string> disable_access_log_for_endpoints;  // request paths, e.g. /health
 
   // The flags given on the command line, as "--name value", for the startup log.
   std::vector<std::pair<std::string, std::string>> non_default;

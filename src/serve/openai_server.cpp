@@ -292,7 +292,11 @@ void OpenAIServer::install_routes() {
   http_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     write_error(res, api_error_from_exception(ep));
   });
-  http_.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+  http_.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    if (!options_.access_log) return;
+    for (const std::string& path : options_.unlogged_paths) {
+      if (req.path == path) return;
+    }
     const bool quiet = req.path == "/health" || req.path == "/metrics";
     auto level = quiet ? spdlog::level::debug : spdlog::level::info;
     spdlog::log(level, "{}:{} - \"{} {} {}\" {}", req.remote_addr, req.remote_port, req.method, req.path,

@@ -28,6 +28,11 @@ struct ServerOptions {
   int port = 8000;
   std::vector<std::string> api_keys;
   HttpLimits http;
+  // The access log: one line per request, /health and /metrics at debug
+  // level (probes), the rest at info; none at all when off, none for the
+  // paths listed.
+  bool access_log = true;
+  std::vector<std::string> unlogged_paths;
 };
 
 class OpenAIServer {

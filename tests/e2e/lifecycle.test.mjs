@@ -93,6 +93,33 @@ describe('cache plan', () => {
   });
 });
 
+describe('access log', () => {
+  it('leaves out the request lines of the paths listed, or all of them', async () => {
+    const requestLines = async (args) => {
+      const server = await startServer({ args });
+      try {
+        for (const path of ['/v1/models', '/version', '/tokenize']) {
+          const r = await fetch(`${server.base}${path}`);
+          await r.text();
+        }
+      } finally {
+        assert.equal((await server.stop()).code, 0);
+      }
+      return server.log().split('\n').filter((l) => / - "GET \//.test(l)).join('\n');
+    };
+    const some = await requestLines(['--disable-access-log-for-endpoints', '/v1/models,/tokenize']);
+    assert.match(some, /"GET \/version HTTP\/1\.1" 200/);
+    assert.doesNotMatch(some, /GET \/v1\/models|GET \/tokenize/);
+    assert.equal(await requestLines(['--disable-uvicorn-access-log']), '');
+  });
+  it('refuses an endpoint that is not a path', () => {
+    const r = spawnSync(HYLLM_BIN, ['serve', '--device', 'cpu', '--port', '0', '--disable-access-log-for-endpoints', 'health'],
+      { encoding: 'utf8', timeout: 30000 });
+    assert.notEqual(r.status, 0);
+    assert.match(r.stderr + r.stdout, /a request path starts with \/: health/);
+  });
+});
+
 describe('api key', () => {
   it('guards everything but /health, /version and /metrics', async () => {
     const server = await startServer({ args: ['--api-key', 'sekrit'] });

@@ -142,6 +142,7 @@ void setup_serve(CLI::App& sub, int& exit_code) {
   auto args = std::make_shared<ServeArgs>();
   add_serve_flags(sub, *args);
   sub.callback([args, &exit_code, &sub] {
+    apply_config_file(sub, args->config_file);
     record_non_default(sub, *args);
     exit_code = run_serve(*args);
   });

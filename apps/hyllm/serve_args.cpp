@@ -186,6 +186,47 @@ void add_server_flags(CLI::App& sub, ServeArgs& a) {
 void add_serve_flags(CLI::App& sub, ServeArgs& a) {
   add_model_flags(sub, a);
   add_server_flags(sub, a);
+  sub.add_option("--config", a.config_file,
+                 "YAML file of serve flags, `name: value` a line (vLLM's --config); the command line wins")
+      ->check(CLI::ExistingFile);
+}
+
+// CLI11 reads config files for the top-level command only, so the serve
+// command applies its own after parsing, through CLI11's config reader:
+// ':' separates a name from its value (vLLM's flat YAML), lists are [a, b],
+// and each value goes through its option's own checks.
+void apply_config_file(CLI::App& sub, const std::string& path) {
+  if (path.empty()) return;
+  CLI::ConfigBase format;
+  format.valueSeparator(':');
+  format.quoteCharacter('"', '\'');
+  std::vector<CLI::ConfigItem> items;
+  try {
+    items = format.from_file(path);
+  } catch (const CLI::Error& e) {
+    fail(ErrorCode::kInvalidArgument, "--config {}: {}", path, e.what());
+  }
+  for (const CLI::ConfigItem& item : items) {
+    if (!item.parents.empty() || item.name == "++" || item.name == "--") {
+      fail(ErrorCode::kInvalidArgument, "--config {}: '{}' is nested; serve flags are `name: value` lines", path,
+           item.fullname());
+    }
+    CLI::Option* opt = sub.get_option_no_throw("--" + item.name);
+    if (opt == nullptr || opt->get_name() == "--config" || opt->get_name() == "--help") {
+      fail(ErrorCode::kInvalidArgument, "--config {}: '{}' is not a serve flag", path, item.name);
+    }
+    if (opt->count() > 0) continue;  // given on the command line
+    try {
+      if (opt->get_expected_min() == 0) {
+        opt->add_result(opt->get_flag_value(item.name, format.to_flag(item)));
+      } else {
+        opt->add_result(item.inputs);
+      }
+      opt->run_callback();
+    } catch (const CLI::Error& e) {
+      fail(ErrorCode::kInvalidArgument, "--config {}: {}: {}", path, item.name, e.what());
+    }
+  }
 }
 
 void record_non_default(const CLI::App& sub, ServeArgs& a) {

@@ -61,6 +61,7 @@ struct ServeArgs {
   bool enable_auto_tool_choice = false;
   std::string tool_call_parser;
   std::string uvicorn_log_level = "info";
+  std::string config_file;             // --config: more flags, from a YAML file
   bool disable_uvicorn_access_log = false;
   std::vector<std::string> disable_access_log_for_endpoints;  // request paths, e.g. /health
 
@@ -78,6 +79,10 @@ void add_server_flags(CLI::App& sub, ServeArgs& args);
 void add_serve_flags(CLI::App& sub, ServeArgs& args);
 // Collects the non-default flags after parsing.
 void record_non_default(const CLI::App& sub, ServeArgs& args);
+// Sets the flags of the --config file (`name: value` lines, vLLM's flat YAML)
+// that the command line did not give; a key that is no flag of `sub`, or a
+// bad value, is an error naming the file and the key.
+void apply_config_file(CLI::App& sub, const std::string& path);
 
 // "32k" = 32000, "32K" = 32768 (vLLM's human-readable integers); plain digits
 // as they are. Throws Error(kInvalidArgument) naming the flag.

@@ -4,6 +4,9 @@
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
@@ -90,6 +93,49 @@ describe('cache plan', () => {
     } finally {
       assert.equal((await server.stop()).code, 0);
     }
+  });
+});
+
+describe('--config', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hyllm-config-'));
+  const write = (name, text) => {
+    const file = path.join(dir, name);
+    fs.writeFileSync(file, text);
+    return file;
+  };
+  it('reads flags from a YAML file, the command line winning', async () => {
+    const file = write('serve.yaml', [
+      '# vLLM-style serve config',
+      'served-model-name: [alpha, beta]',
+      'max_num_seqs: 8',
+      'enable-prefix-caching: false',
+      "speculative-config: '{\"method\": \"mtp\", \"num_speculative_tokens\": 1}'",
+      '',
+    ].join('\n'));
+    const server = await startServer({ args: ['--config', file, '--max-num-seqs', '3'] });
+    try {
+      assert.match(server.log(), /GDN state slots: 3 /);
+      assert.match(server.log(), /up to 1 draft tokens per step/);
+      const models = await (await fetch(`${server.base}/v1/models`)).json();
+      assert.deepEqual(models.data.map((m) => m.id), ['alpha', 'beta']);
+    } finally {
+      assert.equal((await server.stop()).code, 0);
+    }
+  });
+  const refused = [
+    ['bogus-flag: 3\n', /'bogus-flag' is not a serve flag/],
+    ['max-num-seqs: many\n', /max-num-seqs: Could not convert/],
+    ['compilation-config:\n  level: 3\n', /'compilation-config' is not a serve flag/],
+  ];
+  refused.forEach(([text, message], i) => {
+    it(`refuses ${JSON.stringify(text)} naming the file and the key`, () => {
+      const file = write(`bad${i}.yaml`, text);
+      const r = spawnSync(HYLLM_BIN, ['serve', '--device', 'cpu', '--port', '0', '--config', file],
+        { encoding: 'utf8', timeout: 30000 });
+      assert.equal(r.status, 1, r.stderr);
+      assert.match(r.stderr, new RegExp(`--config ${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: `));
+      assert.match(r.stderr, message);
+    });
   });
 });
 

@@ -116,6 +116,10 @@ void add_model_flags(CLI::App& sub, ServeArgs& a) {
                  "Unset: the checkpoint's quantization_config; fp8 on a BF16 checkpoint: quantize its linears to "
                  "FP8 on load");
   sub.add_flag(names("enforce-eager"), a.enforce_eager, "Run without CUDA graphs");
+  sub.add_option(names("max-cudagraph-capture-size"), a.max_cudagraph_capture_size,
+                 "Largest decode batch replayed from a CUDA graph (default and most: 512); larger steps run "
+                 "kernel by kernel")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()));
   sub.add_flag(names("language-model-only"), a.language_model_only,
                "Skip the vision tower (hyllm serves text only, so this is always the case)");
   sub.add_option(names("tensor-parallel-size"), a.tensor_parallel_size,

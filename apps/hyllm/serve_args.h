@@ -28,6 +28,7 @@ struct ServeArgs {
   double gpu_memory_utilization = 0.9;
   std::string kv_cache_memory;         // bytes, with optional k/K/m/M/g/G suffix
   std::optional<int> num_gpu_blocks_override;  // exactly this many KV blocks; the GDN slots take the rest
+  std::optional<int> max_cudagraph_capture_size;  // the largest decode batch replayed from a graph
   std::string kv_cache_dtype = "auto";
   std::string mamba_cache_dtype = "auto";      // GDN conv state: bfloat16 only
   std::string mamba_ssm_cache_dtype = "auto";  // GDN recurrent state: float32 only

@@ -204,6 +204,7 @@ ServingPlan plan_serving(const ServeArgs& a) {
     config.kv_cache_memory_bytes = parse_memory_size(a.kv_cache_memory);
   }
   config.num_gpu_blocks_override = a.num_gpu_blocks_override;
+  config.max_cudagraph_capture_size = a.max_cudagraph_capture_size;
   config.kv_cache_dtype = a.kv_cache_dtype;
   if (!a.speculative_config.empty())
     config.num_speculative_tokens = parse_speculative_config(a.speculative_config).num_speculative_tokens;

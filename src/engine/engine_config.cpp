@@ -28,6 +28,10 @@ void EngineConfig::validate() const {
   if (num_gpu_blocks_override && *num_gpu_blocks_override < 1) {
     fail(ErrorCode::kInvalidArgument, "--num-gpu-blocks-override must be >= 1, got {}", *num_gpu_blocks_override);
   }
+  if (max_cudagraph_capture_size && *max_cudagraph_capture_size < 1) {
+    fail(ErrorCode::kInvalidArgument, "--max-cudagraph-capture-size must be >= 1, got {}",
+         *max_cudagraph_capture_size);
+  }
   if (kv_cache_dtype == "fp8_e5m2") {
     // vLLM's FlashAttention backend on Hopper takes only e4m3 too; e5m2 has
     // one mantissa bit less and no use for the checkpoints' e4m3 scales.

@@ -32,6 +32,9 @@ struct EngineConfig {
   // --num-gpu-blocks-override: use exactly this many KV blocks (vLLM's knob
   // for testing preemption); state slots get what the budget leaves.
   std::optional<int> num_gpu_blocks_override;
+  // --max-cudagraph-capture-size: the largest decode batch replayed from a
+  // device graph (at most 512, the graphs' own bound); unset: 512.
+  std::optional<int> max_cudagraph_capture_size;
 
   // Sampling.
   uint64_t seed = 0;                    // --seed: draws the seeds of requests that give none

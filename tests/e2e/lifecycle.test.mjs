@@ -42,12 +42,14 @@ describe('startup', () => {
       assert.match(r.stderr, message);
     });
   }
-  it('refuses a KV block count below 1', () => {
-    const r = spawnSync(HYLLM_BIN, ['serve', '--device', 'cpu', '--port', '0', '--num-gpu-blocks-override', '0'],
-      { encoding: 'utf8', timeout: 30000 });
-    assert.notEqual(r.status, 0);
-    assert.match(r.stderr + r.stdout, /--num-gpu-blocks-override: Value 0 not in range 1 to/);
-  });
+  for (const flag of ['--num-gpu-blocks-override', '--max-cudagraph-capture-size']) {
+    it(`refuses ${flag} below 1`, () => {
+      const r = spawnSync(HYLLM_BIN, ['serve', '--device', 'cpu', '--port', '0', flag, '0'],
+        { encoding: 'utf8', timeout: 30000 });
+      assert.notEqual(r.status, 0);
+      assert.match(r.stderr + r.stdout, new RegExp(`${flag}: Value 0 not in range 1 to`));
+    });
+  }
   it('refuses a log level it does not know (it would log nothing)', () => {
     const r = spawnSync(HYLLM_BIN, ['serve', '--device', 'cpu', '--port', '0', '--uvicorn-log-level', 'bogus'],
       { encoding: 'utf8', timeout: 30000 });
@@ -82,7 +84,7 @@ describe('cache plan', () => {
   it('takes exactly --num-gpu-blocks-override KV blocks and gives the GDN slots the rest (and the vLLM state dtype flags that name what hyllm stores)', async () => {
     const server = await startServer({
       args: ['--num-gpu-blocks-override', '300', '--max-num-seqs', '8', '--mamba-ssm-cache-dtype', 'float32',
-        '--mamba-cache-dtype', 'bfloat16'],
+        '--mamba-cache-dtype', 'bfloat16', '--max-cudagraph-capture-size', '16'],
     });
     try {
       assert.match(server.log(), /KV cache size: 4,800 tokens \(300 blocks of 16 tokens/);

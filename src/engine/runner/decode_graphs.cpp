@@ -7,8 +7,8 @@
 
 namespace hyllm {
 
-DecodeGraphs::DecodeGraphs(GraphRecorder recorder, int64_t max_model_len)
-    : recorder_(std::move(recorder)), max_model_len_(max_model_len) {}
+DecodeGraphs::DecodeGraphs(GraphRecorder recorder, int64_t max_model_len, int64_t max_batch)
+    : recorder_(std::move(recorder)), max_model_len_(max_model_len), max_batch_(std::clamp<int64_t>(max_batch, 1, kMaxBatch)) {}
 
 int64_t DecodeGraphs::seq_len_bucket(int64_t max_seq_len, int64_t max_model_len) {
   constexpr int64_t kShortContext = 256;
@@ -56,7 +56,7 @@ DecodeGraphs::Key DecodeGraphs::key(const StepContext& ctx) const {
 
 bool DecodeGraphs::recordable(const StepContext& ctx) const {
   const bool uniform = ctx.decode_only || ctx.uniform_query_len > 0;
-  return recorder_ && uniform && ctx.num_seqs <= kMaxBatch;
+  return recorder_ && uniform && ctx.num_seqs <= max_batch_;
 }
 
 bool DecodeGraphs::ready(const StepContext& ctx) const {

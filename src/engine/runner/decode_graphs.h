@@ -46,8 +46,10 @@ class DecodeGraphs {
   static constexpr int64_t kMaxBatch = 512;
   static constexpr size_t kMaxGraphs = 512;
 
-  // A null recorder leaves every step op by op.
-  DecodeGraphs(GraphRecorder recorder, int64_t max_model_len);
+  // A null recorder leaves every step op by op. Steps of more than
+  // max_batch sequences (at most kMaxBatch; vLLM's
+  // --max-cudagraph-capture-size) are never recorded.
+  DecodeGraphs(GraphRecorder recorder, int64_t max_model_len, int64_t max_batch = kMaxBatch);
 
   bool enabled() const { return static_cast<bool>(recorder_); }
   // Runs one step's forward and returns its logits. For a decode step it
@@ -67,6 +69,7 @@ class DecodeGraphs {
   // Shapes with a recording (size() also counts shapes seen once, not yet recorded).
   int64_t recorded() const;
   int64_t replays() const { return replays_; }
+  int64_t max_batch() const { return max_batch_; }
 
   // The sequence-length bound a decode step is recorded under: 256 for
   // short contexts, 4096 for mid-length ones, else max_model_len (each at
@@ -107,6 +110,7 @@ class DecodeGraphs {
 
   GraphRecorder recorder_;
   int64_t max_model_len_;
+  int64_t max_batch_;
   std::map<Key, Entry> graphs_;  // an entry without a graph: seen once
   int64_t replays_ = 0;
 };

@@ -27,7 +27,7 @@ TensorView i32_view(const DeviceBuffer& b, Shape s) { return b.view().reshape(Sh
 ModelRunner::ModelRunner(std::unique_ptr<Model> model, const RunnerOptions& options)
     : model_(std::move(model)),
       opts_(options),
-      graphs_(options.record_graph, options.max_model_len),
+      graphs_(options.record_graph, options.max_model_len, options.max_graph_batch),
       draft_graphs_{DecodeGraphs(options.record_graph, options.max_model_len),
                     DecodeGraphs(options.record_graph, options.max_model_len)} {
   HYLLM_CHECK(model_ != nullptr, "ModelRunner without a model");

@@ -65,6 +65,9 @@ struct RunnerOptions {
   // null: every step is launched op by op (--enforce-eager). The app gives
   // its backend's recorder (e.g. cuda_capture_graph).
   GraphRecorder record_graph;
+  // The largest decode batch recorded (vLLM's --max-cudagraph-capture-size,
+  // at most DecodeGraphs::kMaxBatch); larger steps run op by op.
+  int64_t max_graph_batch = DecodeGraphs::kMaxBatch;
   // Pads decode steps to capture sizes without a recorder too: a test hook,
   // so that CPU tests show a padded step computes the same rows as the
   // unpadded one. Production pads exactly when graphs are recorded.
@@ -137,6 +140,7 @@ class ModelRunner final : public ModelExecutor {
   // Appends padding sequences to plan()'s arrays up to the capture size of a
   // decode step of S sequences, T tokens and R sampled rows; returns the padded S.
   int64_t pad_decode_step(int64_t S, int64_t& T, int64_t& R);
+  int64_t graph_batch_limit() const;
   // Writes padding sequences S..padded-1 (model_runner_graphs.cpp) into plan()'s arrays.
   void append_padding(int64_t S, int64_t padded, int64_t& T, int64_t& R);
   // Uploads plan()'s arrays for a step of S sequences, T tokens and R sampled

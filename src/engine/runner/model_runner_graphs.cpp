@@ -10,8 +10,15 @@
 
 namespace hyllm {
 
+// The largest batch a decode step is padded to and recorded at: a step holds
+// at most max_num_seqs sequences and max_num_tokens tokens, and no recording
+// is larger than the graphs' bound.
+int64_t ModelRunner::graph_batch_limit() const {
+  return std::min({opts_.max_num_seqs, opts_.max_num_tokens, graphs_.max_batch()});
+}
+
 int64_t ModelRunner::pad_decode_step(int64_t S, int64_t& T, int64_t& R) {
-  const int64_t padded = DecodeGraphs::capture_size(S, std::min(opts_.max_num_seqs, opts_.max_num_tokens));
+  const int64_t padded = DecodeGraphs::capture_size(S, graph_batch_limit());
   if (padded == S && R == S) return S;
   if (padded > S) {
     HYLLM_CHECK(model_->num_attention_layers() == 0 || num_blocks_ - 1 >= usable_blocks_,
@@ -62,7 +69,7 @@ void ModelRunner::capture_decode_graphs() {
   // move it. A step that still moves it leaves the recordings before it
   // stale; the second round records those again, after every shape has run
   // once and the arena has its final size.
-  std::vector<int64_t> sizes = DecodeGraphs::capture_sizes(std::min(opts_.max_num_seqs, opts_.max_num_tokens));
+  std::vector<int64_t> sizes = DecodeGraphs::capture_sizes(graph_batch_limit());
   std::vector<int64_t> buckets = DecodeGraphs::seq_len_buckets(opts_.max_model_len);
   std::reverse(sizes.begin(), sizes.end());
   std::reverse(buckets.begin(), buckets.end());

@@ -199,6 +199,24 @@ TEST(DecodeGraphs, PrefillAndLargeBatchesRunOpByOp) {
   EXPECT_EQ(f.calls, 6);
 }
 
+TEST(DecodeGraphs, BatchesAboveTheBoundAreNeverRecorded) {
+  StandInRecorder rec;
+  DecodeGraphs g(rec.get(), 4096, 16);
+  EXPECT_EQ(g.max_batch(), 16);
+  CountingForward f;
+  for (int i = 0; i < 3; ++i) {
+    StepContext at = decode_ctx(16, 100);
+    g.run(at, f.fn());
+    StepContext above = decode_ctx(17, 100);
+    g.run(above, f.fn());
+  }
+  EXPECT_EQ(rec.recordings, 1);  // 16 sequences: seen, recorded, replayed
+  EXPECT_EQ(g.replays(), 2);
+  EXPECT_EQ(g.size(), 1u);       // 17 sequences: not even seen
+  EXPECT_EQ(f.calls, 6);         // every step once (the stand-in's replay runs the body)
+  EXPECT_EQ(DecodeGraphs(rec.get(), 4096, 100000).max_batch(), DecodeGraphs::kMaxBatch);
+}
+
 TEST(DecodeGraphs, StaleRecordingIsRecordedAgain) {
   StandInRecorder rec;
   DecodeGraphs g(rec.get(), 4096);

@@ -54,10 +54,11 @@ struct Trace {
 // Sequence 0's prompt is longer than the short bucket; the others are short.
 // Decode steps take batches of 1..8 sequences, with sequence 0 (long bucket)
 // and without it (short bucket).
-Trace serve(bool graphs) {
+Trace serve(bool graphs, int64_t max_graph_batch = DecodeGraphs::kMaxBatch) {
   auto be = make_cpu_backend();
   RunnerOptions ro = test::small_runner_options();
   ro.max_model_len = kMaxModelLen;
+  ro.max_graph_batch = max_graph_batch;
   Recorder rec;
   if (graphs) ro.record_graph = rec.get();
   ModelRunner runner(load_model(test::tiny_model(), *be, test::small_model_options()), ro);
@@ -139,6 +140,21 @@ TEST(StartupGraphs, EveryDecodeShapeIsRecordedAtStartupAndServingRecordsNone) {
   EXPECT_EQ(graphs.recorded_after, graphs.recorded_at_startup);
   EXPECT_EQ(graphs.decode_steps, 1 + 2 * 2 * 8);
   EXPECT_EQ(graphs.replays, graphs.decode_steps);  // every decode step, from its first
+  EXPECT_EQ(graphs.tokens, eager.tokens);
+  ASSERT_EQ(graphs.logits.size(), eager.logits.size());
+  for (size_t s = 0; s < eager.logits.size(); ++s) EXPECT_EQ(graphs.logits[s], eager.logits[s]) << "step " << s;
+}
+
+// --max-cudagraph-capture-size 3: batches 1, 2 and 3 are recorded at startup
+// and replayed; larger decode steps run op by op, are not padded and are
+// never recorded; the tokens and logits are those of the eager runner.
+TEST(StartupGraphs, BatchesAboveTheCaptureBoundRunOpByOp) {
+  const Trace eager = serve(false);
+  const Trace graphs = serve(true, 3);
+  EXPECT_EQ(graphs.recorded_at_startup, 3 * 2);
+  EXPECT_EQ(graphs.recorded_after, graphs.recorded_at_startup);
+  EXPECT_EQ(graphs.decode_steps, 1 + 2 * 2 * 8);
+  EXPECT_EQ(graphs.replays, 1 + 2 * 2 * 3);  // the first decode step, then batches 1-3 of each round
   EXPECT_EQ(graphs.tokens, eager.tokens);
   ASSERT_EQ(graphs.logits.size(), eager.logits.size());
   for (size_t s = 0; s < eager.logits.size(); ++s) EXPECT_EQ(graphs.logits[s], eager.logits[s]) << "step " << s;

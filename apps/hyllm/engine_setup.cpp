@@ -1,6 +1,5 @@
 #include "engine_setup.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -123,9 +122,7 @@ RunnerOptions runner_options_for(const EngineConfig& config) {
   // activations and the cache may use together); --kv-cache-memory wins.
   ro.gpu_memory_utilization = config.gpu_memory_utilization;
   if (config.kv_cache_memory_bytes) ro.cache_memory_bytes = *config.kv_cache_memory_bytes;
-  if (config.max_cudagraph_capture_size) {
-    ro.max_graph_batch = std::min<int64_t>(*config.max_cudagraph_capture_size, DecodeGraphs::kMaxBatch);
-  }
+  if (config.max_cudagraph_capture_size) ro.max_graph_batch = *config.max_cudagraph_capture_size;
   return ro;
 }
 

@@ -8,7 +8,9 @@
 namespace hyllm {
 
 DecodeGraphs::DecodeGraphs(GraphRecorder recorder, int64_t max_model_len, int64_t max_batch)
-    : recorder_(std::move(recorder)), max_model_len_(max_model_len), max_batch_(std::clamp<int64_t>(max_batch, 1, kMaxBatch)) {}
+    : recorder_(std::move(recorder)),
+      max_model_len_(max_model_len),
+      max_batch_(std::clamp<int64_t>(max_batch, 1, kMaxBatch)) {}
 
 int64_t DecodeGraphs::seq_len_bucket(int64_t max_seq_len, int64_t max_model_len) {
   constexpr int64_t kShortContext = 256;

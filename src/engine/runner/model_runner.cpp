@@ -28,8 +28,8 @@ ModelRunner::ModelRunner(std::unique_ptr<Model> model, const RunnerOptions& opti
     : model_(std::move(model)),
       opts_(options),
       graphs_(options.record_graph, options.max_model_len, options.max_graph_batch),
-      draft_graphs_{DecodeGraphs(options.record_graph, options.max_model_len),
-                    DecodeGraphs(options.record_graph, options.max_model_len)} {
+      draft_graphs_{DecodeGraphs(options.record_graph, options.max_model_len, options.max_graph_batch),
+                    DecodeGraphs(options.record_graph, options.max_model_len, options.max_graph_batch)} {
   HYLLM_CHECK(model_ != nullptr, "ModelRunner without a model");
   const ModelOptions& mo = model_->options();
   if (opts_.max_num_tokens > mo.max_num_tokens || opts_.max_num_seqs > mo.max_num_seqs)

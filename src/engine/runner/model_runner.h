@@ -65,8 +65,9 @@ struct RunnerOptions {
   // null: every step is launched op by op (--enforce-eager). The app gives
   // its backend's recorder (e.g. cuda_capture_graph).
   GraphRecorder record_graph;
-  // The largest decode batch recorded (vLLM's --max-cudagraph-capture-size,
-  // at most DecodeGraphs::kMaxBatch); larger steps run op by op.
+  // The largest batch recorded, for decode steps and draft passes alike
+  // (vLLM's --max-cudagraph-capture-size; DecodeGraphs caps it at kMaxBatch);
+  // larger steps run op by op.
   int64_t max_graph_batch = DecodeGraphs::kMaxBatch;
   // Pads decode steps to capture sizes without a recorder too: a test hook,
   // so that CPU tests show a padded step computes the same rows as the

@@ -33,8 +33,9 @@
 #       CFG@N is CFG cut to its first N layers (a depth sweep of the agreement, BF16 configs only)
 #   HYLLM_GGUF_DIR=/dev/shm                             where the GGUF files go
 #   HYLLM_COMPARE_WORKLOAD=full|quick                   HYLLM_LLAMA_JOBS=16
-#   HYLLM_COMPARE_REPS=3                                the quick workload's interleaved repetitions
-#                                                       (default: the pinned file's)
+#   HYLLM_COMPARE_REPS=6                                the quick workload's interleaved repetitions
+#                                                       (default: the pinned file's; at least 5, as
+#                                                       `hyllm bench compare` requires of a peer file)
 #   HYLLM_LLAMA_PREBUILT=.carry/llama/<archive>.tar.xz  a llama-server built on the Debian machine
 #       (the build stage run there, the binary stripped and packed as bin/llama-server): the
 #       build stage unpacks it instead of building, and the version check of every leg still
@@ -55,6 +56,11 @@ STAGES=${HYLLM_LLAMA_STAGES:-build agree compare}
 JOBS=${HYLLM_LLAMA_JOBS:-$(nproc)}
 SERVER=$LLAMA_BUILD/build/bin/llama-server
 tables=()
+# Refused here, before minutes of export, rather than by the compare stage.
+if [[ -n ${HYLLM_COMPARE_REPS:-} ]] && ! [[ $HYLLM_COMPARE_REPS =~ ^[0-9]+$ && $HYLLM_COMPARE_REPS -ge 5 ]]; then
+  echo "HYLLM_COMPARE_REPS=$HYLLM_COMPARE_REPS: hyllm bench compare needs at least 5 interleaved repetitions" >&2
+  exit 2
+fi
 
 peer() { python3 -c "import json,sys; v=json.load(open('$PEER'))
 for k in sys.argv[1].split('.'): v=v[k]

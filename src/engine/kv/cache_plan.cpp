@@ -113,7 +113,10 @@ void log_cache_plan(const CachePlan& plan, const CachePlanInput& in) {
             plan.max_concurrency);
   if (plan.num_state_slots < in.max_num_seqs) {
     log::warn("Only {} GDN state slots fit in the cache budget: at most {} sequences run at once "
-              "(--max-num-seqs {})", plan.num_state_slots, plan.num_state_slots, in.max_num_seqs);
+              "(--max-num-seqs {}){}", plan.num_state_slots, plan.num_state_slots, in.max_num_seqs,
+              in.num_blocks_override ? ""
+                                     : "; for many short sequences, --num-gpu-blocks-override trades KV blocks "
+                                       "for slots (docs/prefix-caching.md, \"Budget split and eviction order\")");
   }
 }
 

@@ -62,11 +62,12 @@ health() {  # 0 when /health answers 200
   [[ "$line" == *" 200"* ]]
 }
 
-# bench NAME IN OUT_LEN PROMPTS CONCURRENCY: one `hyllm bench serve` run, its JSON in $LOGS.
+# bench NAME IN OUT_LEN PROMPTS CONCURRENCY [WARMUPS]: one `hyllm bench serve` run (1 warm-up
+# request unless told), its JSON in $LOGS.
 bench() {
-  local name=$1 in=$2 outlen=$3 n=$4 c=$5
+  local name=$1 in=$2 outlen=$3 n=$4 c=$5 warmups=${6:-1}
   "$BIN" bench serve --port "$PORT" --tokenizer "$TOK" --random-input-len "$in" --random-output-len "$outlen" \
-    --num-prompts "$n" --max-concurrency "$c" --num-warmups 1 --ignore-eos --temperature 0 \
+    --num-prompts "$n" --max-concurrency "$c" --num-warmups "$warmups" --ignore-eos --temperature 0 \
     --percentile-metrics ttft,tpot,itl,e2el --save-result --result-dir "$LOGS" --result-filename "$name.json" \
     > "$LOGS/$name.log" 2>&1 || echo "bench $name failed (see $name.log)" >&2
   grep -m 3 -E "^Error [0-9]+:|^error" "$LOGS/$name.log" | sed "s/^/  [$name] /" >&2
@@ -173,14 +174,17 @@ for cfg in $MODELS; do
   done
   if [[ ${HYLLM_THROUGHPUT_PROMPTS:-0} -gt 0 ]]; then
     n=$HYLLM_THROUGHPUT_PROMPTS
+    # The warm-up request runs before the step count is taken (alone it takes
+    # about 129 steps, which the count of the run would otherwise include).
+    bench "${cfg}_throughput_warmup" 1024 128 1 1 0
     steps_before=$(engine_steps)
-    bench "${cfg}_throughput" 1024 128 "$n" "$n"
+    bench "${cfg}_throughput" 1024 128 "$n" "$n" 0
     steps=$(( $(engine_steps) - steps_before ))
     add_row "$(printf '| %s | random 1024/128 x %s at once: total tok/s (output tok/s, median TPOT ms) | %s (%s, %s) | | |' \
       "$cfg" "$n" "$(metric "$LOGS/${cfg}_throughput.json" total_token_throughput)" \
       "$(metric "$LOGS/${cfg}_throughput.json" output_throughput)" "$(metric "$LOGS/${cfg}_throughput.json" median_tpot_ms)")"
-    # The run's wall time per engine step (the warm-up request's steps included), to set beside the
-    # runner's per-step split below: what lies between the two is host work outside the runner.
+    # The run's wall time per engine step, to set beside the runner's per-step
+    # split below: what lies between the two is host work outside the runner.
     python3 -c "import json, sys; d = json.load(open(sys.argv[1]))['duration']; n = int(sys.argv[2])
 print('  [%s] %s prompts at once: %d engine steps, %.1f ms of wall time a step' % (sys.argv[3], sys.argv[4], n, 1e3 * d / max(n, 1)))" \
       "$LOGS/${cfg}_throughput.json" "$steps" "$cfg" "$n" 2>/dev/null

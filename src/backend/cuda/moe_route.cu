@@ -31,6 +31,45 @@ __global__ void route_kernel(MoeRouteParams p) {
 constexpr int kSmallRouteWarps = 8;
 constexpr int kSmallPairs = kMoeSmallMaxTokens * kMoeMaxTopK;
 
+// The last block's work for one token, by its first warp alone: the plan the
+// general path below writes, without its masks, scans and block barriers.
+// Every expert then has one row, so an expert's item index, row position and
+// rank in the token's row list are all its rank by id among the top k; the
+// shared expert's item follows them.
+template <int kPerLane>
+__device__ __forceinline__ void route_one_token(const MoeRouteSmallParams& p, const float* lg, int warp, int lane) {
+  if (warp != 0) return;
+  const int E = p.experts, k = p.top_k;
+  int id;
+  float wt;
+  warp_route<kPerLane>([&](int e) { return __ldcg(lg + e); }, E, k, lane, id, wt);
+  int rank = 0;
+  for (int j = 0; j < k; ++j) rank += __shfl_sync(0xffffffffu, id, j) < id ? 1 : 0;
+  if (lane < k) {
+    if (p.topk_ids != nullptr) {
+      p.topk_ids[lane] = id;
+      p.topk_weights[lane] = wt;
+    }
+    if (p.expert_load != nullptr) atomicAdd(&p.expert_load[id], 1);
+    p.plan.item_expert[rank] = id;
+    p.plan.item_pos[rank] = rank;
+    p.plan.item_rows[rank] = 1;
+    p.plan.sorted_token[rank] = 0;
+    p.plan.sorted_weight[rank] = wt;
+    p.plan.token_pos[rank] = rank;
+  }
+  if (lane != 0) return;
+  if (p.shared) {
+    p.plan.item_expert[k] = E;
+    p.plan.item_pos[k] = k;
+    p.plan.item_rows[k] = 1;
+    p.plan.sorted_token[k] = 0;
+    p.plan.sorted_weight[k] = p.gate != nullptr ? sigmoid(__ldcg(lg + E)) : 1.0f;
+  }
+  *p.plan.num_items = k + (p.shared ? 1 : 0);
+  *p.counter = 0;
+}
+
 // Block b, warp w: router row 8b + w (row E is the shared-expert gate) dotted
 // with every token's x (staged in shared memory), rounded to bf16 as the
 // linear op rounds. The last block to finish routes every token and writes
@@ -127,6 +166,9 @@ __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p)
   __threadfence();
 
   const float* lg = p.logits;
+  if constexpr (kMaxT == 1) {
+    if (T == 1) return route_one_token<kPerLane>(p, lg, warp, lane);
+  }
   for (int t = warp; t < T; t += kSmallRouteWarps) {
     int id;
     float wt;

@@ -52,6 +52,16 @@ class Backend {
   virtual void bind_to_current_thread() {}
   virtual MemoryInfo memory_info() const = 0;
 
+  // Marks on the device's clock, for the runner's step timing:
+  // record_mark(i) puts mark i (0 <= i < kNumMarks) on the compute stream
+  // behind the work queued so far; mark_elapsed_ms(a, b) is the device time
+  // from mark a to mark b, once both are recorded and the stream has reached
+  // b (it waits for that). Negative where the backend keeps no device clock:
+  // the CPU's work runs in the calling thread, whose wall clock says it all.
+  static constexpr int kNumMarks = 4;
+  virtual void record_mark(int /*mark*/) {}
+  virtual double mark_elapsed_ms(int /*from*/, int /*to*/) { return -1.0; }
+
   // The backend's op implementations (ops.h validates, then calls these).
   // The default table reports kUnsupported for every op.
   virtual Kernels& kernels();

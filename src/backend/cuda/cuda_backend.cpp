@@ -24,6 +24,9 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     kernels_.reset();
     cudaStreamSynchronize(stream_);
+    for (cudaEvent_t e : marks_) {
+      if (e != nullptr) cudaEventDestroy(e);
+    }
     cudaStreamDestroy(stream_);
   }
 
@@ -63,9 +66,25 @@ class CudaBackend final : public Backend {
   }
   Kernels& kernels() override { return *kernels_; }
 
+  void record_mark(int mark) override {
+    HYLLM_CHECK(mark >= 0 && mark < kNumMarks, "device mark {} out of range", mark);
+    if (marks_[mark] == nullptr) HYLLM_CUDA_CHECK(cudaEventCreate(&marks_[mark]));
+    HYLLM_CUDA_CHECK(cudaEventRecord(marks_[mark], stream_));
+  }
+  double mark_elapsed_ms(int from, int to) override {
+    HYLLM_CHECK(from >= 0 && from < kNumMarks && to >= 0 && to < kNumMarks, "device marks {}, {} out of range", from,
+                to);
+    if (marks_[from] == nullptr || marks_[to] == nullptr) return -1.0;
+    HYLLM_CUDA_CHECK(cudaEventSynchronize(marks_[to]));
+    float ms = 0.0f;
+    HYLLM_CUDA_CHECK(cudaEventElapsedTime(&ms, marks_[from], marks_[to]));
+    return ms;
+  }
+
  private:
   int index_;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t marks_[kNumMarks] = {};
   std::string name_;
   std::unique_ptr<CudaKernels> kernels_;
 };

@@ -36,6 +36,7 @@ ModelRunner::ModelRunner(std::unique_ptr<Model> model, const RunnerOptions& opti
     fail(ErrorCode::kInvalidArgument, "runner capacity ({} tokens, {} seqs) exceeds the model's ({}, {})",
          opts_.max_num_tokens, opts_.max_num_seqs, mo.max_num_tokens, mo.max_num_seqs);
   Backend& be = model_->backend();
+  device_clock_ = std::make_unique<DeviceStepClock>(be);
   const int64_t T = opts_.max_num_tokens, S = opts_.max_num_seqs;
   num_spec_ = mo.num_speculative_tokens;
   const int64_t R = S * (1 + num_spec_);  // a verify chunk samples 1 + drafts rows
@@ -498,9 +499,12 @@ StepOutput ModelRunner::execute(const StepInput& input) {
       fail(ErrorCode::kInternal, "sequence {} is sampled without SamplingParams", w.seq_id);
   }
   using Clock = std::chrono::steady_clock;
+  const bool device_timed = !profiling_ && spdlog::should_log(spdlog::level::debug);
+  if (device_timed) device_clock_->begin();
   const Clock::time_point t0 = Clock::now();
   StepContext ctx = plan(input);
   const Clock::time_point t1 = Clock::now();
+  if (device_timed) device_clock_->forward();
   // The profile step's shapes are no decode step's; it runs op by op.
   TensorView logits = profiling_ ? model_->forward(ctx)
                                  : graphs_.run(ctx, [this](const StepContext& c) { return model_->forward(c); });
@@ -561,6 +565,7 @@ StepOutput ModelRunner::execute(const StepInput& input) {
     out.sampled = std::move(rows);
   }
   const Clock::time_point t3 = Clock::now();
+  if (device_timed) device_clock_->end();
   auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   record_timing(secs(t1 - t0), secs(t2 - t1), secs(t3 - t2), step_tokens_);
   if (!profiling_ && generation_step_) {
@@ -587,10 +592,17 @@ void ModelRunner::record_timing(double plan_s, double enqueue_s, double sample_s
   timing_.sample_s += sample_s;
   if (timing_.steps < kTimingSteps) return;
   const double n = timing_.steps, ms = 1e3 / n;
+  const DeviceStepClock::Totals d = device_clock_->take();
+  std::string device;
+  if (d.valid) {
+    device = fmt::format("; on the device: idle between steps {:.3f} ms, start to forward {:.3f} ms, forward to "
+                         "tokens back {:.3f} ms",
+                         d.gaps > 0 ? d.idle_ms / d.gaps : 0.0, d.prepare_ms / d.steps, d.compute_ms / d.steps);
+  }
   log::debug("runner: {} steps, {:.1f} tokens/step; per step: plan+upload {:.3f} ms, forward enqueue {:.3f} ms, "
-             "sample+sync {:.3f} ms, total {:.3f} ms",
+             "sample+sync {:.3f} ms, total {:.3f} ms{}",
              timing_.steps, timing_.tokens / n, timing_.plan_s * ms, timing_.enqueue_s * ms, timing_.sample_s * ms,
-             (timing_.plan_s + timing_.enqueue_s + timing_.sample_s) * ms);
+             (timing_.plan_s + timing_.enqueue_s + timing_.sample_s) * ms, device);
   timing_ = StepTiming{};
 }
 

@@ -39,6 +39,7 @@
 #include "backend/device_sampler.h"
 #include "engine/executor.h"
 #include "engine/runner/decode_graphs.h"
+#include "engine/runner/device_step_clock.h"
 #include "engine/sampler.h"
 #include "model/model.h"
 
@@ -221,6 +222,8 @@ class ModelRunner final : public ModelExecutor {
     int64_t tokens = 0;
     double plan_s = 0, enqueue_s = 0, sample_s = 0;
   } timing_;
+  // The same steps on the device's clock (only while debug logging is on).
+  std::unique_ptr<DeviceStepClock> device_clock_;
   void record_timing(double plan_s, double enqueue_s, double sample_s, int64_t tokens);
   // times(): steps and nanoseconds, written by the engine thread.
   std::atomic<int64_t> timed_steps_{0}, target_ns_{0}, draft_ns_{0};

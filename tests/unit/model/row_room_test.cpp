@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "../ops/cpu_forwarding_backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/kernels.h"
 #include "model/config/model_config.h"
@@ -36,24 +37,15 @@ class RecordingKernels final : public Kernels {
   Kernels& inner_;
 };
 
-class RecordingBackend final : public Backend {
+class RecordingBackend final : public CpuForwardingBackend {
  public:
-  Device device() const override { return cpu_->device(); }
   std::string name() const override { return "recording cpu"; }
-  void* allocate(size_t n) override { return cpu_->allocate(n); }
-  void deallocate(void* p) override { cpu_->deallocate(p); }
-  void copy_to_device(void* d, const void* s, size_t n) override { cpu_->copy_to_device(d, s, n); }
-  void copy_to_host(void* d, const void* s, size_t n) override { cpu_->copy_to_host(d, s, n); }
-  void copy_on_device(void* d, const void* s, size_t n) override { cpu_->copy_on_device(d, s, n); }
-  void fill_zero(void* d, size_t n) override { cpu_->fill_zero(d, n); }
   void synchronize() override {}
-  MemoryInfo memory_info() const override { return cpu_->memory_info(); }
   Kernels& kernels() override { return kernels_; }
   RecordingKernels& recorded() { return kernels_; }
 
  private:
-  std::unique_ptr<Backend> cpu_ = make_cpu_backend();
-  RecordingKernels kernels_{cpu_->kernels()};
+  RecordingKernels kernels_{cpu().kernels()};
 };
 
 uintptr_t address(const TensorView& t) { return reinterpret_cast<uintptr_t>(t.data()); }

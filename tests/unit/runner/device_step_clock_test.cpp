@@ -6,6 +6,7 @@
 
 #include <array>
 
+#include "../ops/cpu_forwarding_backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "engine/runner/device_step_clock.h"
 
@@ -13,18 +14,8 @@ namespace hyllm {
 namespace {
 
 // The CPU backend, with marks that record the test's clock.
-class ClockedBackend final : public Backend {
+class ClockedBackend final : public CpuForwardingBackend {
  public:
-  Device device() const override { return cpu_->device(); }
-  std::string name() const override { return "clocked cpu"; }
-  void* allocate(size_t n) override { return cpu_->allocate(n); }
-  void deallocate(void* p) override { cpu_->deallocate(p); }
-  void copy_to_device(void* d, const void* s, size_t n) override { cpu_->copy_to_device(d, s, n); }
-  void copy_to_host(void* d, const void* s, size_t n) override { cpu_->copy_to_host(d, s, n); }
-  void copy_on_device(void* d, const void* s, size_t n) override { cpu_->copy_on_device(d, s, n); }
-  void fill_zero(void* d, size_t n) override { cpu_->fill_zero(d, n); }
-  void synchronize() override {}
-  MemoryInfo memory_info() const override { return cpu_->memory_info(); }
   void record_mark(int mark) override {
     ASSERT_GE(mark, 0);
     ASSERT_LT(mark, kNumMarks);
@@ -36,7 +27,6 @@ class ClockedBackend final : public Backend {
   double now = 0;  // ms
 
  private:
-  std::unique_ptr<Backend> cpu_ = make_cpu_backend();
   std::array<double, kNumMarks> at_{};
 };
 

@@ -212,12 +212,21 @@ class Qwen35Model final : public Model {
     }
   }
 
+  // The expert load is summed on the device over a window of steps and
+  // logged once a window at debug level, or after every step at trace level:
+  // copying it back every step would add a device sync and a log line to
+  // every decode step of a server run at debug level, whose step times
+  // (tools/cuda/serve_bench.sh) then would not be those of a production run.
   void log_step_debug() override {
     if (expert_load_.size() == 0) return;
+    ++load_steps_;
+    if (load_steps_ < kLoadLogSteps && !spdlog::should_log(spdlog::level::trace)) return;
     std::vector<int32_t> load(expert_load_.size() / sizeof(int32_t));
     be_.copy_to_host(load.data(), expert_load_.data(), expert_load_.size());
     be_.fill_zero(expert_load_.data(), expert_load_.size());
-    log::debug("moe load: {}", moe_load_summary(load, cfg_.num_experts));
+    log::debug("moe load over {} step{}: {}", load_steps_, load_steps_ == 1 ? "" : "s",
+               moe_load_summary(load, cfg_.num_experts));
+    load_steps_ = 0;
   }
 
   TensorView forward(const StepContext& ctx) override {
@@ -373,7 +382,9 @@ class Qwen35Model final : public Model {
   DeviceBuffer hidden_, draft_hidden_;
   int64_t hidden_tokens_ = 0;
   ActivationBuffers inputs_;  // the normalised input of the current block
-  DeviceBuffer expert_load_;  // [layers, E] i32 at debug level (MoE)
+  DeviceBuffer expert_load_;  // [layers, E] i32 at debug level (MoE), summed over load_steps_ steps
+  static constexpr int kLoadLogSteps = 200;  // the runner's timing window
+  int load_steps_ = 0;
   std::vector<AttentionCache> attn_cache_;  // the attention layers', then the MTP head's
   std::vector<GdnCache> gdn_cache_;
   int64_t num_blocks_ = 0, num_slots_ = 0;

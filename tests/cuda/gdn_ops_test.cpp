@@ -198,6 +198,74 @@ INSTANTIATE_TEST_SUITE_P(
                       DeltaCase{"chunked_short_only", 2, 4, 64, 32, {63, 1, 2}, DeltaRuleAlgorithm::kChunked, true}),
     [](const ::testing::TestParamInfo<DeltaCase>& i) { return std::string(i.param.name); });
 
+// The b|a projection folded into the recurrence (decode and verify steps) on
+// the real layers' shapes, a hidden size the kernel reads 8 columns at a time
+// and one it reads singly, and a 9-token sequence that takes the decode
+// kernel only because the projection is folded. The inputs are small
+// multiples of powers of two, so that every b and a sum is exact in fp32 in
+// any order: both backends round the same values to bf16, and the recurrence
+// is compared as in DeltaRuleTest. The CPU's folded op equals its linear then
+// the op, exactly.
+TEST_F(CudaOpTest, DeltaRuleFoldedBaProjection) {
+  struct Case {
+    int64_t Hk, Hv, Dk, Dv, H;
+    std::vector<int64_t> lens;
+  };
+  const std::vector<Case> cases{{16, 32, 128, 128, 2048, {1}},
+                                {16, 48, 128, 128, 5120, std::vector<int64_t>(32, 1)},
+                                {16, 48, 128, 128, 5120, {4, 2, 0, 4}},
+                                {2, 4, 18, 17, 100, {1, 3, 2}},
+                                {1, 2, 20, 16, 64, {9, 1}}};
+  Rng rng(seed_);
+  for (const Case& c : cases) {
+    const int64_t slots = static_cast<int64_t>(c.lens.size()) + 2;
+    const Batch b = make_batch(rng, c.lens, slots);
+    const int64_t W = 2 * c.Hk * c.Dk + c.Hv * c.Dv;
+    HostTensor qkv = bf16_tensor({b.T, W}), x = bf16_tensor({b.T, c.H}), w = bf16_tensor({2 * c.Hv, c.H}),
+               A_log = f32_tensor({c.Hv}), dt = bf16_tensor({c.Hv}), state = f32_tensor({slots, c.Hv, c.Dv, c.Dk}),
+               out = bf16_tensor({b.T, c.Hv * c.Dv}), ab = bf16_tensor({b.T, 2 * c.Hv});
+    qkv.fill_normal(rng);
+    for (int64_t i = 0; i < x.numel(); ++i) x.set(i, static_cast<double>(rng.integer(-3, 3)) / 4.0);
+    for (int64_t i = 0; i < w.numel(); ++i) w.set(i, static_cast<double>(rng.integer(-3, 3)) / 64.0);
+    A_log.fill_uniform(rng, -1.0, 1.0);
+    dt.fill_normal(rng, 0.5);
+    state.fill_normal(rng, 0.1);
+    HostTensor qsl = i32_tensor(b.qsl), idx = i32_tensor(b.slots), init = i32_tensor(b.init);
+    HostTensor state_unfolded = f32_tensor({slots, c.Hv, c.Dv, c.Dk}), out_unfolded = bf16_tensor({b.T, c.Hv * c.Dv});
+    for (int64_t i = 0; i < state.numel(); ++i) state_unfolded.set(i, state.get(i));
+    Mirror dqkv(*gpu_, qkv), dx(*gpu_, x), dw(*gpu_, w), dA(*gpu_, A_log), ddt(*gpu_, dt), dstate(*gpu_, state),
+        dout(*gpu_, out), dqsl(*gpu_, qsl), didx(*gpu_, idx), dinit(*gpu_, init);
+    dout.poison();
+    const int64_t hint = *std::max_element(c.lens.begin(), c.lens.end());
+    auto args = [&](const TensorView& q, const TensorView& A, const TensorView& d, const TensorView& s,
+                    const TensorView& qs, const TensorView& ix, const TensorView& in, const TensorView& o) {
+      return GatedDeltaRuleArgs{q,    ColSlice{}, ColSlice{}, A,    d,    s,   qs, ix, in, o,
+                                c.Hk, c.Hv,       c.Dk,       c.Dv, DeltaRuleAlgorithm::kRecurrent, hint};
+    };
+    GatedDeltaRuleArgs cpu_folded =
+        args(qkv.view(), A_log.view(), dt.view(), state.view(), qsl.view(), idx.view(), init.view(), out.view());
+    cpu_folded.ba_x = x.view();
+    cpu_folded.ba_weight = w.view();
+    gated_delta_rule(*cpu_, cpu_folded);
+    GatedDeltaRuleArgs gpu_folded =
+        args(dqkv.view(), dA.view(), ddt.view(), dstate.view(), dqsl.view(), didx.view(), dinit.view(), dout.view());
+    gpu_folded.ba_x = dx.view();
+    gpu_folded.ba_weight = dw.view();
+    gated_delta_rule(*gpu_, gpu_folded);
+    expect_close("gated_delta_rule folded b|a out", dout, out, kTolDeltaOut);
+    expect_close("gated_delta_rule folded b|a state", dstate, state, kTolDeltaState);
+
+    linear(*cpu_, {x.view(), LinearWeight::bf16(w.view()), ab.view()});
+    GatedDeltaRuleArgs cpu_unfolded = args(qkv.view(), A_log.view(), dt.view(), state_unfolded.view(), qsl.view(),
+                                           idx.view(), init.view(), out_unfolded.view());
+    cpu_unfolded.b = ColSlice(ab.view(), 0, c.Hv);
+    cpu_unfolded.a = ColSlice(ab.view(), c.Hv, c.Hv);
+    gated_delta_rule(*cpu_, cpu_unfolded);
+    EXPECT_EQ(out.values(), out_unfolded.values()) << "the CPU's folded op is its linear then the op";
+    EXPECT_EQ(state.values(), state_unfolded.values());
+  }
+}
+
 // Speculative verify steps: the conv windows and recurrent states saved after
 // each token of a chunk of at most K + 1 tokens (none for a longer chunk in
 // the same step), and select_state's rollback, against the CPU reference.

@@ -498,13 +498,6 @@ struct GatedDeltaRuleArgs {
   // from the first's state), so the saved state is the one a call over the
   // first segment alone would leave.
   StateSaveArgs save;
-  // Optional, recurrent algorithm only: the b|a projection folded into the
-  // op, which saves a decode step one launch per layer. With ba_weight set,
-  // a and b stay empty and token t's b and a of value head h are
-  // bf16(ba_x[t] . ba_weight[h]) and bf16(ba_x[t] . ba_weight[Hv + h]): what
-  // the in_proj_b|in_proj_a linear would write.
-  TensorView ba_x;       // [T, H] bf16
-  TensorView ba_weight;  // [2 * Hv, H] bf16: in_proj_b's rows, then in_proj_a's
 };
 void gated_delta_rule(Backend& be, const GatedDeltaRuleArgs& a);
 

@@ -107,15 +107,8 @@ void gated_delta_rule(Backend& be, const GatedDeltaRuleArgs& a) {
   c.require(Hv % Hk == 0, "num_v_heads {} is not a multiple of num_k_heads {}", Hv, Hk);
   c.tensor("qkv", a.qkv, {DType::kBF16}, {kAny, 2 * Hk * Dk + Hv * Dv});
   const int64_t T = a.qkv.dim(0);
-  if (a.ba_weight.empty()) {
-    c.cols("a", a.a, {DType::kBF16}, T, Hv);
-    c.cols("b", a.b, {DType::kBF16}, T, Hv);
-  } else {
-    c.require(a.a.empty() && a.b.empty(), "a and b are given with a folded b|a projection");
-    c.require(a.algorithm == DeltaRuleAlgorithm::kRecurrent, "a folded b|a projection needs the recurrent algorithm");
-    c.tensor("ba_weight", a.ba_weight, {DType::kBF16}, {2 * Hv, kAny});
-    c.tensor("ba_x", a.ba_x, {DType::kBF16}, {T, a.ba_weight.dim(1)});
-  }
+  c.cols("a", a.a, {DType::kBF16}, T, Hv);
+  c.cols("b", a.b, {DType::kBF16}, T, Hv);
   c.tensor("A_log", a.A_log, {DType::kF32, DType::kBF16}, {Hv});
   c.tensor("dt_bias", a.dt_bias, {DType::kF32, DType::kBF16}, {Hv});
   c.tensor("state", a.state, {DType::kF32}, {kAny, Hv, Dv, Dk});

@@ -165,19 +165,7 @@ void recurrent(const DeltaInputs& in, int64_t vh, int64_t t0, int64_t n, float* 
 
 }  // namespace
 
-void CpuKernels::gated_delta_rule(const GatedDeltaRuleArgs& folded) {
-  // A folded b|a projection: the linear this backend would have run, then the op.
-  std::vector<uint16_t> ba;
-  GatedDeltaRuleArgs a = folded;
-  if (!folded.ba_weight.empty()) {
-    const int64_t rows = folded.ba_x.dim(0), Hv2 = folded.ba_weight.dim(0);
-    ba.resize(static_cast<size_t>(rows * Hv2));
-    const TensorView ba_out(ba.data(), DType::kBF16, Shape{rows, Hv2});
-    linear(LinearArgs{folded.ba_x, LinearWeight::bf16(folded.ba_weight), ba_out});
-    a.b = ColSlice(ba_out, 0, Hv2 / 2);
-    a.a = ColSlice(ba_out, Hv2 / 2, Hv2 / 2);
-    a.ba_x = a.ba_weight = TensorView{};
-  }
+void CpuKernels::gated_delta_rule(const GatedDeltaRuleArgs& a) {
   const int64_t T = a.qkv.dim(0), Hv = a.num_v_heads, Dk = a.k_dim, Dv = a.v_dim;
   const int64_t S = a.state_indices.dim(0);
   cpu::check_sequences("gated_delta_rule", a.query_start_loc, a.state_indices, T, a.state.dim(0));

@@ -163,11 +163,6 @@ void CudaKernels::gated_delta_rule(const GatedDeltaRuleArgs& a) {
     p.save_slots = i32(a.save.save_slots);
     p.save_lens = i32(a.save.save_lens);
   }
-  if (!a.ba_weight.empty()) {
-    p.ba_x = bf(a.ba_x);
-    p.ba_w = bf(a.ba_weight);
-    p.ba_k = to_int(a.ba_weight.dim(1), "ba_weight columns");
-  }
   const size_t bytes = cuda::gated_delta_rule_scratch_bytes(p);
   cuda::launch_gated_delta_rule(p, bytes ? scratch(bytes) : nullptr, stream_);
   check_launch("gated_delta_rule");

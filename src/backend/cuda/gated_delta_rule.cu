@@ -71,48 +71,11 @@ struct StoreRows {
 struct Gates {
   float g, decay, beta;
 };
-// (a and b as the in_proj_a and in_proj_b outputs: bf16 values.)
-__device__ __forceinline__ Gates gates_of(const GatedDeltaRuleParams& p, int vh, float a, float b) {
+__device__ __forceinline__ Gates token_gates(const GatedDeltaRuleParams& p, int t, int vh) {
+  const float a = bf2f(p.a[t * p.a_stride + vh]), b = bf2f(p.b[t * p.b_stride + vh]);
   const float neg_a = -expf(load_float(p.A_log, p.A_log_f32, vh));
   const float g = __fmul_rn(neg_a, softplus(__fadd_rn(a, load_float(p.dt_bias, p.dt_bias_f32, vh))));
   return {g, expf(g), sigmoid(b)};
-}
-__device__ __forceinline__ Gates token_gates(const GatedDeltaRuleParams& p, int t, int vh) {
-  return gates_of(p, vh, bf2f(p.a[t * p.a_stride + vh]), bf2f(p.b[t * p.b_stride + vh]));
-}
-
-// Warp-wide, the folded b|a projection (ops.h): token t's b and a of value
-// head vh, rounded to bf16 as the linear's output would be (on every lane).
-__device__ __forceinline__ void folded_ba(const GatedDeltaRuleParams& p, int t, int vh, int lane, float& b,
-                                          float& a) {
-  const int K = p.ba_k;
-  const uint16_t* x = p.ba_x + static_cast<int64_t>(t) * K;
-  const uint16_t* wb = p.ba_w + static_cast<int64_t>(vh) * K;
-  const uint16_t* wa = p.ba_w + static_cast<int64_t>(p.num_v_heads + vh) * K;
-  float sb = 0.0f, sa = 0.0f;
-  if (K % 8 == 0 && reinterpret_cast<uintptr_t>(p.ba_x) % 16 == 0 && reinterpret_cast<uintptr_t>(p.ba_w) % 16 == 0) {
-    for (int k = 8 * lane; k < K; k += 8 * 32) {
-      const uint4 xr = *reinterpret_cast<const uint4*>(x + k), br = *reinterpret_cast<const uint4*>(wb + k),
-                  ar = *reinterpret_cast<const uint4*>(wa + k);
-      const uint32_t xw[4] = {xr.x, xr.y, xr.z, xr.w}, bw[4] = {br.x, br.y, br.z, br.w}, aw[4] = {ar.x, ar.y, ar.z, ar.w};
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float x0 = __uint_as_float(xw[i] << 16), x1 = __uint_as_float(xw[i] & 0xffff0000u);
-        sb = __fmaf_rn(x0, __uint_as_float(bw[i] << 16), sb);
-        sb = __fmaf_rn(x1, __uint_as_float(bw[i] & 0xffff0000u), sb);
-        sa = __fmaf_rn(x0, __uint_as_float(aw[i] << 16), sa);
-        sa = __fmaf_rn(x1, __uint_as_float(aw[i] & 0xffff0000u), sa);
-      }
-    }
-  } else {
-    for (int k = lane; k < K; k += 32) {
-      const float xv = bf2f(x[k]);
-      sb = __fmaf_rn(xv, bf2f(wb[k]), sb);
-      sa = __fmaf_rn(xv, bf2f(wa[k]), sa);
-    }
-  }
-  b = round_bf(warp_sum(sb));
-  a = round_bf(warp_sum(sa));
 }
 
 // Block (x) = token, block (y) = a group of key heads, one per warp; then
@@ -289,10 +252,8 @@ __global__ void __launch_bounds__(kRowsPerBlock * kLanesPerRow) decode_kernel(Ga
     if (warp < cn) {
       const int t = t0 + c0 + warp;
       const float dot = normalize_qk(p, t, kh, lane, StoreRows{sq[warp], sk[warp]});
-      float b_in = 0.0f, a_in = 0.0f;
-      if (p.ba_w != nullptr) folded_ba(p, t, vh, lane, b_in, a_in);
       if (lane == 0) {
-        const Gates gt = p.ba_w != nullptr ? gates_of(p, vh, a_in, b_in) : token_gates(p, t, vh);
+        const Gates gt = token_gates(p, t, vh);
         sgate[warp][0] = gt.decay;
         sgate[warp][1] = gt.beta;
         sgate[warp][2] = dot;
@@ -415,9 +376,8 @@ __global__ void __launch_bounds__(kRowsPerBlock * kLanesPerRow) staged_kernel(Ga
 
 // Whether the staged kernel runs the recurrence (needs an even v_dim: v is
 // staged as bf16 pairs); else the decode kernel does.
-// Only the decode kernel folds the b|a projection.
 bool use_staged(const GatedDeltaRuleParams& p) {
-  return p.ba_w == nullptr && p.v_dim % 2 == 0 && (p.max_query_len == 0 || p.max_query_len > 4);
+  return p.v_dim % 2 == 0 && (p.max_query_len == 0 || p.max_query_len > 4);
 }
 
 // Whether the preparation kernel runs: for the staged and the chunked

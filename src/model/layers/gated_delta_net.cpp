@@ -33,11 +33,7 @@ TensorView GatedDeltaNet::forward(Backend& be, Scratch& s, const LayerInput& in,
                                   const GdnStateView& state) const {
   const int64_t T = in.rows();
   auto qkvz = qkvz_.forward(be, s, in);
-  // Decode steps fold the b|a projection into the recurrence: one launch
-  // fewer per layer for a step that is mostly launches.
-  const LinearWeight* ba_weight = ctx.decode_only ? folded_ba_weight(in) : nullptr;
-  std::vector<ColSlice> ba;
-  if (ba_weight == nullptr) ba = ba_.forward(be, s, in);
+  auto ba = ba_.forward(be, s, in);
 
   TensorView conv_out = s.take(DType::kBF16, Shape{T, conv_dim_});
   const StateSaveArgs save{ctx.state_save_slots, ctx.state_save_lens};
@@ -47,13 +43,8 @@ TensorView GatedDeltaNet::forward(Backend& be, Scratch& s, const LayerInput& in,
   TensorView core = s.take(DType::kBF16, Shape{T, hv_ * dv_});
   GatedDeltaRuleArgs dr;
   dr.qkv = conv_out;
-  if (ba_weight != nullptr) {
-    dr.ba_x = in.x;
-    dr.ba_weight = ba_weight->weight;
-  } else {
-    dr.b = ba[0];
-    dr.a = ba[1];
-  }
+  dr.b = ba[0];
+  dr.a = ba[1];
   dr.A_log = A_log_;
   dr.dt_bias = dt_bias_;
   dr.state = state.recurrent;
@@ -74,14 +65,6 @@ TensorView GatedDeltaNet::forward(Backend& be, Scratch& s, const LayerInput& in,
   LayerInput normed = take_input(s, out_proj_.input_needs(), T, hv_ * dv_);
   gated_rms_norm(be, {core, qkvz[1], norm_weight_, normed.x, hv_, dv_, eps_, normed.xq});
   return out_sum_.reduce(be, s, out_proj_.forward_one(be, s, normed, out_sum_.partial_dtype()));
-}
-
-const LinearWeight* GatedDeltaNet::folded_ba_weight(const LayerInput& in) const {
-  // The op reads bf16 inputs and one stacked bf16 weight; an input observer
-  // (calibration) must see the projection's input, so it then runs as a linear.
-  if (in.x.empty() || linear_input_observer()) return nullptr;
-  if (ba_.num_parts() != 2 || ba_.part_width(0) != hv_ || ba_.part_width(1) != hv_) return nullptr;
-  return ba_.stacked_bf16_weight();
 }
 
 size_t GatedDeltaNet::scratch_bytes(int64_t T) const {

@@ -38,9 +38,6 @@ class GatedDeltaNet {
   size_t scratch_bytes(int64_t tokens) const;
 
  private:
-  // ba_'s weight when the recurrence can compute b and a itself from `in`; else null.
-  const LinearWeight* folded_ba_weight(const LayerInput& in) const;
-
   Linear qkvz_;  // parts: qkv [conv_dim], z [value_dim]
   Linear ba_;    // parts: b [Hv], a [Hv]
   Linear out_proj_;

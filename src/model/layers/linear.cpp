@@ -257,16 +257,6 @@ const LinearWeight& Linear::weight() const {
   return groups_[0].w;
 }
 
-const LinearWeight* Linear::stacked_bf16_weight() const {
-  if (groups_.size() != 1 || groups_[0].w.format != WeightFormat::kBf16) return nullptr;
-  int64_t rows = 0;
-  for (const PartLoc& part : parts_) {
-    if (part.group != 0 || part.offset != rows) return nullptr;
-    rows += part.width;
-  }
-  return rows == groups_[0].w.out_features() ? &groups_[0].w : nullptr;
-}
-
 size_t Linear::scratch_bytes(int64_t rows, DType out_dtype) const {
   size_t b = 0;
   for (const auto& g : groups_) b += Scratch::bytes_for(out_dtype, rows, g.w.out_features());

@@ -74,9 +74,6 @@ class Linear {
   }
   // The weight of a single-part, single-GEMM linear (for ops that take LinearWeights).
   const LinearWeight& weight() const;
-  // The weight of a bf16 linear whose parts are stacked in order in one
-  // tensor with no padding, for ops that fold the projection in; else null.
-  const LinearWeight* stacked_bf16_weight() const;
   // Scratch bytes forward() takes for `rows` input rows.
   size_t scratch_bytes(int64_t rows, DType out_dtype = DType::kBF16) const;
   // The single-part case.

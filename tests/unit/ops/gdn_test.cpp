@@ -269,49 +269,6 @@ TEST(DeltaRuleState, ChunkSplitAcrossCallsAndBatchingAgree) {
   }
 }
 
-// A folded b|a projection (decode and verify steps) is, on the CPU, exactly
-// the in_proj_b|in_proj_a linear followed by the op on its output.
-TEST(DeltaRuleFoldedBa, IsTheLinearThenTheOp) {
-  auto be = make_cpu_backend();
-  const uint32_t seed = fresh_seed();
-  SCOPED_TRACE(seed);
-  Rng rng(seed);
-  const int64_t Hk = 2, Hv = 4, Dk = 16, Dv = 24, H = 40, slots = 4;
-  const std::vector<int64_t> qsl{0, 1, 4, 4, 6}, idx{2, 0, 3, 1}, init{1, 0, 1, 1};
-  const int64_t T = qsl.back();
-  HostTensor qkv = bf16_tensor({T, 2 * Hk * Dk + Hv * Dv}), x = bf16_tensor({T, H}), w = bf16_tensor({2 * Hv, H}),
-             A_log = f32_tensor({Hv}), dt = bf16_tensor({Hv}), ab = bf16_tensor({T, 2 * Hv});
-  qkv.fill_normal(rng);
-  x.fill_normal(rng);
-  w.fill_normal(rng, 0.2);
-  A_log.fill_uniform(rng, -1.0, 1.0);
-  dt.fill_normal(rng, 0.5);
-  HostTensor q = i32_tensor(qsl), ix = i32_tensor(idx), in = i32_tensor(init);
-  std::vector<double> state0(static_cast<size_t>(slots * Hv * Dv * Dk));
-  for (double& v : state0) v = rng.normal(0.1);
-  auto run = [&](bool folded, std::vector<double>& state_out) {
-    HostTensor state = f32_tensor({slots, Hv, Dv, Dk}), out = bf16_tensor({T, Hv * Dv});
-    for (int64_t i = 0; i < state.numel(); ++i) state.set(i, state0[static_cast<size_t>(i)]);
-    GatedDeltaRuleArgs a{qkv.view(), ColSlice{}, ColSlice{}, A_log.view(), dt.view(), state.view(), q.view(),
-                         ix.view(), in.view(), out.view(), Hk, Hv, Dk, Dv, DeltaRuleAlgorithm::kRecurrent, 0};
-    if (folded) {
-      a.ba_x = x.view();
-      a.ba_weight = w.view();
-    } else {
-      linear(*be, {x.view(), LinearWeight::bf16(w.view()), ab.view()});
-      a.b = ColSlice(ab.view(), 0, Hv);
-      a.a = ColSlice(ab.view(), Hv, Hv);
-    }
-    gated_delta_rule(*be, a);
-    state_out = state.values();
-    return out.values();
-  };
-  std::vector<double> folded_state, state;
-  const std::vector<double> folded_out = run(true, folded_state);
-  EXPECT_EQ(folded_out, run(false, state));
-  EXPECT_EQ(folded_state, state);
-}
-
 // ---------------------------------------------------------------- speculative states
 
 // Slot `slot` of a [slots, ...] tensor (or [slots, K, ...] at index j) as values.

@@ -106,27 +106,5 @@ TEST(OpValidation, DeltaRuleStateShape) {
   EXPECT_NE(msg.find("state"), std::string::npos);
 }
 
-// A folded b|a projection replaces the a and b inputs and runs only as the recurrence.
-TEST(OpValidation, DeltaRuleFoldedBaProjection) {
-  auto be = make_cpu_backend();
-  const int T = 3, Hk = 1, Hv = 2, Dk = 4, Dv = 8, H = 16;
-  HostBuffer qkv(DType::kBF16, {T, 2 * Hk * Dk + Hv * Dv}), ab(DType::kBF16, {T, 2 * Hv}),
-      alog(DType::kF32, {Hv}), dt(DType::kF32, {Hv}), state(DType::kF32, {2, Hv, Dv, Dk}),
-      qsl(DType::kI32, {2}), idx(DType::kI32, {1}), init(DType::kI32, {1}), out(DType::kBF16, {T, Hv * Dv}),
-      x(DType::kBF16, {T, H}), w(DType::kBF16, {2 * Hv, H}), w_short(DType::kBF16, {Hv, H});
-  GatedDeltaRuleArgs a{qkv.view(), ColSlice(ab.view(), 0, Hv), ColSlice(ab.view(), Hv, Hv), alog.view(),
-                       dt.view(), state.view(), qsl.view(), idx.view(), init.view(), out.view(),
-                       Hk, Hv, Dk, Dv, DeltaRuleAlgorithm::kRecurrent, 0};
-  a.ba_x = x.view();
-  a.ba_weight = w.view();
-  EXPECT_NE(invalid_message([&] { gated_delta_rule(*be, a); }).find("a and b are given"), std::string::npos);
-  a.a = a.b = ColSlice{};
-  a.algorithm = DeltaRuleAlgorithm::kChunked;
-  EXPECT_NE(invalid_message([&] { gated_delta_rule(*be, a); }).find("recurrent"), std::string::npos);
-  a.algorithm = DeltaRuleAlgorithm::kRecurrent;
-  a.ba_weight = w_short.view();
-  EXPECT_NE(invalid_message([&] { gated_delta_rule(*be, a); }).find("ba_weight"), std::string::npos);
-}
-
 }  // namespace
 }  // namespace hyllm

@@ -60,11 +60,6 @@ struct GatedDeltaRuleParams {
   int spec_k = 0;
   const int32_t* save_slots = nullptr;  // optional [num_seqs] (ops.h StateSaveArgs)
   const int32_t* save_lens = nullptr;
-  // Optional: the folded b|a projection (ops.h); a and b are then unused and
-  // the decode kernel runs every sequence.
-  const uint16_t* ba_x = nullptr;  // [T, ba_k]
-  const uint16_t* ba_w = nullptr;  // [2 Hv, ba_k]
-  int ba_k = 0;
 };
 bool gated_delta_rule_supported(int k_dim);
 size_t gated_delta_rule_scratch_bytes(const GatedDeltaRuleParams& p);

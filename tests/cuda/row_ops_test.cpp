@@ -128,7 +128,7 @@ TEST_F(RowOpsTest, GatedRmsNormAtDecodeShapes) {
 TEST_F(RowOpsTest, SwigluAtDecodeShapes) {
   Rng rng(seed_);
   struct Case {
-    int64_t T, I, offset;
+    int64_t T, I, offset, extra = 5;  // x is [T, offset + 2 I + extra]
   };
   std::vector<Case> cases;
   for (int64_t T : kDecodeRows)
@@ -137,10 +137,13 @@ TEST_F(RowOpsTest, SwigluAtDecodeShapes) {
   cases.push_back({32, 512, 1});
   cases.push_back({300, 1024, 0});
   cases.push_back({96, 17408, 8});  // two items per warp
+  cases.push_back({600, 17408, 0, 0});  // prefill rows, aligned: four items per warp
+  cases.push_back({257, 1000, 8, 0});   // four items per warp; a row is not a whole number of items
+  cases.push_back({300, 17408, 4});     // prefill rows, misaligned: two items per warp
   cases.push_back({100, 200, 3});
   for (const Case& c : cases) {
     SCOPED_TRACE(testing::Message() << "T=" << c.T << " I=" << c.I << " offset=" << c.offset);
-    HostTensor x = bf16_tensor({c.T, 2 * c.I + c.offset + 5}), out = bf16_tensor({c.T, c.I});
+    HostTensor x = bf16_tensor({c.T, 2 * c.I + c.offset + c.extra}), out = bf16_tensor({c.T, c.I});
     x.fill_normal(rng, 3.0);
     swiglu(*cpu_, {ColSlice(x.view(), c.offset, 2 * c.I), out.view()});
     Mirror dx(*gpu_, x), dout(*gpu_, out);

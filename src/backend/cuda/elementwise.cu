@@ -112,6 +112,59 @@ __global__ void __launch_bounds__(kItemThreads<kItems>, kItemBlocksPerSm<kItems>
   }
 }
 
+// Prefill rows, aligned: four items a warp whose loads stay raw 16-byte words
+// until each item is converted, so that a lane has eight 16-byte loads in
+// flight in 32 registers. With many rows the two-item form's warps each wait
+// one memory round trip for 64 bytes a lane and leave, and its blocks run in
+// twice the waves; here a block moves twice the bytes per round trip.
+constexpr int kWideItems = 4;
+constexpr int kWideThreads = 256;
+constexpr int kWideMinRows = 256;
+
+__device__ __forceinline__ void bf16x8_to_floats(const uint4& w, float (&v)[8]) {
+  const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    v[2 * q] = __uint_as_float(words[q] << 16);
+    v[2 * q + 1] = __uint_as_float(words[q] & 0xffff0000u);
+  }
+}
+
+// Needs x 16-byte aligned and x_stride and inter multiples of 8 (wide_swiglu_fits).
+__global__ void __launch_bounds__(kWideThreads, 1024 / kWideThreads) swiglu_fp8_wide_kernel(SwigluParams p) {
+  allow_dependents();  // the FP8 linears reading the codes start their weight stream
+  const GroupItems items(p.rows, p.inter);
+  const int64_t first = first_item(kWideItems);
+  uint4 g[kWideItems], u[kWideItems];
+#pragma unroll
+  for (int i = 0; i < kWideItems; ++i) {
+    g[i] = u[i] = make_uint4(0, 0, 0, 0);
+    if (first + i >= items.total) continue;  // whole warps
+    const int k = items.col(first + i);
+    if (k >= p.inter) continue;  // inter % 8 == 0: a lane's 8 columns are all in or all out
+    const uint16_t* row = p.x + static_cast<int64_t>(items.row(first + i)) * p.x_stride + k;
+    g[i] = *reinterpret_cast<const uint4*>(row);
+    u[i] = *reinterpret_cast<const uint4*>(row + p.inter);
+  }
+#pragma unroll
+  for (int i = 0; i < kWideItems; ++i) {
+    if (first + i >= items.total) continue;
+    const int r = items.row(first + i), k = items.col(first + i);
+    float gv[kLaneCols], uv[kLaneCols], o[kLaneCols];
+    bf16x8_to_floats(g[i], gv);
+    bf16x8_to_floats(u[i], uv);
+#pragma unroll
+    for (int j = 0; j < kLaneCols; ++j) o[j] = k < p.inter ? round_bf(__fmul_rn(silu(gv[j]), uv[j])) : 0.0f;
+    if (p.out) store_bf16<kLaneCols>(p.out + static_cast<int64_t>(r) * p.inter, k, p.inter, o);
+    quantize_group_regs<kLaneCols>(o, k, r, p.fp8);
+  }
+}
+
+bool wide_swiglu_fits(const SwigluParams& p) {
+  return p.rows >= kWideMinRows && p.inter % 8 == 0 && p.x_stride % 8 == 0 &&
+         reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
+}
+
 // Launched programmatically: its blocks are resident before the kernel that
 // writes x ends, and wait only for x.
 template <int kItems>
@@ -190,6 +243,12 @@ __global__ void pack_group_scales_kernel(PackGroupScalesParams p) {
 void launch_swiglu(const SwigluParams& p, cudaStream_t stream) {
   if (p.rows == 0 || p.inter == 0) return;
   if (p.fp8.enabled()) {
+    if (wide_swiglu_fits(p)) {
+      const int64_t warps = (GroupItems(p.rows, p.inter).total + kWideItems - 1) / kWideItems;
+      const int blocks = static_cast<int>((warps + kWideThreads / 32 - 1) / (kWideThreads / 32));
+      swiglu_fp8_wide_kernel<<<blocks, kWideThreads, 0, stream>>>(p);
+      return;
+    }
     const ItemLaunch l(p.rows, p.inter);
     if (l.items_per_warp == 2) {
       swiglu_fp8_kernel<2><<<l.blocks, l.threads, 0, stream>>>(p);

@@ -121,15 +121,6 @@ constexpr int kWideItems = 4;
 constexpr int kWideThreads = 256;
 constexpr int kWideMinRows = 256;
 
-__device__ __forceinline__ void bf16x8_to_floats(const uint4& w, float (&v)[8]) {
-  const uint32_t words[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    v[2 * q] = __uint_as_float(words[q] << 16);
-    v[2 * q + 1] = __uint_as_float(words[q] & 0xffff0000u);
-  }
-}
-
 // Needs x 16-byte aligned and x_stride and inter multiples of 8 (wide_swiglu_fits).
 __global__ void __launch_bounds__(kWideThreads, 1024 / kWideThreads) swiglu_fp8_wide_kernel(SwigluParams p) {
   allow_dependents();  // the FP8 linears reading the codes start their weight stream
@@ -151,8 +142,8 @@ __global__ void __launch_bounds__(kWideThreads, 1024 / kWideThreads) swiglu_fp8_
     if (first + i >= items.total) continue;
     const int r = items.row(first + i), k = items.col(first + i);
     float gv[kLaneCols], uv[kLaneCols], o[kLaneCols];
-    bf16x8_to_floats(g[i], gv);
-    bf16x8_to_floats(u[i], uv);
+    unpack8(g[i], gv);
+    unpack8(u[i], uv);
 #pragma unroll
     for (int j = 0; j < kLaneCols; ++j) o[j] = k < p.inter ? round_bf(__fmul_rn(silu(gv[j]), uv[j])) : 0.0f;
     if (p.out) store_bf16<kLaneCols>(p.out + static_cast<int64_t>(r) * p.inter, k, p.inter, o);

@@ -97,23 +97,6 @@ __device__ __forceinline__ void load_weights(const void* w, bool is_f32, int i, 
   }
 }
 
-__device__ __forceinline__ void unpack8(const uint4& r, float (&v)[8]) {
-  const uint32_t words[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    v[2 * q] = __uint_as_float(words[q] << 16);
-    v[2 * q + 1] = __uint_as_float(words[q] & 0xffff0000u);
-  }
-}
-
-// Packs 8 bf16-exact floats.
-__device__ __forceinline__ uint4 pack8(const float (&v)[8]) {
-  uint32_t w[4];
-#pragma unroll
-  for (int q = 0; q < 4; ++q) w[q] = __float_as_uint(v[2 * q]) >> 16 | (__float_as_uint(v[2 * q + 1]) & 0xffff0000u);
-  return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
 // The register form, for few rows: one block per row with enough threads that
 // each holds CH chunks of 8 columns (chunk c = threadIdx.x + j * blockDim.x)
 // in registers from the load to the store, so there is one pass over global

@@ -68,6 +68,12 @@ constexpr int kItemThreads = kItems == 2 ? 256 : 128;
 template <int kItems>
 constexpr int kItemBlocksPerSm = 1024 / kItemThreads<kItems>;
 
+// Blocks of `threads` whose warps take items_per_warp items each.
+int item_blocks(int rows, int cols, int items_per_warp, int threads) {
+  const int64_t warps = (GroupItems(rows, cols).total + items_per_warp - 1) / items_per_warp;
+  return static_cast<int>((warps + threads / 32 - 1) / (threads / 32));
+}
+
 // Items per warp and threads per block for `rows` rows.
 struct ItemLaunch {
   int items_per_warp;
@@ -76,8 +82,7 @@ struct ItemLaunch {
   ItemLaunch(int rows, int cols) {
     items_per_warp = rows >= 64 ? 2 : 1;
     threads = items_per_warp == 2 ? kItemThreads<2> : kItemThreads<1>;
-    const int64_t warps = (GroupItems(rows, cols).total + items_per_warp - 1) / items_per_warp;
-    blocks = static_cast<int>((warps + threads / 32 - 1) / (threads / 32));
+    blocks = item_blocks(rows, cols, items_per_warp, threads);
   }
 };
 
@@ -235,8 +240,7 @@ void launch_swiglu(const SwigluParams& p, cudaStream_t stream) {
   if (p.rows == 0 || p.inter == 0) return;
   if (p.fp8.enabled()) {
     if (wide_swiglu_fits(p)) {
-      const int64_t warps = (GroupItems(p.rows, p.inter).total + kWideItems - 1) / kWideItems;
-      const int blocks = static_cast<int>((warps + kWideThreads / 32 - 1) / (kWideThreads / 32));
+      const int blocks = item_blocks(p.rows, p.inter, kWideItems, kWideThreads);
       swiglu_fp8_wide_kernel<<<blocks, kWideThreads, 0, stream>>>(p);
       return;
     }

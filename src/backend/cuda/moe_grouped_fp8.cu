@@ -261,8 +261,11 @@ __global__ void __launch_bounds__(kThreads + kProducerThreads, 1)
     // past the item's are not copied (or hold the next item's rows or
     // zeros): their products land in accumulator rows that are never
     // stored. Its copies of step n are waited for at step n + kLag, so that
-    // several steps' copies are in flight.
-    constexpr int kLag = kStages - 2;
+    // several steps' copies are in flight. A stage counts as full only after
+    // that wait, which comes when the producer has the stage of step n + kLag
+    // back: the smaller the lag, the earlier a stage fills, as long as its
+    // copies (L2 hits, mostly) are done by then (docs/BENCHMARKS.md).
+    constexpr int kLag = kStages - 3;
     constexpr int kCopyRows = kRows / 32;
     const float* as = kUp ? p.x_scale : p.hidden_scale;
     const int64_t as_ld = kUp ? p.x_scale_ld : p.hidden_scale_ld;

@@ -215,6 +215,20 @@ __device__ __forceinline__ void down_epilogue_store(const MoeGroupedGemmParams& 
   }
 }
 
+// An item's end, after its last step's promotion: its epilogue, then the
+// sums cleared for the block's next item. Every consumer thread calls it.
+template <bool kUp>
+__device__ __forceinline__ void finish_item(const MoeGroupedGemmParams& p, const StagedItem& out, float (&acc)[64],
+                                            float (*s_amax)[kRows]) {
+  if constexpr (kUp) {
+    up_epilogue_quantize(p, out, acc, s_amax);
+  } else {
+    down_epilogue_store(p, out, acc);
+  }
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+}
+
 // kUp: A = x's codes gathered by token, output the SwiGLU rows' codes and
 // scales. Otherwise A = the hidden rows' codes, output y.
 // wmap: the routed experts' codes as one [experts x rows, K] byte matrix
@@ -413,13 +427,7 @@ __global__ void __launch_bounds__(kThreads + kProducerThreads, 1)
 #pragma unroll
       for (int j = 0; j < 32; ++j) acc[32 + j] = fmaf(pb[j], (j >> 1) & 1 ? s11 : s01, acc[32 + j]);
       if (last) {
-        if constexpr (kUp) {
-          up_epilogue_quantize(p, out, acc, s_amax);
-        } else {
-          down_epilogue_store(p, out, acc);
-        }
-#pragma unroll
-        for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+        finish_item<kUp>(p, out, acc, s_amax);
         if (++done < items) {
           wait_full(step + 1);
           issue_half(pa, (step + 1) % kStages, 0);
@@ -465,13 +473,7 @@ __global__ void __launch_bounds__(kThreads + kProducerThreads, 1)
         acc[j] = fmaf(part[j], odd_row ? (second ? s11 : s10) : (second ? s01 : s00), acc[j]);
       }
       if (out.flags & kLastStep) {
-        if constexpr (kUp) {
-          up_epilogue_quantize(p, out, acc, s_amax);
-        } else {
-          down_epilogue_store(p, out, acc);
-        }
-#pragma unroll
-        for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+        finish_item<kUp>(p, out, acc, s_amax);
         ++done;
       }
     }

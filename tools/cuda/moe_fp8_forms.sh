@@ -5,18 +5,24 @@
 # test_cuda_ops and hyllm builds named hyllm_<name> (tools/cuda/build_variants.sh:
 # main and a variant of the kernel, say). Stages:
 #  ops  the MoE op cases (every grouped FP8 case) of bin/test_cuda_ops against the CPU
-#       reference;
+#       reference, or of bin/test_cuda_ops_<name> for each build HYLLM_FORMS_OPS names
+#       (tools/cuda/build_variants.sh with tests/cuda/test_cuda_ops among its targets);
 #  ncu  layer 0's gate_up and down launches of a prefill under Nsight Compute
 #       (35B-A3B FP8 cut to 4 layers), one line per kernel: duration, DRAM
 #       throughput, IPC and the main stall reasons per issued instruction;
 #  ab   35B-A3B FP8 prefill end to end (tools/cuda/ab_latency.sh, steps of up
-#       to 8,192 tokens as the server takes them on an H100/H200).
+#       to 8,192 tokens as the server takes them on an H100/H200);
+#  decode  35B-A3B FP8 decode steps of the same builds (ab_latency.sh's decode metric), at the
+#       batches of HYLLM_FORMS_BATCHES.
 # Every stage has a time limit, so that the call ends inside the device's
 # 600 s, and prints as it goes; logs go to $OUT.
 #
 #   HYLLM_FORMS_BINS="base main"            builds for the ab stage
 #   HYLLM_FORMS_NCU="base:1024 main:1024"   build:tokens pairs for the ncu stage
 #   HYLLM_FORMS_TOKENS="1024 4096"          prompt lengths for the ab stage
+#   HYLLM_FORMS_OPS="pipe"                  builds whose own test_cuda_ops_<name> the ops stage runs
+#                                           (unset: bin/test_cuda_ops)
+#   HYLLM_FORMS_BATCHES="1 32"              batches for the decode stage
 #   HYLLM_FORMS_STAGES="ops ncu ab"
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -29,16 +35,23 @@ STAGES=${HYLLM_FORMS_STAGES:-ops ncu ab}
 BINS=${HYLLM_FORMS_BINS:-base main}
 NCU_CASES=${HYLLM_FORMS_NCU:-base:1024 main:1024}
 TOKENS=${HYLLM_FORMS_TOKENS:-1024 4096}
+OPS=${HYLLM_FORMS_OPS:-}
+BATCHES=${HYLLM_FORMS_BATCHES:-1 32}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
 
 if has ops; then
-  t=$(date +%s)
-  timeout 240 "$B/test_cuda_ops" --gtest_filter='*Moe*' > "$OUT/moe_ops.log" 2>&1
-  rc=$?
-  echo "moe ops rc=$rc in $(( $(date +%s) - t )) s: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/moe_ops.log" | tr '\n' ' ')"
-  [[ $rc == 124 ]] && echo "  timed out in: $(grep -E '^\[ RUN' "$OUT/moe_ops.log" | tail -1)"
-  grep -E '^\[  FAILED|  FAIL' "$OUT/moe_ops.log" | head -12
+  builds=($OPS)
+  [[ ${#builds[@]} -gt 0 ]] || builds=("")  # bin/test_cuda_ops
+  for v in "${builds[@]}"; do
+    bin=$B/test_cuda_ops${v:+_$v} log=$OUT/moe_ops${v:+_$v}.log
+    t=$(date +%s)
+    timeout 240 "$bin" --gtest_filter='*Moe*' > "$log" 2>&1
+    rc=$?
+    echo "moe ops ${v:-} rc=$rc in $(( $(date +%s) - t )) s: $(grep -E '^\[  (PASSED|FAILED)' "$log" | tr '\n' ' ')"
+    [[ $rc == 124 ]] && echo "  timed out in: $(grep -E '^\[ RUN' "$log" | tail -1)"
+    grep -E '^\[  FAILED|  FAIL' "$log" | head -12
+  done
 fi
 
 if has ncu; then
@@ -71,4 +84,15 @@ if has ab; then
     timeout "${HYLLM_FORMS_AB_LIMIT:-300}" tools/cuda/ab_latency.sh > "$OUT/ab.log" 2>&1
   echo "ab rc=$?"
   grep -E '^\|' "$OUT/ab.log" || tail -5 "$OUT/ab.log"
+fi
+
+if has decode; then
+  bins=()
+  for v in $BINS; do bins+=("$v=$B/hyllm_$v"); done
+  cases=()
+  for b in $BATCHES; do cases+=("qwen3_5_35b_a3b_fp8:128:$b:1024"); done
+  OUT=$OUT/decode HYLLM_AB_BINS="${bins[*]}" HYLLM_AB_CASES="${cases[*]}" \
+    timeout "${HYLLM_FORMS_DECODE_LIMIT:-240}" tools/cuda/ab_latency.sh > "$OUT/decode.log" 2>&1
+  echo "decode rc=$?"
+  grep -E '^\|' "$OUT/decode.log" || tail -5 "$OUT/decode.log"
 fi

@@ -74,12 +74,14 @@ if has ncu; then
   done
 fi
 
+# The ab and decode stages' builds, as ab_latency.sh names them.
+ab_bins=()
+for v in $BINS; do ab_bins+=("$v=$B/hyllm_$v"); done
+
 if has ab; then
-  bins=()
-  for v in $BINS; do bins+=("$v=$B/hyllm_$v"); done
   cases=()
   for n in $TOKENS; do cases+=("qwen3_5_35b_a3b_fp8:$n:1:$((2 * n))"); done
-  OUT=$OUT/ab HYLLM_AB_BINS="${bins[*]}" HYLLM_AB_METRIC=prefill HYLLM_AB_OUTPUT_LEN=2 HYLLM_AB_ITERS=5 \
+  OUT=$OUT/ab HYLLM_AB_BINS="${ab_bins[*]}" HYLLM_AB_METRIC=prefill HYLLM_AB_OUTPUT_LEN=2 HYLLM_AB_ITERS=5 \
     HYLLM_AB_ARGS="--enforce-eager --max-num-batched-tokens 8192" HYLLM_AB_CASES="${cases[*]}" \
     timeout "${HYLLM_FORMS_AB_LIMIT:-300}" tools/cuda/ab_latency.sh > "$OUT/ab.log" 2>&1
   echo "ab rc=$?"
@@ -87,11 +89,9 @@ if has ab; then
 fi
 
 if has decode; then
-  bins=()
-  for v in $BINS; do bins+=("$v=$B/hyllm_$v"); done
   cases=()
   for b in $BATCHES; do cases+=("qwen3_5_35b_a3b_fp8:128:$b:1024"); done
-  OUT=$OUT/decode HYLLM_AB_BINS="${bins[*]}" HYLLM_AB_CASES="${cases[*]}" \
+  OUT=$OUT/decode HYLLM_AB_BINS="${ab_bins[*]}" HYLLM_AB_CASES="${cases[*]}" \
     timeout "${HYLLM_FORMS_DECODE_LIMIT:-240}" tools/cuda/ab_latency.sh > "$OUT/decode.log" 2>&1
   echo "decode rc=$?"
   grep -E '^\|' "$OUT/decode.log" || tail -5 "$OUT/decode.log"

@@ -31,7 +31,9 @@
 // Neither of two forms that needed the registers of a producer warpgroup
 // (setmaxnreg) pays for itself once the scales are staged: k tiles taken in
 // pairs, promoting one while the other's MMAs run, and 128-row items that
-// read each weight tile once per 128 rows (docs/BENCHMARKS.md).
+// read each weight tile once per 128 rows; nor does issuing a step as two
+// m64n64 halves so that one half is promoted while the other's MMAs run, in
+// the registers of one partial (docs/BENCHMARKS.md).
 //
 // Warpgroup w multiplies the item's 64 A rows by B rows [128 w, 128 w + 128):
 // for gate_up those are gate then up rows of intermediate columns
@@ -62,12 +64,6 @@ constexpr int kAStage = kRows * kRowBytes;
 constexpr int kBStage = kBRows * kRowBytes;
 constexpr int kStageBytes = kAStage + kBStage;
 constexpr size_t kStagesBytes = static_cast<size_t>(kStages) * kStageBytes;
-// A/B switch, off until measured: the consumers' step in two pipelined
-// halves (the kernel's loop). Not yet run on a GPU: turn it on, run the MoE
-// op cases and the goldens, time 35B-A3B FP8 prefill at 1,024, 4,096 and
-// 8,192 tokens against it off (tools/cuda/moe_fp8_forms.sh), then delete the
-// losing side.
-constexpr bool kPipelinedHalves = false;
 constexpr int kBoxRows = 64;  // weight rows per TMA box; a stage's B tile is kBRows / kBoxRows boxes
 static_assert(kMoeUpColTile == 128 && kMoeDownColTile == kBRows, "tile shapes");
 static_assert(kBK == kFp8Group, "a k tile is one scale block");
@@ -373,109 +369,45 @@ __global__ void __launch_bounds__(kThreads + kProducerThreads, 1)
   float acc[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-  if constexpr (kPipelinedHalves) {
-    // Each step's MMAs in two halves of the warpgroup's 128 B rows (gate_up:
-    // the gate rows, then the up rows; down: 64 output columns each), two
-    // commit groups into two 32-float partial accumulators, so that one half
-    // is promoted while the other's MMAs run: the first half of step s while
-    // its second half runs, the second while step s + 1's first half runs
-    // (within an item; an item's last step drains before its epilogue).
-    // The same registers as one 64-float partial. Invariant at the top of
-    // the loop: both halves of `step` are issued, in order.
-    float pa[32], pb[32];
-    auto issue_half = [&](float(&d)[32], int st, int half) {
-      const uint8_t* stage = smem + st * kStageBytes;
-      const uint64_t da = smem_desc(stage);
-      const uint64_t db = smem_desc(stage + kAStage + (wg * 128 + half * 64) * kRowBytes);
-      fence_operands(d);
-      fence();
-#pragma unroll
-      for (int k32 = 0; k32 < kBK / 32; ++k32) m64n64k32_e4m3(d, da + 2 * k32, db + 2 * k32, k32);
-      commit();
-    };
-    auto wait_full = [&](int n) { mbar_wait(&full[n % kStages], static_cast<uint32_t>((n / kStages) & 1)); };
-    int step = 0;
-    if (items > 0) {
-      wait_full(0);
-      issue_half(pa, 0, 0);
-      issue_half(pb, 0, 1);
-    }
+  int step = 0;  // this block's steps so far: step s's tiles are in stage s % kStages
 #pragma unroll 1
-    for (int done = 0; done < items; ++step) {
-      const int st = step % kStages;
-      const float* sc = s_scales[st];
-      const float sa0 = sc[r0], sa1 = sc[r0 + 8];
-      const float sb0 = sc[kRows + (kUp ? 0 : wg)], sb1 = kUp ? sc[kRows + 1] : sb0;
-      const float s00 = sa0 * sb0, s10 = sa1 * sb0, s01 = sa0 * sb1, s11 = sa1 * sb1;
-      const StagedItem out = s_items[st];
-      const bool last = out.flags & kLastStep;
-      wait<1>();  // the first half
-      fence_operands(pa);
+  for (int done = 0; done < items; ++step) {
+    const int st = step % kStages;
+    mbar_wait(&full[st], static_cast<uint32_t>((step / kStages) & 1));
+    // The step's MMAs into a fresh partial accumulator (one commit group).
+    const uint8_t* stage = smem + st * kStageBytes;
+    const uint64_t da = smem_desc(stage);
+    const uint64_t db = smem_desc(stage + kAStage + wg * 128 * kRowBytes);
+    float part[64];
+    fence_operands(part);
+    fence();
 #pragma unroll
-      for (int j = 0; j < 32; ++j) acc[j] = fmaf(pa[j], (j >> 1) & 1 ? s10 : s00, acc[j]);
-      if (!last) {
-        wait_full(step + 1);
-        issue_half(pa, (step + 1) % kStages, 0);
-        wait<1>();  // the second half; the next step's first half runs
-      } else {
-        wait<0>();
-      }
-      // This warp's MMAs on the stage are complete: it goes back.
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[st]);
-      fence_operands(pb);
+    for (int k32 = 0; k32 < kBK / 32; ++k32) m64n128k32_e4m3(part, da + 2 * k32, db + 2 * k32, k32);
+    commit();
+    // The scale products and the step's item, read while the MMAs run and
+    // before the stage goes back: one scale per (row, weight block), so a
+    // single FMA per accumulator. Up: the gate columns take the first weight
+    // block, the up columns the second; down: warpgroup w's.
+    const float* sc = s_scales[st];
+    const float sa0 = sc[r0], sa1 = sc[r0 + 8];
+    const float sb0 = sc[kRows + (kUp ? 0 : wg)], sb1 = kUp ? sc[kRows + 1] : sb0;
+    const float s00 = sa0 * sb0, s10 = sa1 * sb0, s01 = sa0 * sb1, s11 = sa1 * sb1;
+    const StagedItem out = s_items[st];
+    wait<0>();
+    // This warp's MMAs on the stage are complete: it goes back.
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[st]);
+    // The partial sums join the result. Accumulator j: row r0 + 8 ((j / 2) % 2),
+    // column 8 (j / 4) + 2 (lane % 4) + j % 2.
+    fence_operands(part);
 #pragma unroll
-      for (int j = 0; j < 32; ++j) acc[32 + j] = fmaf(pb[j], (j >> 1) & 1 ? s11 : s01, acc[32 + j]);
-      if (last) {
-        finish_item<kUp>(p, out, acc, s_amax);
-        if (++done < items) {
-          wait_full(step + 1);
-          issue_half(pa, (step + 1) % kStages, 0);
-        }
-      }
-      if (done < items) issue_half(pb, (step + 1) % kStages, 1);
+    for (int j = 0; j < 64; ++j) {
+      const bool odd_row = (j >> 1) & 1, second = kUp && j >= 32;
+      acc[j] = fmaf(part[j], odd_row ? (second ? s11 : s10) : (second ? s01 : s00), acc[j]);
     }
-  } else {
-    int step = 0;  // this block's steps so far: step s's tiles are in stage s % kStages
-#pragma unroll 1
-    for (int done = 0; done < items; ++step) {
-      const int st = step % kStages;
-      mbar_wait(&full[st], static_cast<uint32_t>((step / kStages) & 1));
-      // The step's MMAs into a fresh partial accumulator (one commit group).
-      const uint8_t* stage = smem + st * kStageBytes;
-      const uint64_t da = smem_desc(stage);
-      const uint64_t db = smem_desc(stage + kAStage + wg * 128 * kRowBytes);
-      float part[64];
-      fence_operands(part);
-      fence();
-#pragma unroll
-      for (int k32 = 0; k32 < kBK / 32; ++k32) m64n128k32_e4m3(part, da + 2 * k32, db + 2 * k32, k32);
-      commit();
-      // The scale products and the step's item, read while the MMAs run and
-      // before the stage goes back: one scale per (row, weight block), so a
-      // single FMA per accumulator. Up: the gate columns take the first weight
-      // block, the up columns the second; down: warpgroup w's.
-      const float* sc = s_scales[st];
-      const float sa0 = sc[r0], sa1 = sc[r0 + 8];
-      const float sb0 = sc[kRows + (kUp ? 0 : wg)], sb1 = kUp ? sc[kRows + 1] : sb0;
-      const float s00 = sa0 * sb0, s10 = sa1 * sb0, s01 = sa0 * sb1, s11 = sa1 * sb1;
-      const StagedItem out = s_items[st];
-      wait<0>();
-      // This warp's MMAs on the stage are complete: it goes back.
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[st]);
-      // The partial sums join the result. Accumulator j: row r0 + 8 ((j / 2) % 2),
-      // column 8 (j / 4) + 2 (lane % 4) + j % 2.
-      fence_operands(part);
-#pragma unroll
-      for (int j = 0; j < 64; ++j) {
-        const bool odd_row = (j >> 1) & 1, second = kUp && j >= 32;
-        acc[j] = fmaf(part[j], odd_row ? (second ? s11 : s10) : (second ? s01 : s00), acc[j]);
-      }
-      if (out.flags & kLastStep) {
-        finish_item<kUp>(p, out, acc, s_amax);
-        ++done;
-      }
+    if (out.flags & kLastStep) {
+      finish_item<kUp>(p, out, acc, s_amax);
+      ++done;
     }
   }
 #endif

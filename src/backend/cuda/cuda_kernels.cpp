@@ -145,9 +145,7 @@ void CudaKernels::linear_fp8(const Fp8Activation& xq, const LinearWeight& w, con
   const uint8_t* wq = w.weight.data_as<const uint8_t>();
   const float* ws = w.weight_scale.data_as<const float>();
   const auto scales = block ? cuda::GemmRunner::Fp8Scales::kBlock : cuda::GemmRunner::Fp8Scales::kTensor;
-  const int64_t gemv_rows = !block                             ? cuda::kFp8GemvMaxRowsTensor
-                            : cuda::fp8_gemv_tma_sized(N, K) ? cuda::kFp8GemvTmaMaxRowsBlock
-                                                             : cuda::kFp8GemvMaxRowsBlock;
+  const int64_t gemv_rows = block ? cuda::kFp8GemvMaxRowsBlock : cuda::kFp8GemvMaxRowsTensor;
   constexpr int64_t kMultiple = cuda::kFp8BlockRowMultiple;
   // Decode rows stream the weights through fp8_gemv; more rows go to
   // cuBLASLt, unless it has no algorithm for the shape. Its block-scaled

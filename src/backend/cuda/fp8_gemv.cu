@@ -221,7 +221,7 @@ void launch_aligned(const Fp8GemvParams& p, int num_sms, cudaStream_t stream) {
 
 void launch_fp8_gemv(const Fp8GemvParams& p, int num_sms, cudaStream_t stream) {
   if (p.M == 0 || p.N == 0) return;
-  if (p.use_tma && fp8_gemv_tma_sized(p.N, p.K) && launch_fp8_gemv_tma(p, stream))
+  if (p.use_tma && fp8_gemv_uses_tma(p.M, p.N, p.K) && launch_fp8_gemv_tma(p, stream))
     return;
   switch (ceil_div(std::min(p.M, kTokensPerGridRow), 8)) {
     case 1: return launch_aligned<1>(p, num_sms, stream);

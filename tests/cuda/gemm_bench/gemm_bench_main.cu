@@ -188,9 +188,10 @@ int sweep_tma(const std::vector<ShapeCase>& shapes, int iters, int sms, cudaStre
   }
   std::printf("| shape | M | planned: C, KiB, %% of copy rate | fastest: C, KiB, %% |\n|---|---:|---|---|\n");
   for (const ShapeCase& sc : shapes) {
-    if (!hyllm::cuda::fp8_gemv_tma_sized(sc.N, sc.K)) continue;
+    if (!hyllm::cuda::fp8_gemv_uses_tma(hyllm::cuda::kFp8GemvRowsPerPass, sc.N, sc.K)) continue;
     const Fp8Operands o(sc, 32, s);
     for (int M : {1, 8, 16, 24, 32}) {
+      if (!hyllm::cuda::fp8_gemv_uses_tma(M, sc.N, sc.K)) continue;
       auto params = [&](int c, int cluster, size_t smem) {
         hyllm::cuda::Fp8GemvParams p;
         p.w = o.w[c];
@@ -319,7 +320,7 @@ int main(int argc, char** argv) {
       // max |picked - tiles| / max |tiles|, block scales, f32 outputs
       double tma_vs_tiles = -1;
       // fp8_gemv on weight copy c, block or per-tensor scales, as launch_fp8_gemv
-      // picks (TMA from kFp8GemvTmaMinWeightBytes) or on the register tiles.
+      // picks (fp8_gemv_uses_tma) or on the register tiles.
       auto gemv = [&](int c, bool block, bool tma, bool out_f32, cudaStream_t st) {
         hyllm::cuda::Fp8GemvParams p;
         p.w = o.w[c];
@@ -380,12 +381,12 @@ int main(int argc, char** argv) {
     for (uint16_t* c : w16) cudaFree(c);
     cudaFree(x16);
   }
-  // The TMA kernel's launch per shape (where the weights are large enough for it).
+  // The TMA kernel's launch per shape and row count that it takes.
   std::printf("\n| shape | M | TMA kernel: blocks per 128-row block | shared memory per block |\n|---|---:|---:|---:|\n");
   for (const ShapeCase& sc : shapes) {
-    if (!hyllm::cuda::fp8_gemv_tma_sized(sc.N, sc.K)) continue;
     for (int M : ms) {
-      if (M > std::min(max_m, hyllm::cuda::kFp8GemvRowsPerPass)) continue;
+      if (M > std::min(max_m, hyllm::cuda::kFp8GemvRowsPerPass) || !hyllm::cuda::fp8_gemv_uses_tma(M, sc.N, sc.K))
+        continue;
       const auto plan = hyllm::cuda::fp8_gemv_tma_plan(sc.N, sc.K, M);
       std::printf("| %s | %d | %d | %.1f KiB |\n", sc.name, M, plan.cluster, plan.smem_bytes / 1024.0);
     }

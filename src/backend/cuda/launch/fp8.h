@@ -48,8 +48,8 @@ void launch_pack_group_scales(const PackGroupScalesParams& p, cudaStream_t strea
 
 // out[m, n] = sum_k x[m, k] W[n, k] for few rows (decode): e4m3 operands with
 // the scales of ops.h's linear (block or per-tensor), the weights streamed
-// once (fp8_gemv_tma.cu; fp8_gemv.cu for weights below
-// kFp8GemvTmaMinWeightBytes or that TMA cannot address). Any shape; rows
+// once (fp8_gemv_tma.cu; fp8_gemv.cu where fp8_gemv_uses_tma says no or TMA
+// cannot address the operands). Any shape; rows
 // beyond kFp8GemvRowsPerPass in chunks of that many, each chunk reading the
 // weights again.
 inline constexpr int kFp8GemvRowsPerPass = 32;
@@ -81,17 +81,24 @@ void launch_fp8_gemv(const Fp8GemvParams& p, int num_sms, cudaStream_t stream);
 // Weights from which the TMA-fed kernel streams faster than the register-tile
 // kernel (below it, its fixed cost per block outweighs its deeper pipeline).
 inline constexpr int64_t kFp8GemvTmaMinWeightBytes = int64_t{16} << 20;
-// Whether launch_fp8_gemv streams an N x K weight through the TMA kernel
-// (where TMA can address it).
+// Whether an N x K weight is large enough for the TMA kernel at any row count.
 inline constexpr bool fp8_gemv_tma_sized(int64_t n, int64_t k) { return n * k >= kFp8GemvTmaMinWeightBytes; }
+// Rows up to which the register-tile kernel keeps the weights below
+// kFp8GemvTmaMinWeightBytes; more rows take the TMA kernel whatever the
+// weight (the register tiles' third and fourth token tiles cost more than the
+// TMA kernel's fixed cost per block, docs/BENCHMARKS.md).
+inline constexpr int kFp8GemvRegisterMaxRows = 16;
+// Whether launch_fp8_gemv streams an M x K by N x K product through the TMA
+// kernel (where TMA can address it).
+inline constexpr bool fp8_gemv_uses_tma(int64_t m, int64_t n, int64_t k) {
+  return fp8_gemv_tma_sized(n, k) || m > kFp8GemvRegisterMaxRows;
+}
 // The most rows for which the linear prefers fp8_gemv to cuBLASLt, per scale
-// format (cuBLASLt has no block-scaled algorithm below 4 rows; up to 16 rows
-// its block-scaled kernels read the weights slower than fp8_gemv on all but
-// the widest 27B shape, and up to 32 rows slower than fp8_gemv's TMA kernel,
-// which weights of kFp8GemvTmaMinWeightBytes and more take, bench_cuda_gemm;
-// with per-tensor scales it streams the weights well from one row on).
-inline constexpr int kFp8GemvMaxRowsBlock = 16;
-inline constexpr int kFp8GemvTmaMaxRowsBlock = 32;
+// format (cuBLASLt has no block-scaled algorithm below 4 rows, and up to 32
+// rows its block-scaled kernels read the weights slower than fp8_gemv's,
+// bench_cuda_gemm and the decode step; with per-tensor scales it streams the
+// weights well from one row on).
+inline constexpr int kFp8GemvMaxRowsBlock = 32;
 inline constexpr int kFp8GemvMaxRowsTensor = 0;
 // cuBLASLt's block-scaled FP8 algorithms on sm_90a take only row counts that
 // are multiples of this (bench_cuda_gemm --probe-rows lists them).

@@ -211,20 +211,6 @@ __device__ __forceinline__ void down_epilogue_store(const MoeGroupedGemmParams& 
   }
 }
 
-// An item's end, after its last step's promotion: its epilogue, then the
-// sums cleared for the block's next item. Every consumer thread calls it.
-template <bool kUp>
-__device__ __forceinline__ void finish_item(const MoeGroupedGemmParams& p, const StagedItem& out, float (&acc)[64],
-                                            float (*s_amax)[kRows]) {
-  if constexpr (kUp) {
-    up_epilogue_quantize(p, out, acc, s_amax);
-  } else {
-    down_epilogue_store(p, out, acc);
-  }
-#pragma unroll
-  for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-}
-
 // kUp: A = x's codes gathered by token, output the SwiGLU rows' codes and
 // scales. Otherwise A = the hidden rows' codes, output y.
 // wmap: the routed experts' codes as one [experts x rows, K] byte matrix
@@ -406,7 +392,13 @@ __global__ void __launch_bounds__(kThreads + kProducerThreads, 1)
       acc[j] = fmaf(part[j], odd_row ? (second ? s11 : s10) : (second ? s01 : s00), acc[j]);
     }
     if (out.flags & kLastStep) {
-      finish_item<kUp>(p, out, acc, s_amax);
+      if constexpr (kUp) {
+        up_epilogue_quantize(p, out, acc, s_amax);
+      } else {
+        down_epilogue_store(p, out, acc);
+      }
+#pragma unroll
+      for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
       ++done;
     }
   }

@@ -81,8 +81,6 @@ void launch_fp8_gemv(const Fp8GemvParams& p, int num_sms, cudaStream_t stream);
 // Weights from which the TMA-fed kernel streams faster than the register-tile
 // kernel (below it, its fixed cost per block outweighs its deeper pipeline).
 inline constexpr int64_t kFp8GemvTmaMinWeightBytes = int64_t{16} << 20;
-// Whether an N x K weight is large enough for the TMA kernel at any row count.
-inline constexpr bool fp8_gemv_tma_sized(int64_t n, int64_t k) { return n * k >= kFp8GemvTmaMinWeightBytes; }
 // Rows up to which the register-tile kernel keeps the weights below
 // kFp8GemvTmaMinWeightBytes; more rows take the TMA kernel whatever the
 // weight (the register tiles' third and fourth token tiles cost more than the
@@ -91,7 +89,7 @@ inline constexpr int kFp8GemvRegisterMaxRows = 16;
 // Whether launch_fp8_gemv streams an M x K by N x K product through the TMA
 // kernel (where TMA can address it).
 inline constexpr bool fp8_gemv_uses_tma(int64_t m, int64_t n, int64_t k) {
-  return fp8_gemv_tma_sized(n, k) || m > kFp8GemvRegisterMaxRows;
+  return n * k >= kFp8GemvTmaMinWeightBytes || m > kFp8GemvRegisterMaxRows;
 }
 // The most rows for which the linear prefers fp8_gemv to cuBLASLt, per scale
 // format (cuBLASLt has no block-scaled algorithm below 4 rows, and up to 32

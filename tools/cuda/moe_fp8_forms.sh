@@ -7,6 +7,8 @@
 #  ops  the MoE op cases (every grouped FP8 case) of bin/test_cuda_ops against the CPU
 #       reference, or of bin/test_cuda_ops_<name> for each build HYLLM_FORMS_OPS names
 #       (tools/cuda/build_variants.sh with tests/cuda/test_cuda_ops among its targets);
+#       HYLLM_FORMS_OPS_FILTER widens or narrows the cases;
+#  golden  the CUDA model goldens of bin/test_golden_cuda (the bundle's own build);
 #  ncu  layer 0's gate_up and down launches of a prefill under Nsight Compute
 #       (35B-A3B FP8 cut to 4 layers), one line per kernel: duration, DRAM
 #       throughput, IPC and the main stall reasons per issued instruction;
@@ -22,6 +24,7 @@
 #   HYLLM_FORMS_TOKENS="1024 4096"          prompt lengths for the ab stage
 #   HYLLM_FORMS_OPS="pipe"                  builds whose own test_cuda_ops_<name> the ops stage runs
 #                                           (unset: bin/test_cuda_ops)
+#   HYLLM_FORMS_OPS_FILTER='*Moe*'          the ops stage's gtest filter
 #   HYLLM_FORMS_BATCHES="1 32"              batches for the decode stage
 #   HYLLM_FORMS_STAGES="ops ncu ab"
 set -uo pipefail
@@ -36,6 +39,7 @@ BINS=${HYLLM_FORMS_BINS:-base main}
 NCU_CASES=${HYLLM_FORMS_NCU:-base:1024 main:1024}
 TOKENS=${HYLLM_FORMS_TOKENS:-1024 4096}
 OPS=${HYLLM_FORMS_OPS:-}
+OPS_FILTER=${HYLLM_FORMS_OPS_FILTER:-*Moe*}
 BATCHES=${HYLLM_FORMS_BATCHES:-1 32}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
@@ -46,12 +50,20 @@ if has ops; then
   for v in "${builds[@]}"; do
     bin=$B/test_cuda_ops${v:+_$v} log=$OUT/moe_ops${v:+_$v}.log
     t=$(date +%s)
-    timeout 240 "$bin" --gtest_filter='*Moe*' > "$log" 2>&1
+    timeout 240 "$bin" --gtest_filter="$OPS_FILTER" > "$log" 2>&1
     rc=$?
     echo "moe ops ${v:-} rc=$rc in $(( $(date +%s) - t )) s: $(grep -E '^\[  (PASSED|FAILED)' "$log" | tr '\n' ' ')"
     [[ $rc == 124 ]] && echo "  timed out in: $(grep -E '^\[ RUN' "$log" | tail -1)"
     grep -E '^\[  FAILED|  FAIL' "$log" | head -12
   done
+fi
+
+if has golden; then
+  t=$(date +%s)
+  timeout 120 "$B/test_golden_cuda" > "$OUT/golden.log" 2>&1
+  rc=$?
+  echo "goldens rc=$rc in $(( $(date +%s) - t )) s: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/golden.log" | tr '\n' ' ')"
+  grep -E '^\[  FAILED' "$OUT/golden.log" | head -12
 fi
 
 if has ncu; then

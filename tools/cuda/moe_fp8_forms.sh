@@ -42,28 +42,30 @@ OPS=${HYLLM_FORMS_OPS:-}
 OPS_FILTER=${HYLLM_FORMS_OPS_FILTER:-*Moe*}
 BATCHES=${HYLLM_FORMS_BATCHES:-1 32}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
+# Runs a gtest binary into a log and prints its summary and failures.
+gtest_stage() {  # label limit_s log binary [args...]
+  local label=$1 limit=$2 log=$3 t rc
+  shift 3
+  t=$(date +%s)
+  timeout "$limit" "$@" > "$log" 2>&1
+  rc=$?
+  echo "$label rc=$rc in $(( $(date +%s) - t )) s: $(grep -E '^\[  (PASSED|FAILED)' "$log" | tr '\n' ' ')"
+  [[ $rc == 124 ]] && echo "  timed out in: $(grep -E '^\[ RUN' "$log" | tail -1)"
+  grep -E '^\[  FAILED|  FAIL' "$log" | head -12
+}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
 
 if has ops; then
   builds=($OPS)
   [[ ${#builds[@]} -gt 0 ]] || builds=("")  # bin/test_cuda_ops
   for v in "${builds[@]}"; do
-    bin=$B/test_cuda_ops${v:+_$v} log=$OUT/moe_ops${v:+_$v}.log
-    t=$(date +%s)
-    timeout 240 "$bin" --gtest_filter="$OPS_FILTER" > "$log" 2>&1
-    rc=$?
-    echo "moe ops ${v:-} rc=$rc in $(( $(date +%s) - t )) s: $(grep -E '^\[  (PASSED|FAILED)' "$log" | tr '\n' ' ')"
-    [[ $rc == 124 ]] && echo "  timed out in: $(grep -E '^\[ RUN' "$log" | tail -1)"
-    grep -E '^\[  FAILED|  FAIL' "$log" | head -12
+    gtest_stage "moe ops ${v:-}" 240 "$OUT/moe_ops${v:+_$v}.log" "$B/test_cuda_ops${v:+_$v}" \
+      --gtest_filter="$OPS_FILTER"
   done
 fi
 
 if has golden; then
-  t=$(date +%s)
-  timeout 120 "$B/test_golden_cuda" > "$OUT/golden.log" 2>&1
-  rc=$?
-  echo "goldens rc=$rc in $(( $(date +%s) - t )) s: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/golden.log" | tr '\n' ' ')"
-  grep -E '^\[  FAILED' "$OUT/golden.log" | head -12
+  gtest_stage goldens 120 "$OUT/golden.log" "$B/test_golden_cuda"
 fi
 
 if has ncu; then

@@ -6,6 +6,7 @@
 // warp tree, then one rounding to bf16 (or none for an f32 output); ops.h's
 // linear fixes no summation order.
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/dynamic_smem.cuh"
 #include "backend/cuda/launch/bf16_gemv.h"
 
 namespace hyllm::cuda {
@@ -92,12 +93,7 @@ void launch_mt(const Bf16GemvParams& p, cudaStream_t stream) {
   // Narrow outputs: fewer warps per block, so that more SMs stream.
   const int warps = p.N >= 1024 ? 8 : 2;
   const size_t smem = static_cast<size_t>(p.M) * p.K * 2;
-  static size_t configured = 48 * 1024;  // per instance
-  if (smem > configured) {
-    cudaFuncSetAttribute(bf16_gemv_kernel<MT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(kBf16GemvMaxXBytes));
-    configured = kBf16GemvMaxXBytes;
-  }
+  if (smem > 48 * 1024) allow_dynamic_smem(reinterpret_cast<const void*>(bf16_gemv_kernel<MT>), kBf16GemvMaxXBytes);
   launch_maybe_pdl(bf16_gemv_kernel<MT>, true, dim3(ceil_div(p.N, warps)), warps * 32, smem, stream, p);
 }
 

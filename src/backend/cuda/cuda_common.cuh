@@ -28,6 +28,27 @@ namespace hyllm::cuda {
 __device__ __forceinline__ void allow_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 __device__ __forceinline__ void wait_for_prerequisite() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 
+// The "last block" handshake of a grid whose blocks publish global writes
+// that the last block to finish then reads: returns true in every thread of
+// that block, whose reads after the call see every block's writes before
+// it. One thread a block makes an acquire-release add at GPU scope after a
+// block barrier (the barrier orders the block's writes before the release;
+// the acquire orders the last block's reads after every release), instead of
+// a sequentially consistent fence in every thread, which also empties each
+// SM's L1. The caller resets *counter to zero in the last block, for the
+// next launch. Every thread of every block must call it.
+__device__ __forceinline__ bool last_block_to_arrive(int32_t* counter, int32_t blocks) {
+  __shared__ int32_t s_last;
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+    int32_t before;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(before) : "l"(counter) : "memory");
+    s_last = before == blocks - 1 ? 1 : 0;
+  }
+  __syncthreads();
+  return s_last != 0;
+}
+
 // Launches kernel(args...) so that, when `pdl`, it may begin before the
 // stream's previous kernel completes (it must then wait_for_prerequisite
 // before reading that kernel's outputs or writing anything another kernel

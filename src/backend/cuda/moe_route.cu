@@ -90,7 +90,6 @@ __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p)
   __shared__ uint32_t s_mask[kMoeMaxExperts];
   __shared__ int s_off[kMoeMaxExperts];
   __shared__ int s_item[kMoeMaxExperts];
-  __shared__ int s_last;
   const int T = p.tokens, H = p.hidden, E = p.experts, k = p.top_k;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int chunks = H / 8;  // 16-byte chunks of a row
@@ -158,12 +157,7 @@ __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p)
     }
   }
   // Publish this block's logits; the last block sees every block's.
-  __threadfence();
-  __syncthreads();
-  if (tid == 0) s_last = atomicAdd(p.counter, 1) == static_cast<int>(gridDim.x * gridDim.y) - 1;
-  __syncthreads();
-  if (!s_last) return;
-  __threadfence();
+  if (!last_block_to_arrive(p.counter, static_cast<int32_t>(gridDim.x * gridDim.y))) return;
 
   const float* lg = p.logits;
   if constexpr (kMaxT == 1) {

@@ -354,22 +354,13 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
     }
     if (num_splits == 1) return;
 
-    // Publish this split's partials (every thread fences its own stores before
-    // the barrier, thread 0 then counts the block); the group's last block to
-    // count sees every split's partials and merges them. It resets the counter:
-    // no other block of this launch touches it again, and the next launch (or
-    // graph replay) finds it at zero.
-    __shared__ bool s_last;
+    // Publish this split's partials; the group's last block to arrive sees
+    // every split's partials and merges them. It resets the counter: no other
+    // block of this launch touches it again, and the next launch (or graph
+    // replay) finds it at zero.
     const int group_id = (seq * p.num_kv_heads + kvh) * m_tiles + m_tile;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      s_last = atomicAdd(p.split_counters + group_id, 1) == num_splits - 1;
-      if (s_last) p.split_counters[group_id] = 0;
-    }
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();
+    if (!last_block_to_arrive(p.split_counters + group_id, num_splits)) return;
+    if (threadIdx.x == 0) p.split_counters[group_id] = 0;
     const int live_splits = (kv_len + per_split - 1) / per_split;
     merge_splits<D, kFp8>(p, live_splits, partial, q_start, m0, last_row - m0 + 1, kvh, smem);
   }

@@ -10,13 +10,31 @@ namespace hyllm::cuda::moe_detail {
 
 inline constexpr int kRoutePerLane = kMoeMaxExperts / 32;
 
+// A float as an unsigned key of the same order (for the warp's integer
+// max/min reductions): non-negative floats above negative ones, each sign
+// ascending with the value. Exact for every non-NaN float but -0 < +0.
+__device__ __forceinline__ uint32_t order_key(float x) {
+  const uint32_t u = __float_as_uint(x);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float from_order_key(uint32_t k) {
+  return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
 // Softmax over the E logits get(e) in fp32, then the top_k (<= 32) largest
 // probabilities (ties: the lower expert id), renormalised to sum 1, in
 // descending order: lane i < top_k gets choice i. A NaN probability ranks
 // below every number, so every choice is a valid, distinct expert id even for
 // garbage rows (padding of a captured step). Requires E <= 32 * kPerLane.
+//
+// Each choice is one round of two warp reductions on the hardware's integer
+// reduce (the largest key, then the lowest id holding it), not shuffle trees:
+// a decode step routes one token a warp, so the rounds' latency is the
+// router's. The probabilities are never -0, so their keys order as they do.
 template <int kPerLane = kRoutePerLane, typename Get>
 __device__ __forceinline__ void warp_route(Get get, int E, int top_k, int lane, int& id, float& weight) {
+  static_assert((kPerLane & (kPerLane - 1)) == 0, "the lane's argmax tree pairs neighbours");
+  constexpr uint32_t kAll = 0xffffffffu;
   float v[kPerLane];
   float mx = -INFINITY;
 #pragma unroll
@@ -25,7 +43,8 @@ __device__ __forceinline__ void warp_route(Get get, int E, int top_k, int lane, 
     v[i] = e < E ? get(e) : -INFINITY;
     mx = fmaxf(mx, v[i]);
   }
-  mx = warp_max(mx);
+  // A lane's fmaxf chain from -inf never yields NaN, so the key max is exact.
+  mx = from_order_key(__reduce_max_sync(kAll, order_key(mx)));
   float sum = 0.0f;
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
@@ -33,41 +52,48 @@ __device__ __forceinline__ void warp_route(Get get, int E, int top_k, int lane, 
     sum += v[i];
   }
   sum = warp_sum(sum);
+  // Keys: probabilities, NaN as -1 (below every probability), padding past E
+  // as -2, taken entries 0 (below every float's key).
+  uint32_t key[kPerLane];
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
     const float p = v[i] / sum;
-    v[i] = i * 32 + lane < E ? (p == p ? p : -1.0f) : -2.0f;
+    key[i] = order_key(i * 32 + lane < E ? (p == p ? p : -1.0f) : -2.0f);
   }
   float top_sum = 0.0f;
   id = 0;
   weight = 0.0f;
   for (int r = 0; r < top_k; ++r) {
-    float best = -3.0f;
-    int best_e = 0x7fffffff;
+    // The lane's largest key and its index, lowest index on ties: a tree over
+    // neighbours, where the right operand's indices all exceed the left's.
+    uint32_t bk[kPerLane];
+    int bi[kPerLane];
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
-      if (v[i] > best) {  // ascending ids per lane: the first maximum is the lowest id
-        best = v[i];
-        best_e = i * 32 + lane;
-      }
+      bk[i] = key[i];
+      bi[i] = i;
     }
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-      const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
-      if (ob > best || (ob == best && oe < best_e)) {
-        best = ob;
-        best_e = oe;
+    for (int d = 1; d < kPerLane; d *= 2) {
+#pragma unroll
+      for (int j = 0; j + d < kPerLane; j += 2 * d) {
+        if (bk[j + d] > bk[j]) {
+          bk[j] = bk[j + d];
+          bi[j] = bi[j + d];
+        }
       }
     }
-    top_sum += best;
+    const uint32_t best = __reduce_max_sync(kAll, bk[0]);
+    const uint32_t won = __reduce_min_sync(kAll, bk[0] == best ? static_cast<uint32_t>(bi[0] * 32 + lane) : kAll);
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      if (static_cast<uint32_t>(i * 32 + lane) == won) key[i] = 0;
+    }
+    const float w = from_order_key(best);
+    top_sum += w;
     if (lane == r) {
-      id = best_e;
-      weight = best;
-    }
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      if (i * 32 + lane == best_e) v[i] = -2.0f;
+      id = static_cast<int>(won);
+      weight = w;
     }
   }
   weight /= top_sum;

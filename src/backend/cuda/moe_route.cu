@@ -40,6 +40,8 @@ template <int kPerLane>
 __device__ __forceinline__ void route_one_token(const MoeRouteSmallParams& p, const float* lg, int warp, int lane) {
   if (warp != 0) return;
   const int E = p.experts, k = p.top_k;
+  // The shared expert's gate logit is asked for beside the routed ones.
+  const float gate_logit = p.shared && p.gate != nullptr && lane == 0 ? __ldcg(lg + E) : 0.0f;
   int id;
   float wt;
   warp_route<kPerLane>([&](int e) { return __ldcg(lg + e); }, E, k, lane, id, wt);
@@ -64,7 +66,7 @@ __device__ __forceinline__ void route_one_token(const MoeRouteSmallParams& p, co
     p.plan.item_pos[k] = k;
     p.plan.item_rows[k] = 1;
     p.plan.sorted_token[k] = 0;
-    p.plan.sorted_weight[k] = p.gate != nullptr ? sigmoid(__ldcg(lg + E)) : 1.0f;
+    p.plan.sorted_weight[k] = p.gate != nullptr ? sigmoid(gate_logit) : 1.0f;
   }
   *p.plan.num_items = k + (p.shared ? 1 : 0);
   *p.counter = 0;
@@ -164,6 +166,7 @@ __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p)
     if (T == 1) return route_one_token<kPerLane>(p, lg, warp, lane);
   }
   for (int t = warp; t < T; t += kSmallRouteWarps) {
+    const float gate_logit = p.gate != nullptr && lane == 0 ? __ldcg(lg + t * (E + 1) + E) : 0.0f;
     int id;
     float wt;
     warp_route<kPerLane>([&](int e) { return __ldcg(lg + t * (E + 1) + e); }, E, k, lane, id, wt);
@@ -175,7 +178,7 @@ __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p)
         p.topk_weights[t * k + lane] = wt;
       }
     }
-    if (lane == 0) s_gate[t] = p.gate != nullptr ? sigmoid(__ldcg(lg + t * (E + 1) + E)) : 1.0f;
+    if (lane == 0) s_gate[t] = p.gate != nullptr ? sigmoid(gate_logit) : 1.0f;
   }
   for (int e = tid; e < E; e += blockDim.x) s_mask[e] = 0;
   __syncthreads();

@@ -148,6 +148,17 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// A float as an unsigned key of the same order, for integer reductions and
+// sorts: non-negative floats above negative ones, -inf lowest, each sign
+// ascending with the value. Exact for every non-NaN float but -0 < +0.
+__device__ __forceinline__ uint32_t order_key(float x) {
+  const uint32_t u = __float_as_uint(x);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float from_order_key(uint32_t k) {
+  return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread
 // gets the result. `red` holds 32 floats of shared memory.
 __device__ __forceinline__ float block_sum(float v, float* red) {

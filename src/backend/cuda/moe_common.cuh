@@ -10,17 +10,6 @@ namespace hyllm::cuda::moe_detail {
 
 inline constexpr int kRoutePerLane = kMoeMaxExperts / 32;
 
-// A float as an unsigned key of the same order (for the warp's integer
-// max/min reductions): non-negative floats above negative ones, each sign
-// ascending with the value. Exact for every non-NaN float but -0 < +0.
-__device__ __forceinline__ uint32_t order_key(float x) {
-  const uint32_t u = __float_as_uint(x);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-__device__ __forceinline__ float from_order_key(uint32_t k) {
-  return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
-}
-
 // Softmax over the E logits get(e) in fp32, then the top_k (<= 32) largest
 // probabilities (ties: the lower expert id), renormalised to sum 1, in
 // descending order: lane i < top_k gets choice i. A NaN probability ranks

@@ -31,12 +31,6 @@ constexpr int kStride = kBlocks * kThreads;
 constexpr int kMaxCandidates = 64;
 constexpr float kGreedyTemperature = 1e-5f;
 
-// Monotone map of floats to unsigned ints (-inf lowest; NaN never occurs here).
-__device__ __forceinline__ uint32_t order_key(float f) {
-  const uint32_t b = __float_as_uint(f);
-  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-}
-
 struct Shared {
   double dred[kWarps];
   float fred[kWarps];

@@ -10,82 +10,103 @@ namespace hyllm::cuda::moe_detail {
 
 inline constexpr int kRoutePerLane = kMoeMaxExperts / 32;
 
-// Softmax over the E logits get(e) in fp32, then the top_k (<= 32) largest
-// probabilities (ties: the lower expert id), renormalised to sum 1, in
-// descending order: lane i < top_k gets choice i. A NaN probability ranks
-// below every number, so every choice is a valid, distinct expert id even for
-// garbage rows (padding of a captured step). Requires E <= 32 * kPerLane.
+// Softmax over the E logits get(u, e) of each of NT rows u in fp32, then the
+// top_k (<= 32) largest probabilities (ties: the lower expert id),
+// renormalised to sum 1, in descending order: lane i < top_k gets row u's
+// choice i in id[u] and weight[u]. A NaN probability ranks below every
+// number, so every choice is a valid, distinct expert id even for garbage rows
+// (padding of a captured step). Requires E <= 32 * kPerLane.
 //
 // Each choice is one round of two warp reductions on the hardware's integer
 // reduce (the largest key, then the lowest id holding it), not shuffle trees:
-// a decode step routes one token a warp, so the rounds' latency is the
-// router's. The probabilities are never -0, so their keys order as they do.
-template <int kPerLane = kRoutePerLane, typename Get>
-__device__ __forceinline__ void warp_route(Get get, int E, int top_k, int lane, int& id, float& weight) {
+// routing is a chain of such rounds, so its latency is the router's, and NT
+// rows at once interleave their chains. The probabilities are never -0, so
+// their keys order as they do.
+template <int NT, int kPerLane, typename Get>
+__device__ __forceinline__ void warp_route_rows(Get get, int E, int top_k, int lane, int (&id)[NT],
+                                                float (&weight)[NT]) {
   static_assert((kPerLane & (kPerLane - 1)) == 0, "the lane's argmax tree pairs neighbours");
   constexpr uint32_t kAll = 0xffffffffu;
-  float v[kPerLane];
-  float mx = -INFINITY;
+  uint32_t key[NT][kPerLane];
+  float top_sum[NT];
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const int e = i * 32 + lane;
-    v[i] = e < E ? get(e) : -INFINITY;
-    mx = fmaxf(mx, v[i]);
-  }
-  // A lane's fmaxf chain from -inf never yields NaN, so the key max is exact.
-  mx = from_order_key(__reduce_max_sync(kAll, order_key(mx)));
-  float sum = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    v[i] = i * 32 + lane < E ? expf(v[i] - mx) : 0.0f;
-    sum += v[i];
-  }
-  sum = warp_sum(sum);
-  // Keys: probabilities, NaN as -1 (below every probability), padding past E
-  // as -2, taken entries 0 (below every float's key).
-  uint32_t key[kPerLane];
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const float p = v[i] / sum;
-    key[i] = order_key(i * 32 + lane < E ? (p == p ? p : -1.0f) : -2.0f);
-  }
-  float top_sum = 0.0f;
-  id = 0;
-  weight = 0.0f;
-  for (int r = 0; r < top_k; ++r) {
-    // The lane's largest key and its index, lowest index on ties: a tree over
-    // neighbours, where the right operand's indices all exceed the left's.
-    uint32_t bk[kPerLane];
-    int bi[kPerLane];
+  for (int u = 0; u < NT; ++u) {
+    float v[kPerLane];
+    float mx = -INFINITY;
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
-      bk[i] = key[i];
-      bi[i] = i;
+      const int e = i * 32 + lane;
+      v[i] = e < E ? get(u, e) : -INFINITY;
+      mx = fmaxf(mx, v[i]);
     }
+    // A lane's fmaxf chain from -inf never yields NaN, so the key max is exact.
+    mx = from_order_key(__reduce_max_sync(kAll, order_key(mx)));
+    float sum = 0.0f;
 #pragma unroll
-    for (int d = 1; d < kPerLane; d *= 2) {
+    for (int i = 0; i < kPerLane; ++i) {
+      v[i] = i * 32 + lane < E ? expf(v[i] - mx) : 0.0f;
+      sum += v[i];
+    }
+    sum = warp_sum(sum);
+    // Keys: probabilities, NaN as -1 (below every probability), padding past
+    // E as -2, taken entries 0 (below every float's key).
 #pragma unroll
-      for (int j = 0; j + d < kPerLane; j += 2 * d) {
-        if (bk[j + d] > bk[j]) {
-          bk[j] = bk[j + d];
-          bi[j] = bi[j + d];
+    for (int i = 0; i < kPerLane; ++i) {
+      const float p = v[i] / sum;
+      key[u][i] = order_key(i * 32 + lane < E ? (p == p ? p : -1.0f) : -2.0f);
+    }
+    top_sum[u] = 0.0f;
+    id[u] = 0;
+    weight[u] = 0.0f;
+  }
+  for (int r = 0; r < top_k; ++r) {
+#pragma unroll
+    for (int u = 0; u < NT; ++u) {
+      // The lane's largest key and its index, lowest index on ties: a tree
+      // over neighbours, where the right operand's indices all exceed the left's.
+      uint32_t bk[kPerLane];
+      int bi[kPerLane];
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        bk[i] = key[u][i];
+        bi[i] = i;
+      }
+#pragma unroll
+      for (int d = 1; d < kPerLane; d *= 2) {
+#pragma unroll
+        for (int j = 0; j + d < kPerLane; j += 2 * d) {
+          if (bk[j + d] > bk[j]) {
+            bk[j] = bk[j + d];
+            bi[j] = bi[j + d];
+          }
         }
       }
-    }
-    const uint32_t best = __reduce_max_sync(kAll, bk[0]);
-    const uint32_t won = __reduce_min_sync(kAll, bk[0] == best ? static_cast<uint32_t>(bi[0] * 32 + lane) : kAll);
+      const uint32_t best = __reduce_max_sync(kAll, bk[0]);
+      const uint32_t won = __reduce_min_sync(kAll, bk[0] == best ? static_cast<uint32_t>(bi[0] * 32 + lane) : kAll);
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      if (static_cast<uint32_t>(i * 32 + lane) == won) key[i] = 0;
-    }
-    const float w = from_order_key(best);
-    top_sum += w;
-    if (lane == r) {
-      id = static_cast<int>(won);
-      weight = w;
+      for (int i = 0; i < kPerLane; ++i) {
+        if (static_cast<uint32_t>(i * 32 + lane) == won) key[u][i] = 0;
+      }
+      const float w = from_order_key(best);
+      top_sum[u] += w;
+      if (lane == r) {
+        id[u] = static_cast<int>(won);
+        weight[u] = w;
+      }
     }
   }
-  weight /= top_sum;
+#pragma unroll
+  for (int u = 0; u < NT; ++u) weight[u] /= top_sum[u];
+}
+
+// warp_route_rows for one row of logits get(e).
+template <int kPerLane = kRoutePerLane, typename Get>
+__device__ __forceinline__ void warp_route(Get get, int E, int top_k, int lane, int& id, float& weight) {
+  int ids[1];
+  float weights[1];
+  warp_route_rows<1, kPerLane>([&](int, int e) { return get(e); }, E, top_k, lane, ids, weights);
+  id = ids[0];
+  weight = weights[0];
 }
 
 // Decode of one or two sequences: so few small-regime work items that the

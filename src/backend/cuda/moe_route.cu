@@ -12,6 +12,7 @@ namespace {
 using moe_detail::block_scan_experts;
 using moe_detail::ld_stream;
 using moe_detail::warp_route;
+using moe_detail::warp_route_rows;
 
 // One warp per token.
 __global__ void route_kernel(MoeRouteParams p) {
@@ -70,6 +71,47 @@ __device__ __forceinline__ void route_one_token(const MoeRouteSmallParams& p, co
   }
   *p.plan.num_items = k + (p.shared ? 1 : 0);
   *p.counter = 0;
+}
+
+// Rows a warp of route_small's last block routes at once: four where a lane
+// holds 8 logits a row, one where it holds 32 (four rows would spill).
+template <int kPerLane>
+constexpr int kRouteRowsPerWarp = kPerLane <= 8 ? 4 : 1;
+
+// route_small's last block: warp w routes tokens w, w + 8, ..., NT of them a
+// pass, into the block's pair tables (and the op's top-k outputs when asked).
+template <int NT, int kPerLane>
+__device__ __forceinline__ void route_rows(const MoeRouteSmallParams& p, const float* lg, int warp, int lane,
+                                           int* s_ids, float* s_w, float* s_gate) {
+  const int T = p.tokens, E = p.experts, k = p.top_k;
+  for (int t0 = warp; t0 < T; t0 += kSmallRouteWarps * NT) {
+    // Rows past T repeat the last token, and their results are dropped.
+    int tok[NT];
+    float gate_logit[NT];
+#pragma unroll
+    for (int u = 0; u < NT; ++u) {
+      tok[u] = min(t0 + u * kSmallRouteWarps, T - 1);
+      gate_logit[u] = p.gate != nullptr && lane == 0 ? __ldcg(lg + tok[u] * (E + 1) + E) : 0.0f;
+    }
+    int id[NT];
+    float wt[NT];
+    warp_route_rows<NT, kPerLane>([&](int u, int e) { return __ldcg(lg + tok[u] * (E + 1) + e); }, E, k, lane, id,
+                                  wt);
+#pragma unroll
+    for (int u = 0; u < NT; ++u) {
+      const int t = t0 + u * kSmallRouteWarps;
+      if (t >= T) continue;
+      if (lane < k) {
+        s_ids[t * k + lane] = id[u];
+        s_w[t * k + lane] = wt[u];
+        if (p.topk_ids != nullptr) {
+          p.topk_ids[t * k + lane] = id[u];
+          p.topk_weights[t * k + lane] = wt[u];
+        }
+      }
+      if (lane == 0) s_gate[t] = p.gate != nullptr ? sigmoid(gate_logit[u]) : 1.0f;
+    }
+  }
 }
 
 // Block b, warp w: router row 8b + w (row E is the shared-expert gate) dotted
@@ -165,21 +207,16 @@ __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p)
   if constexpr (kMaxT == 1) {
     if (T == 1) return route_one_token<kPerLane>(p, lg, warp, lane);
   }
-  for (int t = warp; t < T; t += kSmallRouteWarps) {
-    const float gate_logit = p.gate != nullptr && lane == 0 ? __ldcg(lg + t * (E + 1) + E) : 0.0f;
-    int id;
-    float wt;
-    warp_route<kPerLane>([&](int e) { return __ldcg(lg + t * (E + 1) + e); }, E, k, lane, id, wt);
-    if (lane < k) {
-      s_ids[t * k + lane] = id;
-      s_w[t * k + lane] = wt;
-      if (p.topk_ids != nullptr) {
-        p.topk_ids[t * k + lane] = id;
-        p.topk_weights[t * k + lane] = wt;
-      }
+  // More tokens than warps: each warp routes its tokens t, t + 8, ... (up to
+  // kRouteRowsPerWarp of them) at once, their reduction chains interleaved.
+  bool routed = false;
+  if constexpr (kMaxT > 1) {
+    if (T > kSmallRouteWarps) {
+      route_rows<kRouteRowsPerWarp<kPerLane>, kPerLane>(p, lg, warp, lane, s_ids, s_w, s_gate);
+      routed = true;
     }
-    if (lane == 0) s_gate[t] = p.gate != nullptr ? sigmoid(gate_logit) : 1.0f;
   }
+  if (!routed) route_rows<1, kPerLane>(p, lg, warp, lane, s_ids, s_w, s_gate);
   for (int e = tid; e < E; e += blockDim.x) s_mask[e] = 0;
   __syncthreads();
   // Expert e's tokens as a bit mask over the (at most 32) tokens: its row

@@ -11,6 +11,7 @@ namespace {
 
 using moe_detail::block_scan_experts;
 using moe_detail::ld_stream;
+using moe_detail::mma_k32;
 using moe_detail::warp_route;
 using moe_detail::warp_route_rows;
 
@@ -114,19 +115,27 @@ __device__ __forceinline__ void route_rows(const MoeRouteSmallParams& p, const f
   }
 }
 
-// Block b, warp w: router row 8b + w (row E is the shared-expert gate) dotted
-// with every token's x (staged in shared memory), rounded to bf16 as the
-// linear op rounds. The last block to finish routes every token and writes
-// the plan (launch/moe.h). The code is kept small (tokens in rolled tiles,
-// kPerLane = the smallest per-lane logit count that holds E): unrolled over
-// every token and 1024 experts it outgrew the instruction cache, whose misses
-// then took most of a decode step's routing time. kMaxT = 1 is the batch-1
-// instance (no tile loop overhead), 4 serves any other count. Grid row y
-// takes only the tokens [kMaxT y, kMaxT (y + 1)) and stages only their x:
-// staging every token's x in every block made each block wait on T rows of
-// dependent loads before its first dot product.
+// Block b: router rows [8b, 8b + 8) (row E is the shared-expert gate) dotted
+// with the x rows of the block's tokens (staged in shared memory), rounded to
+// bf16 as the linear op rounds. The last block to finish routes every token
+// and writes the plan (launch/moe.h). The code is kept small (kPerLane = the
+// smallest per-lane logit count that holds E): unrolled over every token and
+// 1024 experts it outgrew the instruction cache, whose misses then took most
+// of a decode step's routing time. Grid row y takes only the tokens
+// [kMaxT y, kMaxT (y + 1)) and stages only their x: staging every token's x in
+// every block made each block wait on T rows of dependent loads before its
+// first dot product.
+//
+// kMaxT = 1 (one token a block; the batch-1 instance): warp w dots row 8b + w
+// with the token, each lane 16 bytes of the row at a time. kMaxT = 4 (needs
+// H % 32 == 0): the block's 8 rows times its 4 tokens on tensor cores, warp w
+// taking the K windows of 32 columns w, w + 8, ...; the warps' partial sums
+// then add up in warp order. A warp of dot products issued about ten times
+// the instructions, and the tokens' GEMV was the router's longest part after
+// routing.
 template <int kMaxT, int kPerLane>
 __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p) {
+  static_assert(kMaxT == 1 || kMaxT == 4, "the GEMV forms");
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ int s_ids[kSmallPairs];
   __shared__ float s_w[kSmallPairs];
@@ -142,21 +151,35 @@ __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p)
   const int t_end = min(T, t_begin + kMaxT);
   uint4* xs = reinterpret_cast<uint4*>(smem);
   const uint4* xg = reinterpret_cast<const uint4*>(p.x) + static_cast<int64_t>(t_begin) * chunks;
-  const int row = blockIdx.x * kSmallRouteWarps + warp;
   const int rows = E + (p.gate != nullptr ? 1 : 0);
+  const int row0 = blockIdx.x * kSmallRouteWarps;
+  // The form's own row: warp w's (kMaxT = 1), or lane group g's (kMaxT = 4).
+  const int row = row0 + (kMaxT == 1 ? warp : lane >> 2);
   const uint16_t* w = row < E ? p.router + static_cast<int64_t>(row) * H : p.gate;
-  // The row's first 256 chunks (all of it up to H = 2048) are in flight while
-  // x is staged: the weights do not depend on x, and the two reads then take
-  // one memory latency instead of two.
+  // The first 8 weight loads of each lane (all of a row up to H = 2048) are
+  // in flight while x is staged: the weights do not depend on x, and the two
+  // reads then take one memory latency instead of two.
   uint4 wv[8];
-  auto load_row = [&](int c0) {
+  auto load_row = [&](int c0) {  // kMaxT = 1: chunks c0 + 32 j + lane
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int c = c0 + j * 32 + lane;
       wv[j] = ld_stream(w + c * 8, row < rows && c < chunks);
     }
   };
-  load_row(0);
+  const int windows = H / 32, q = lane & 3;
+  auto load_windows = [&](int i0) {  // kMaxT = 4: the warp's windows i0 .. i0 + 7, its lane's 16 bytes of each
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int win = warp + kSmallRouteWarps * (i0 + j);
+      wv[j] = ld_stream(w + win * 32 + q * 8, row < rows && win < windows);
+    }
+  };
+  if constexpr (kMaxT == 1) {
+    load_row(0);
+  } else {
+    load_windows(0);
+  }
   // Launched programmatically: the weights above, which nothing writes, are
   // asked for while the kernel that writes x (the norm) still runs; x and
   // every write of this kernel come after the wait.
@@ -165,39 +188,49 @@ __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p)
   for (int c = tid; c < (t_end - t_begin) * chunks; c += blockDim.x) xs[c] = xg[c];
   __syncthreads();
 
-  if (row < rows) {
-    // Tokens in tiles of kTile (a rolled loop), so that the code stays small
-    // for any token count; a tile re-reads the row (from L2 after the first).
-    constexpr int kTile = kMaxT < 4 ? kMaxT : 4;
-#pragma unroll 1
-    for (int t0 = t_begin; t0 < t_end; t0 += kTile) {
-      float acc[kTile];
-#pragma unroll
-      for (int u = 0; u < kTile; ++u) acc[u] = 0.0f;
+  if constexpr (kMaxT == 1) {
+    if (row < rows) {
+      float acc = 0.0f;
       for (int c0 = 0; c0 < chunks; c0 += 32 * 8) {
-        if (c0 != 0 || t0 != t_begin) load_row(c0);  // else loaded above
+        if (c0 != 0) load_row(c0);  // else loaded above
 #pragma unroll
-        for (int u = 0; u < kTile; ++u) {
-          const int t = t0 + u;
-          if (t < t_end) {
-            float s = acc[u];
-#pragma unroll
-            for (int j = 0; j < 8; ++j) {
-              const int c = c0 + j * 32 + lane;
-              if (c < chunks) s = dot8(wv[j], xs[(t - t_begin) * chunks + c], s);
-            }
-            acc[u] = s;
-          }
+        for (int j = 0; j < 8; ++j) {
+          const int c = c0 + j * 32 + lane;
+          if (c < chunks) acc = dot8(wv[j], xs[c], acc);
         }
       }
+      const float v = warp_sum(acc);
+      if (lane == 0) p.logits[t_begin * (E + 1) + row] = round_bf(v);
+    }
+  } else {
+    // D[8 rows (+ 8 zero rows) x 8 tokens] += W window x X window^T: lane
+    // (g, q) feeds row g's and token g's 16 bytes q of each window (tokens
+    // past the block's are zeros) and holds row g's sums of tokens 2q, 2q + 1.
+    __shared__ float partial[kSmallRouteWarps][8][8];  // [warp][row][token]
+    const int g = lane >> 2, nt = t_end - t_begin;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int i0 = 0; warp + kSmallRouteWarps * i0 < windows; i0 += 8) {
+      if (i0 != 0) load_windows(i0);  // else loaded above
 #pragma unroll
-      for (int u = 0; u < kTile; ++u) {
-        const int t = t0 + u;
-        if (t < t_end) {
-          const float v = warp_sum(acc[u]);
-          if (lane == 0) p.logits[t * (E + 1) + row] = round_bf(v);
+      for (int j = 0; j < 8; ++j) {
+        const int win = warp + kSmallRouteWarps * (i0 + j);
+        if (win < windows) {
+          uint4 b = zero;  // (a conditional of two lvalues would select an address and put zero on the stack)
+          if (g < nt) b = xs[g * chunks + win * 4 + q];
+          mma_k32(d, wv[j], zero, b);
         }
       }
+    }
+    partial[warp][g][2 * q] = d[0];
+    partial[warp][g][2 * q + 1] = d[1];
+    __syncthreads();
+    if (tid < 8 * kMaxT) {
+      const int r = tid / kMaxT, u = tid % kMaxT;
+      float v = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kSmallRouteWarps; ++i) v += partial[i][r][u];
+      if (row0 + r < rows && u < nt) p.logits[(t_begin + u) * (E + 1) + row0 + r] = round_bf(v);
     }
   }
   // Publish this block's logits; the last block sees every block's.
@@ -387,7 +420,9 @@ void launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {
 }
 
 void launch_moe_route_small(const MoeRouteSmallParams& p, cudaStream_t stream) {
-  if (p.tokens <= 1) return launch_route_small<1>(p, stream);
+  // The tensor-core form needs whole 32-column windows; one token a block
+  // serves any width.
+  if (p.tokens <= 1 || p.hidden % 32 != 0) return launch_route_small<1>(p, stream);
   launch_route_small<4>(p, stream);
 }
 

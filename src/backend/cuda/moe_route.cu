@@ -130,9 +130,8 @@ __device__ __forceinline__ void route_rows(const MoeRouteSmallParams& p, const f
 // with the token, each lane 16 bytes of the row at a time. kMaxT = 4 (needs
 // H % 32 == 0): the block's 8 rows times its 4 tokens on tensor cores, warp w
 // taking the K windows of 32 columns w, w + 8, ...; the warps' partial sums
-// then add up in warp order. A warp of dot products issued about ten times
-// the instructions, and the tokens' GEMV was the router's longest part after
-// routing.
+// then add up in warp order. Dot products spend several instructions on each
+// weight pair, which made the GEMV of many tokens issue-bound.
 template <int kMaxT, int kPerLane>
 __global__ void __launch_bounds__(256) route_small_kernel(MoeRouteSmallParams p) {
   static_assert(kMaxT == 1 || kMaxT == 4, "the GEMV forms");

@@ -153,6 +153,16 @@ void PagedAttentionCheck::check(const AttnCase& c) {
                                 dout.view()));
   }, {&dout});
   expect_close(std::string("paged_attention ") + c.name, dout, out, kTolAttention);
+  if (max_q <= 1) return;
+  // The same case on the warp MMAs, which GPUs without warpgroup MMAs take
+  // for prefill (on those this repeats the launch above).
+  cuda_allow_warpgroup_attention(*gpu_, false);
+  run_gpu_poisoned([&] {
+    paged_attention(*gpu_, args(dq.view(), dkc.view(), dvc.view(), dbt.view(), dqs.view(), dsl.view(), dgate.view(),
+                                dout.view()));
+  }, {&dout});
+  cuda_allow_warpgroup_attention(*gpu_, true);
+  expect_close(std::string("paged_attention ") + c.name + " (warp MMAs)", dout, out, kTolAttention);
 }
 
 class PagedAttentionTest : public PagedAttentionCheck, public ::testing::WithParamInterface<AttnCase> {};

@@ -160,6 +160,12 @@ void cuda_allow_moe_small_tma(Backend& be, bool allow) {
   k->allow_moe_small_tma(allow);
 }
 
+void cuda_allow_warpgroup_attention(Backend& be, bool allow) {
+  auto* k = dynamic_cast<CudaKernels*>(&be.kernels());
+  HYLLM_CHECK(k != nullptr, "cuda_allow_warpgroup_attention needs the cuda backend, got {}", be.name());
+  k->allow_warpgroup_attention(allow);
+}
+
 void cuda_fill_uniform(Backend& be, void* dst, DType dtype, size_t n, uint64_t seed, float mean, float scale) {
   HYLLM_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "cuda_fill_uniform: dtype {} is not f32/bf16",
               dtype_name(dtype));

@@ -40,6 +40,10 @@ CudaMoeCounts cuda_moe_counts(Backend& cuda_backend);
 // device has them (true by default): a test turns this off to run the kernels
 // other GPUs take on the same cases.
 void cuda_allow_moe_small_tma(Backend& cuda_backend, bool allow);
+// Whether paged attention may run its prefill tiles on sm_90a's warpgroup
+// MMAs where the device has them (true by default): a test turns this off to
+// run the warp-MMA form other GPUs take on the same cases.
+void cuda_allow_warpgroup_attention(Backend& cuda_backend, bool allow);
 
 // The GPU sampler of a CUDA backend (backend/device_sampler.h).
 std::unique_ptr<DeviceSampler> make_cuda_sampler(Backend& cuda_backend);

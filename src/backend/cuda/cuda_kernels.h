@@ -53,6 +53,7 @@ class CudaKernels final : public Kernels {
   uint64_t scratch_generation() const { return scratch_generation_; }
   const CudaMoeCounts& moe_counts() const { return moe_counts_; }
   void allow_moe_small_tma(bool allow) { moe_small_tma_ = allow; }
+  void allow_warpgroup_attention(bool allow) { warpgroup_attention_ = allow; }
 
  protected:
   const char* table_name() const override { return "the cuda backend"; }
@@ -75,8 +76,10 @@ class CudaKernels final : public Kernels {
   int32_t* moe_counter_ = nullptr;
   // The split-KV attention merge's per-group block counters (zero between launches).
   int32_t* attn_split_counters_ = nullptr;
-  bool grouped_moe_ = false;
+  // The device runs this build's sm_90a kernels (warpgroup MMAs, tensor maps).
+  bool sm90a_ = false;
   bool moe_small_tma_ = true;  // cuda_backend.h cuda_allow_moe_small_tma
+  bool warpgroup_attention_ = true;  // cuda_backend.h cuda_allow_warpgroup_attention
   CudaMoeCounts moe_counts_;
 };
 

@@ -84,6 +84,7 @@ void CudaKernels::paged_attention(const PagedAttentionArgs& a) {
   p.max_seq_len = to_int(a.max_seq_len, "max_seq_len");
   p.num_sms = num_sms_;
   p.split_counters = attn_split_counters_;
+  p.warpgroup_mma = sm90a_ && warpgroup_attention_;
   if (!cuda::paged_attention_grid_fits(p)) {
     fail(ErrorCode::kUnsupported,
          "paged_attention: {} sequences and {} query tokens in one step exceed the cuda kernel's grid; "

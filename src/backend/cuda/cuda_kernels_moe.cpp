@@ -110,7 +110,7 @@ void CudaKernels::moe(const MoeArgs& a) {
 
   const int64_t small_max = std::min<int64_t>(cuda::kMoeSmallMaxTokens, static_cast<int64_t>(kSmallXBytes / (H * 2)));
   if (small_max < 1) fail(ErrorCode::kUnsupported, "moe: hidden size {} is too large for the cuda kernels", H);
-  if (T > small_max && grouped_moe_) {
+  if (T > small_max && sm90a_) {
     ++moe_counts_.grouped;
     moe_grouped(a, ptrs);
     return;
@@ -189,7 +189,7 @@ void CudaKernels::moe_small(const MoeArgs& a, const cuda::MoeExpertPtrs& ptrs, i
   m.top_k = static_cast<int>(k);
   if (fp8) {
     // Block-FP8 gate|up projection on TMA (launch/moe.h kMoeUpTmaMinTokens).
-    if (grouped_moe_ && moe_small_tma_ && T >= cuda::kMoeUpTmaMinTokens && cuda::launch_moe_up_tma_fp8(m, stream_)) {
+    if (sm90a_ && moe_small_tma_ && T >= cuda::kMoeUpTmaMinTokens && cuda::launch_moe_up_tma_fp8(m, stream_)) {
       ++moe_counts_.small_up_tma;
     } else {
       cuda::launch_moe_up_small_fp8(m, stream_);

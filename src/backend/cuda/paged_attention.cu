@@ -1,11 +1,12 @@
 // Causal GQA attention over the paged KV cache, flash style on tensor cores
-// (mma.sync m16n8k16, bf16 in, fp32 accumulate), for prefill and decode alike.
+// (bf16 in, fp32 accumulate), for prefill and decode alike: warp MMAs, or on
+// sm_90a warpgroup MMAs for prefill tiles (paged_attention_mma.cuh).
 //
 // One block owns 64 "rows" of one sequence and one KV head, where a row is a
 // (new token, query head of the group) pair: the group's query heads share
 // every K/V tile, so decode (one token, group heads) and prefill use the same
-// code. Each of the 4 warps owns 16 rows; a warp with no valid row skips the
-// math. Keys stream through shared memory in tiles of 64 with an online
+// code. Each of the 4 warps owns 16 rows; with warp MMAs a warp with no
+// valid row skips the math. Keys stream through shared memory in tiles of 64 with an online
 // softmax in fp32: one K and one V buffer, V(n) loading while S = Q K(n)^T is
 // computed and K(n+1) while O += P V(n). Row tiles launch longest (most keys
 // under the causal mask) first. When few blocks would cover the GPU (decode,
@@ -24,6 +25,7 @@
 #include "backend/cuda/dynamic_smem.cuh"
 #include "backend/cuda/kv_fp8.cuh"
 #include "backend/cuda/paged_attention_merge.cuh"
+#include "backend/cuda/paged_attention_mma.cuh"
 
 namespace hyllm::cuda {
 namespace {
@@ -36,9 +38,9 @@ using namespace paged_attention_detail;
 template <int D>
 constexpr int kBf16Pieces = kRows * (D / 8) / kThreads;
 
-// Loads rows [0, 64) of a [64][D] tile with cp.async; row r comes from
-// src(r) or is zero when src(r) is null.
-template <int D, typename SrcFn>
+// Loads rows [0, 64) of a [64][D] tile in the engine's layout with
+// cp.async; row r comes from src(r) or is zero when src(r) is null.
+template <int D, class Engine, typename SrcFn>
 __device__ __forceinline__ void load_tile(uint16_t* tile, SrcFn src) {
   constexpr int kChunks = D / 8;
 #pragma unroll
@@ -46,14 +48,14 @@ __device__ __forceinline__ void load_tile(uint16_t* tile, SrcFn src) {
     const int i = threadIdx.x + j * kThreads;
     const int r = i / kChunks, c = i % kChunks;
     const uint16_t* g = src(r);
-    cp_async16(tile + r * Smem<D>::kStride + c * 8, g ? g + c * 8 : tile, g != nullptr);
+    cp_async16(tile + Engine::template chunk<D>(r, c), g ? g + c * 8 : tile, g != nullptr);
   }
 }
 
 // Loads rows [0, 64) of a [64][D] tile from e4m3 rows (16 codes per 16-byte
 // load), stored as bf16; row r comes from src(r) or is zero when it is null.
 // Synchronous: the caller syncs the block before reading the tile.
-template <int D, typename SrcFn>
+template <int D, class Engine, typename SrcFn>
 __device__ __forceinline__ void load_tile_e4m3(uint16_t* tile, SrcFn src) {
   constexpr int kChunks = D / 16;
 #pragma unroll
@@ -64,27 +66,40 @@ __device__ __forceinline__ void load_tile_e4m3(uint16_t* tile, SrcFn src) {
     const uint4 raw = g ? *reinterpret_cast<const uint4*>(g + c * 16) : make_uint4(0, 0, 0, 0);
     const uint2 a = e4m3x4_to_bf16x4(raw.x), b = e4m3x4_to_bf16x4(raw.y);
     const uint2 c2 = e4m3x4_to_bf16x4(raw.z), d = e4m3x4_to_bf16x4(raw.w);
-    uint4* dst = reinterpret_cast<uint4*>(tile + r * Smem<D>::kStride + c * 16);
-    dst[0] = make_uint4(a.x, a.y, b.x, b.y);
-    dst[1] = make_uint4(c2.x, c2.y, d.x, d.y);
+    *reinterpret_cast<uint4*>(tile + Engine::template chunk<D>(r, 2 * c)) = make_uint4(a.x, a.y, b.x, b.y);
+    *reinterpret_cast<uint4*>(tile + Engine::template chunk<D>(r, 2 * c + 1)) = make_uint4(c2.x, c2.y, d.x, d.y);
   }
 }
 
 
+// Shared memory of a launch: the Q, K and V tiles, and the slack that aligns
+// them for the engine.
+template <int D, class Engine>
+constexpr size_t kSmemBytes = 3 * Engine::template kTileBytes<D> + (Engine::kAlign > 16 ? Engine::kAlign : 0);
+// The split merges reuse the tiles' shared memory: for the weights (global
+// merge), or for the block's own partials (cluster merge).
+template <int D, class Engine>
+constexpr bool kMergeFits = kRows * (D + 2) * sizeof(float) <= 3 * Engine::template kTileBytes<D> &&
+                            kRows * (kMaxSplits + 1) * sizeof(float) <= 3 * Engine::template kTileBytes<D>;
+static_assert(kMergeFits<32, WarpMma> && kMergeFits<64, WarpMma> && kMergeFits<128, WarpMma> &&
+              kMergeFits<256, WarpMma> && kMergeFits<128, WarpgroupMma> && kMergeFits<256, WarpgroupMma>);
+
 // kCluster: the launch's clusters are the num_splits blocks of one (sequence,
 // KV head, row tile) group, consecutive in z, so that a block's split is its
-// rank in its cluster.
-template <int D, bool kFp8, bool kCluster>
+// rank in its cluster. Engine: WarpMma or WarpgroupMma (paged_attention_mma.cuh).
+template <int D, bool kFp8, bool kCluster, class Engine>
 __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentionParams p, int num_splits,
                                                                     float* partial) {
-  extern __shared__ __align__(16) uint16_t smem[];
+  extern __shared__ __align__(16) uint16_t smem_raw[];
   // Cache slot of each key of a tile (-1 past the key range; slots fit int32),
   // double buffered: the next tile's slots are staged while these are in use.
   __shared__ int32_t s_slot[2][kKeys];
-  constexpr int S = Smem<D>::kStride;
+  uint16_t* smem = reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(smem_raw) + Engine::kAlign - 1) &
+                                               ~static_cast<uintptr_t>(Engine::kAlign - 1));
+  constexpr int kTileElems = static_cast<int>(Engine::template kTileBytes<D> / 2);
   uint16_t* sq = smem;
-  uint16_t* sk = smem + kRows * S;
-  uint16_t* sv = smem + 2 * kRows * S;
+  uint16_t* sk = smem + kTileElems;
+  uint16_t* sv = smem + 2 * kTileElems;
 
   const int group = p.num_q_heads / p.num_kv_heads;
   // Row tiles in reverse: under a causal mask the last tile sees the most
@@ -118,7 +133,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   // A warp whose 16 rows are all past the sequence's rows (decode: one token's
   // group of heads fills part of the first warp) only helps load the tiles.
-  const bool warp_active = m0 + warp * 16 < rows_total;
+  const bool warp_active = Engine::kWarpgroupWide || m0 + warp * 16 < rows_total;
   const int64_t hq = p.num_q_heads;
   const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
 
@@ -155,9 +170,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
         return slot < 0 ? nullptr : c + (static_cast<int64_t>(slot) * p.num_kv_heads + kvh) * D;
       };
       if constexpr (kFp8) {
-        load_tile_e4m3<D>(tile, [&](int r) { return row(static_cast<const uint8_t*>(cache), r); });
+        load_tile_e4m3<D, Engine>(tile, [&](int r) { return row(static_cast<const uint8_t*>(cache), r); });
       } else {
-        load_tile<D>(tile, [&](int r) { return row(static_cast<const uint16_t*>(cache), r); });
+        load_tile<D, Engine>(tile, [&](int r) { return row(static_cast<const uint16_t*>(cache), r); });
       }
       cp_async_commit();
     };
@@ -166,7 +181,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
     // softmax run, K(n+1) while O += P V(n). Groups complete in commit order,
     // so waiting for all but the newest group waits for K(n) (and Q).
     stage_slots(kv_begin, 0);
-    load_tile<D>(sq, [&](int r) -> const uint16_t* {
+    load_tile<D, Engine>(sq, [&](int r) -> const uint16_t* {
       const int rr = m0 + r;
       if (rr >= rows_total) return nullptr;
       return p.q + ((static_cast<int64_t>(q_start) + rr / group) * hq + kvh * group + rr % group) * D;
@@ -182,6 +197,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
       load_kv(sv, p.v_cache, buf);
       if (has_next) stage_slots(n0 + kKeys, buf ^ 1);
       cp_async_wait<1>();
+      Engine::tiles_written();
       __syncthreads();
 
       // The tile's 16-key chunks that hold keys of the range: a short split
@@ -196,26 +212,10 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
       // basic block, and ptxas cannot schedule shared loads across them.
       const bool all_live = live_chunks == kKeys / 16;
       if (warp_active) {
-        // S = Q K^T for the warp's 16 rows and the tile's live keys.
-        auto qk = [&](auto full) {
-#pragma unroll
-          for (int kk = 0; kk < D / 16; ++kk) {
-            uint32_t a[4];
-            ldmatrix_x4(a, sq + (warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * S + kk * 16 + (lane / 16) * 8);
-#pragma unroll
-            for (int nt = 0; nt < kKeys / 8; nt += 2) {
-              if (!decltype(full)::value && nt / 2 >= live_chunks) break;
-              uint32_t b[4];
-              ldmatrix_x4(b, sk + (nt * 8 + (lane % 8) + (lane / 16) * 8) * S + kk * 16 + ((lane / 8) % 2) * 8);
-              mma_bf16(s[nt], a, b[0], b[1]);
-              mma_bf16(s[nt + 1], a, b[2], b[3]);
-            }
-          }
-        };
         if (all_live) {
-          qk(std::true_type{});
+          Engine::template qk<D, true>(s, sq, sk, warp, lane, live_chunks);
         } else {
-          qk(std::false_type{});
+          Engine::template qk<D, false>(s, sq, sk, warp, lane, live_chunks);
         }
         // Mask, scale (log2 domain) and the online softmax update.
         float tile_max[2] = {-INFINITY, -INFINITY};
@@ -258,33 +258,14 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
         }
       }
       cp_async_wait<0>();
+      Engine::tiles_written();
       __syncthreads();  // V(n) landed; every warp is done with sk
       if (has_next) load_kv(sk, p.k_cache, buf ^ 1);
       if (warp_active) {
-        // O += P V, P from the S accumulators (the C layout of two n-tiles is
-        // the A layout of one k16 step).
-        auto pv = [&](auto full) {
-#pragma unroll
-          for (int kc = 0; kc < kKeys / 16; ++kc) {
-            if (!decltype(full)::value && kc >= live_chunks) break;
-            uint32_t a[4];
-            a[0] = pack_bf16(s[2 * kc][0], s[2 * kc][1]);
-            a[1] = pack_bf16(s[2 * kc][2], s[2 * kc][3]);
-            a[2] = pack_bf16(s[2 * kc + 1][0], s[2 * kc + 1][1]);
-            a[3] = pack_bf16(s[2 * kc + 1][2], s[2 * kc + 1][3]);
-#pragma unroll
-            for (int dt = 0; dt < D / 8; dt += 2) {
-              uint32_t b[4];
-              ldmatrix_x4_trans(b, sv + (kc * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * S + dt * 8 + (lane / 16) * 8);
-              mma_bf16(acc[dt], a, b[0], b[1]);
-              mma_bf16(acc[dt + 1], a, b[2], b[3]);
-            }
-          }
-        };
         if (all_live) {
-          pv(std::true_type{});
+          Engine::template pv<D, true>(acc, s, sv, lane, live_chunks);
         } else {
-          pv(std::false_type{});
+          Engine::template pv<D, false>(acc, s, sv, lane, live_chunks);
         }
       }
       __syncthreads();  // every warp is done with sv
@@ -394,6 +375,7 @@ struct LaunchPlan {
   int m_tiles = 1;
   int splits = 1;
   bool cluster = false;  // the splits merge inside a cluster, else through global memory
+  bool warpgroup = false;  // WarpgroupMma, else WarpMma
 };
 
 LaunchPlan plan_of(const PagedAttentionParams& p) {
@@ -404,27 +386,41 @@ LaunchPlan plan_of(const PagedAttentionParams& p) {
     plan.splits = min(plan.splits, kMaxClusterSplits);
     plan.cluster = true;
   }
+  // Decode (one row tile: a token's group of heads, most rows empty) stays on
+  // the warp MMAs, which skip the empty warps' math.
+  plan.warpgroup = p.warpgroup_mma && (p.head_dim == 128 || p.head_dim == 256) && plan.m_tiles > 1;
   return plan;
 }
 
-template <int D, bool kFp8>
-void launch_d(const PagedAttentionParams& p, void* scratch, cudaStream_t stream) {
-  const LaunchPlan plan = plan_of(p);
-  constexpr size_t smem = Smem<D>::kBytes;
+template <int D, bool kFp8, class Engine>
+void launch_engine(const PagedAttentionParams& p, const LaunchPlan& plan, void* scratch, cudaStream_t stream) {
+  constexpr size_t smem = kSmemBytes<D, Engine>;
   const int groups = p.num_seqs * plan.splits;
   // (row tile, KV head, sequence x split) with clusters, else (KV head,
   // sequence x split, row tile): the kernel reads its block's parts by the same rule.
   const dim3 grid = plan.cluster ? dim3(plan.m_tiles, p.num_kv_heads, groups) : dim3(p.num_kv_heads, groups, plan.m_tiles);
   if (plan.cluster) {
-    auto* kernel = paged_attention_kernel<D, kFp8, true>;
+    auto* kernel = paged_attention_kernel<D, kFp8, true, Engine>;
     allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
     launch_ex(kernel, false, dim3(1, 1, plan.splits), grid, kThreads, smem, stream, p, plan.splits,
               static_cast<float*>(nullptr));
   } else {
-    auto* kernel = paged_attention_kernel<D, kFp8, false>;
+    auto* kernel = paged_attention_kernel<D, kFp8, false, Engine>;
     allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
     kernel<<<grid, kThreads, smem, stream>>>(p, plan.splits, static_cast<float*>(scratch));
   }
+}
+
+template <int D, bool kFp8>
+void launch_d(const PagedAttentionParams& p, void* scratch, cudaStream_t stream) {
+  const LaunchPlan plan = plan_of(p);
+  if constexpr (D == 128 || D == 256) {
+    if (plan.warpgroup) {
+      launch_engine<D, kFp8, WarpgroupMma>(p, plan, scratch, stream);
+      return;
+    }
+  }
+  launch_engine<D, kFp8, WarpMma>(p, plan, scratch, stream);
 }
 
 template <bool kFp8>

@@ -1,5 +1,5 @@
 // The paged attention kernel's shape (rows and keys per block, split-KV
-// limits, shared memory) and the two merges of a split key range's partial
+// limits) and the two merges of a split key range's partial
 // results (paged_attention.cu): through global memory by the last block of a
 // group, or inside a cluster over distributed shared memory.
 #pragma once
@@ -39,18 +39,6 @@ constexpr float kLog2e = 1.4426950408889634f;
 __device__ __forceinline__ int split_keys(int kv_len, int num_splits) {
   return ((kv_len + num_splits - 1) / num_splits + kSplitKeys - 1) / kSplitKeys * kSplitKeys;
 }
-
-template <int D>
-struct Smem {
-  static constexpr int kStride = D + 8;  // 16-byte pad: ldmatrix rows hit distinct banks
-  static constexpr size_t kBytes = static_cast<size_t>(3) * kRows * kStride * 2;
-};
-// The split merges reuse the tiles' shared memory: for the weights (global
-// merge), or for the block's own partials (cluster merge).
-static_assert(kRows * (kMaxSplits + 1) * sizeof(float) <= Smem<32>::kBytes);
-template <int D>
-constexpr bool kPartialsFit = kRows * (D + 2) * sizeof(float) <= Smem<D>::kBytes;
-static_assert(kPartialsFit<32> && kPartialsFit<64> && kPartialsFit<128> && kPartialsFit<256>);
 
 // Merges the first num_splits splits (those holding keys) of rows
 // [m0, m0 + n_rows) of one (sequence, KV head):

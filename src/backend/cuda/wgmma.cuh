@@ -26,6 +26,17 @@ __device__ __forceinline__ uint64_t smem_desc(const void* p) {
   return ((addr & 0x3FFFFu) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
 }
 
+// Descriptor of an N-major B operand (bf16, the MMA's K dimension along the
+// rows) held as 8-row atoms of 1024 bytes with 128-byte rows in the 128-byte
+// swizzle, base 1024-aligned: each row holds 64 N elements of one k, the
+// next 8 k start 1024 bytes on (stride offset), and N past 64 sits
+// n_block_bytes on (leading offset).
+__device__ __forceinline__ uint64_t smem_desc_n_major(const void* p, uint32_t n_block_bytes = 8192) {
+  const uint64_t addr = smem_addr(p);
+  return ((addr & 0x3FFFFu) >> 4) | (uint64_t{(n_block_bytes >> 4) & 0x3FFFu} << 16) | (uint64_t{1024 >> 4} << 32) |
+         (uint64_t{1} << 62);
+}
+
 // Byte offset of 16-byte chunk c of row r in a 128-byte-swizzled tile.
 __device__ __forceinline__ int swizzled(int r, int c) { return r * kRowBytes + ((c ^ (r & 7)) << 4); }
 
@@ -35,6 +46,15 @@ template <int N>
 __device__ __forceinline__ void fence_operands(float (&d)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+template <int M, int N>
+__device__ __forceinline__ void fence_operands(uint32_t (&r)[M][N]) {
+#pragma unroll
+  for (int i = 0; i < M; ++i) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
+  }
 }
 
 #ifdef HYLLM_WGMMA
@@ -101,6 +121,39 @@ __device__ __forceinline__ void m64n128k16_bf16(float (&d)[64], uint64_t a, uint
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " HYLLM_WGMMA_D64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
       : HYLLM_WGMMA_D64_OPERANDS(d)
       : "l"(a), "l"(b), "r"(scale_d));
+}
+
+// The 32 fp32 accumulators of an m64n64 MMA, as operands %0..%31.
+#define HYLLM_WGMMA_D32                                                                             \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                         \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define HYLLM_WGMMA_D32_OPERANDS(d)                                                                  \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),     \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),         \
+      "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),       \
+      "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),       \
+      "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+
+// D[64 x 64] (+)= A[64 x 16] B[16 x 64], bf16 operands from shared memory
+// (both K-major), fp32 accumulators; scale_d 0 overwrites D.
+__device__ __forceinline__ void m64n64k16_bf16(float (&d)[32], uint64_t a, uint64_t b, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " HYLLM_WGMMA_D32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : HYLLM_WGMMA_D32_OPERANDS(d)
+      : "l"(a), "l"(b), "r"(scale_d));
+}
+
+// D[64 x 64] += A[64 x 16] B[16 x 64]: A from registers (the m16n8k16 A
+// fragments of each warp's 16 rows), B N-major in shared memory
+// (smem_desc_n_major), fp32 accumulators.
+__device__ __forceinline__ void m64n64k16_bf16_rs_n_major(float (&d)[32], const uint32_t (&a)[4], uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " HYLLM_WGMMA_D32
+      ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      : HYLLM_WGMMA_D32_OPERANDS(d)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
 }
 
 // D[64 x 128] (+)= A[64 x 32] B[32 x 128], e4m3 operands from shared memory

@@ -75,6 +75,9 @@ struct PagedAttentionParams {
   // and left at zero by it: the split-KV merge finds each group's last block
   // with them. Null: the launch never splits the keys.
   int32_t* split_counters = nullptr;
+  // The device runs sm_90a's warpgroup MMAs: launches of more than one row
+  // tile at head sizes 128 and 256 take them (paged_attention_mma.cuh).
+  bool warpgroup_mma = false;
 };
 // Counters a backend with `num_sms` SMs owns for split_counters.
 int paged_attention_split_counters(int num_sms);

@@ -8,6 +8,7 @@
 #include "backend/cuda/launch/attention.h"
 #include "backend/cuda/launch/bf16_gemv.h"
 #include "backend/cuda/launch/dense.h"
+#include "backend/cuda/launch/device.h"
 #include "backend/cuda/launch/fill.h"
 #include "backend/cuda/launch/moe.h"
 #include "backend/cuda/launch/fp8.h"
@@ -50,7 +51,7 @@ CudaKernels::CudaKernels(cudaStream_t stream, int device_index) : stream_(stream
   const size_t attn_counter_bytes = sizeof(int32_t) * cuda::paged_attention_split_counters(num_sms_);
   HYLLM_CUDA_CHECK(cudaMalloc(&attn_split_counters_, attn_counter_bytes));
   HYLLM_CUDA_CHECK(cudaMemset(attn_split_counters_, 0, attn_counter_bytes));
-  sm90a_ = cuda::moe_grouped_supported(device_index);
+  sm90a_ = cuda::sm90a_kernels_supported(device_index);
 }
 
 CudaKernels::~CudaKernels() {

@@ -1,23 +1,16 @@
-// A trivial kernel that keeps the nvcc path of the build exercised from the
-// first commit: it reports the compute capability the code was compiled for.
-#include <cuda_runtime.h>
+// What the device can run of this build's kernels.
+#include "backend/cuda/launch/device.h"
 
 namespace hyllm::cuda {
 
-__global__ void compiled_arch_kernel(int* out) {
-#if defined(__CUDA_ARCH__)
-  *out = __CUDA_ARCH__;
-#endif
-}
-
-cudaError_t compiled_arch(int* host_out) {
-  int* d = nullptr;
-  cudaError_t err = cudaMalloc(&d, sizeof(int));
-  if (err != cudaSuccess) return err;
-  compiled_arch_kernel<<<1, 1>>>(d);
-  err = cudaMemcpy(host_out, d, sizeof(int), cudaMemcpyDeviceToHost);
-  cudaFree(d);
-  return err;
+bool sm90a_kernels_supported(int device) {
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return major == 9 && minor == 0;
 }
 
 }  // namespace hyllm::cuda

@@ -6,7 +6,7 @@
 // into fp32 registers. The gate_up GEMM puts gate and up columns of the same
 // intermediate index in the same thread, so SwiGLU runs in its epilogue.
 // Without sm_90a (another architecture in the build) the kernels are empty
-// and moe_grouped_supported() is false for the device.
+// and sm90a_kernels_supported() is false for the device.
 #include "backend/cuda/dynamic_smem.cuh"
 #include "backend/cuda/moe_common.cuh"
 #include "backend/cuda/wgmma.cuh"
@@ -237,16 +237,6 @@ void launch_grouped(const MoeGroupedGemmParams& p, int max_items, cudaStream_t s
 }
 
 }  // namespace
-
-bool moe_grouped_supported(int device) {
-  int major = 0, minor = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return major == 9 && minor == 0;
-}
 
 void launch_moe_up_grouped(const MoeGroupedGemmParams& p, cudaStream_t stream) {
   if (p.tile_rows == 128) launch_grouped<2, true>(p, p.max_up_items, stream);

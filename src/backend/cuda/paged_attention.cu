@@ -6,9 +6,9 @@
 // (new token, query head of the group) pair: the group's query heads share
 // every K/V tile, so decode (one token, group heads) and prefill use the same
 // code. Each of the 4 warps owns 16 rows; with warp MMAs a warp with no
-// valid row skips the math. Keys stream through shared memory in tiles of 64 with an online
-// softmax in fp32: one K and one V buffer, V(n) loading while S = Q K(n)^T is
-// computed and K(n+1) while O += P V(n). Row tiles launch longest (most keys
+// valid row skips the math. Keys stream through shared memory in tiles of 64
+// with an online softmax in fp32: one K and one V buffer, V(n) loading while
+// S = Q K(n)^T is computed and K(n+1) while O += P V(n). Row tiles launch longest (most keys
 // under the causal mask) first. When few blocks would cover the GPU (decode,
 // short prefill), the key range is split over blocks: each writes its split's
 // partial result and the splits are merged in the same launch: over

@@ -154,7 +154,7 @@ void launch_moe_up_small_fp8(const MoeSmallParams& p, cudaStream_t stream);
 void launch_moe_down_small_fp8(const MoeSmallParams& p, cudaStream_t stream);
 
 // The block-FP8 gate|up projection on TMA and e4m3 warpgroup MMAs
-// (moe_up_tma_fp8.cu), for devices where moe_grouped_supported() (other
+// (moe_up_tma_fp8.cu), for devices where sm90a_kernels_supported() (other
 // targets compile it empty), from this many tokens. It streams whole weight
 // boxes several steps ahead where the register-fed kernels wait on chains of
 // loads, and at every token count the up projection is a read of the routed
@@ -244,8 +244,6 @@ struct MoeGroupedGemmParams {
 // Columns per work item of the grouped GEMMs.
 inline constexpr int kMoeUpColTile = 128;
 inline constexpr int kMoeDownColTile = 256;
-// True when this build has the sm_90a grouped GEMMs for `device`.
-bool moe_grouped_supported(int device);
 void launch_moe_up_grouped(const MoeGroupedGemmParams& p, cudaStream_t stream);
 void launch_moe_down_grouped(const MoeGroupedGemmParams& p, cudaStream_t stream);
 void launch_moe_combine(const MoeGroupedGemmParams& p, cudaStream_t stream);
